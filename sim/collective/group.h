@@ -1,0 +1,45 @@
+// Group geometry: which GPUs a Group (sim/schema/schedule.proto) names.
+//
+// GPUs form a mesh of `nodes` x `gpus_per_node`; global rank = node *
+// gpus_per_node + local rank. A Group picks `size` members `stride` apart
+// along each axis, tiled so that every GPU belongs to exactly one group of a
+// given shape. Members are listed in global-rank order (node-major), which is
+// the order a flat ring visits them.
+#ifndef SHARDSIM_SIM_COLLECTIVE_GROUP_H_
+#define SHARDSIM_SIM_COLLECTIVE_GROUP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+struct Mesh {
+  int gpus_per_node = 0;
+  int nodes = 0;
+  int gpus() const { return gpus_per_node * nodes; }
+};
+
+// Common shapes.
+Group GlobalGroup(const Mesh& mesh);  // every GPU
+Group IntraGroup(const Mesh& mesh);   // the GPUs of one node
+Group InterGroup(const Mesh& mesh);   // same local rank in every node
+Group MakeGroup(int intra_size, int intra_stride, int inter_size,
+                int inter_stride);
+
+inline int GroupSize(const Group& g) { return g.intra_size() * g.inter_size(); }
+
+// OK when sizes and strides are positive and the shape tiles the mesh.
+absl::Status ValidateGroup(const Group& group, const Mesh& mesh);
+
+// Global ranks of the members of `rank`'s group, in global-rank order.
+std::vector<int> GroupMembers(const Group& group, const Mesh& mesh, int rank);
+
+// "8x1", "1x8 stride 8" style text for tables and errors.
+std::string GroupName(const Group& group);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_COLLECTIVE_GROUP_H_

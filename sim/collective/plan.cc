@@ -1,0 +1,93 @@
+#include "sim/collective/plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "sim/collective/algorithms.h"
+
+namespace shardsim {
+
+Range ChunkRange(int64_t count, int parts, int index) {
+  const int64_t base = count / parts;
+  const int64_t extra = count % parts;
+  Range r;
+  r.offset = index * base + std::min<int64_t>(index, extra);
+  r.count = base + (index < extra ? 1 : 0);
+  return r;
+}
+
+absl::StatusOr<Plan> MakePlan(const PlanRequest& req) {
+  if (req.shape.per_node < 1 || req.shape.nodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan shape: per_node and nodes must be >= 1, got ",
+                     req.shape.per_node, "x", req.shape.nodes));
+  }
+  if (req.count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan count: must be >= 0, got ", req.count));
+  }
+  if (req.channels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan channels: must be >= 1, got ", req.channels));
+  }
+  if (req.op == BROADCAST && (req.root < 0 || req.root >= req.shape.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan root: ", req.root, " is not a member of a group of ",
+        req.shape.size()));
+  }
+  if (req.op == OP_UNSPECIFIED) {
+    return absl::InvalidArgumentError("plan op: unspecified");
+  }
+  Plan plan;
+  plan.op = req.op;
+  plan.algorithm = req.algorithm;
+  plan.shape = req.shape;
+  plan.count = req.count;
+  plan.channels = req.channels;
+  plan.root = req.op == BROADCAST ? req.root : 0;
+  if (req.shape.size() == 1) return plan;  // nothing moves
+
+  absl::Status status;
+  switch (req.algorithm) {
+    case RING: status = internal::BuildRing(req, &plan); break;
+    case DIRECT: status = internal::BuildDirect(req, &plan); break;
+    case TREE: status = internal::BuildTree(req, &plan); break;
+    case SHARP: status = internal::BuildSharp(req, &plan); break;
+    case HRING: status = internal::BuildHring(req, &plan); break;
+    case TORUS2D: status = internal::BuildTorus2d(req, &plan); break;
+    case HORING: status = internal::BuildHoring(req, &plan); break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan algorithm: ", Algorithm_Name(req.algorithm),
+                       " is not a collective algorithm"));
+  }
+  if (!status.ok()) return status;
+  // Empty transfers (a chunk of zero elements) move nothing; drop them so
+  // that the engine never starts a zero-byte flow.
+  plan.transfers.erase(
+      std::remove_if(plan.transfers.begin(), plan.transfers.end(),
+                     [](const Transfer& t) { return t.count == 0; }),
+      plan.transfers.end());
+  std::stable_sort(plan.transfers.begin(), plan.transfers.end(),
+                   [](const Transfer& a, const Transfer& b) {
+                     return a.step < b.step;
+                   });
+  return plan;
+}
+
+PlanVolume CountVolume(const Plan& plan) {
+  PlanVolume v;
+  for (const Transfer& t : plan.transfers) {
+    if (t.src == kSwitch) {
+      v.from_switch += t.count;
+    } else if (t.dst == kSwitch ||
+               plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst)) {
+      v.inter_node += t.count;
+    } else {
+      v.intra_node += t.count;
+    }
+  }
+  return v;
+}
+
+}  // namespace shardsim

@@ -1,0 +1,97 @@
+// Collective plans: a collective over a group, lowered to point-to-point
+// transfers (who sends which elements to whom, in which step, on which
+// channel). Both the SimGrid engine and the hardware backend execute plans;
+// traffic is counted from them. No collective is written anywhere else.
+//
+// Data contract (checked by executor.h on real buffers). Every member holds
+// a buffer of `count` elements; chunk i is ChunkRange(count, p, i).
+//   ALL_GATHER      before: member i's chunk i.   after: every chunk, everywhere.
+//   REDUCE_SCATTER  before: a full buffer each.   after: member i's chunk i is
+//                                                 the sum over members.
+//   ALL_REDUCE      before: a full buffer each.   after: the sum, everywhere.
+//   BROADCAST       before: root's buffer.        after: root's buffer, everywhere.
+//
+// Step semantics: steps run in order. All transfers of one step read their
+// source as it was when the step began, then write: a copy overwrites the
+// destination range, a reduce adds into it. A step never both copies and
+// reduces into the same element. kSwitch is the network switch of SHARP: it
+// holds one zeroed buffer of `count` elements that reduces add into and that
+// sends copies from.
+#ifndef SHARDSIM_SIM_COLLECTIVE_PLAN_H_
+#define SHARDSIM_SIM_COLLECTIVE_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/schema/schedule.pb.h"
+#include "sim/schema/strategy.pb.h"
+
+namespace shardsim {
+
+// A group as `nodes` nodes with `per_node` members each; member m sits on
+// node m / per_node. Members are numbered 0..size()-1 in global-rank order.
+struct PlanShape {
+  int per_node = 1;
+  int nodes = 1;
+  int size() const { return per_node * nodes; }
+  int NodeOf(int member) const { return member / per_node; }
+};
+
+inline constexpr int kSwitch = -1;
+
+struct Transfer {
+  int32_t step = 0;
+  int32_t channel = 0;
+  int32_t src = 0;  // member index or kSwitch
+  int32_t dst = 0;  // member index or kSwitch
+  int64_t offset = 0;  // in elements
+  int64_t count = 0;
+  bool reduce = false;  // add into dst instead of copying
+};
+
+struct Plan {
+  CollectiveOp op = OP_UNSPECIFIED;
+  Algorithm algorithm = ALGORITHM_UNSPECIFIED;
+  PlanShape shape;
+  int64_t count = 0;  // elements in each member's buffer
+  int channels = 1;
+  int root = 0;       // BROADCAST only
+  int num_steps = 0;
+  std::vector<Transfer> transfers;  // sorted by step
+};
+
+struct PlanRequest {
+  CollectiveOp op = OP_UNSPECIFIED;
+  Algorithm algorithm = RING;
+  PlanShape shape;
+  int64_t count = 0;
+  int channels = 1;  // parallel rings (NCCL channels); each moves 1/k
+  int root = 0;
+};
+
+// Lowers a collective. Errors name the field and the reason (an algorithm
+// that cannot run this op on this shape, a channel count < 1, ...).
+absl::StatusOr<Plan> MakePlan(const PlanRequest& request);
+
+// Element range of chunk `index` when `count` elements are cut into `parts`:
+// the first count % parts chunks hold one element more.
+struct Range {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+Range ChunkRange(int64_t count, int parts, int index);
+
+// Elements sent over the step, summed over senders, split by whether the
+// transfer leaves its node. Transfers to or from the switch leave the node;
+// those from the switch are counted apart (the switch is not a GPU).
+struct PlanVolume {
+  int64_t intra_node = 0;   // GPU to GPU, same node
+  int64_t inter_node = 0;   // GPU to another node's GPU or to the switch
+  int64_t from_switch = 0;  // switch to GPU
+};
+PlanVolume CountVolume(const Plan& plan);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_COLLECTIVE_PLAN_H_

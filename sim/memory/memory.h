@@ -1,0 +1,43 @@
+// Memory per GPU: model states (SPEC section 3), activations, buffers in
+// flight, and the framework's reserve; OOM against the GPU's capacity.
+#ifndef SHARDSIM_SIM_MEMORY_MEMORY_H_
+#define SHARDSIM_SIM_MEMORY_MEMORY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/collective/group.h"
+#include "sim/model/model.h"
+#include "sim/schema/platform.pb.h"
+#include "sim/schema/scenario.pb.h"
+#include "sim/schema/strategy.pb.h"
+
+namespace shardsim {
+
+struct ModelStates {
+  int64_t params = 0;     // 2 psi / s_p, plus the hpZ secondary copy
+  int64_t grads = 0;      // 2 psi / s_g
+  int64_t optimizer = 0;  // K psi / s_os
+};
+
+// Model states of `psi` parameters with K optimizer bytes per parameter.
+ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
+                            const Strategy& strategy);
+
+struct MemoryBreakdown {
+  ModelStates states;
+  int64_t activations = 0;  // peak activation bytes of one micro-batch
+  int64_t buffers = 0;      // gathered parameters, gradient buckets
+  int64_t reserved = 0;     // platform's framework reserve
+  int64_t total = 0;
+  bool oom = false;         // total > GPU memory
+};
+
+MemoryBreakdown EstimateMemory(const std::vector<Layer>& layers,
+                               const Strategy& strategy, const Mesh& mesh,
+                               const Scenario& scenario,
+                               const Platform& platform);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_MEMORY_MEMORY_H_

@@ -1,0 +1,63 @@
+// Stage 1 of the pipeline: a model's shape -> the cost of each layer.
+//
+// Parameter counts come from the matrix shapes (LLaMA's SwiGLU FFN has three
+// hidden x ffn matrices, so 12*L*h^2 is not used). FLOPs count a
+// multiply-add as 2; attention scores are not halved for causality
+// (Megatron's convention).
+#ifndef SHARDSIM_SIM_MODEL_MODEL_H_
+#define SHARDSIM_SIM_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sim/schema/model.pb.h"
+
+namespace shardsim {
+
+// One micro-batch as one GPU sees it.
+struct Batch {
+  int64_t micro_batch_size = 1;  // sequences
+  int64_t seq_len = 1;
+  bool recompute = false;        // full activation recomputation
+  bool flash_attention = false;  // attention scores not kept
+};
+
+// The unit of sharding and scheduling: the embedding, each transformer
+// block, and the head (final norm + output projection).
+struct Layer {
+  std::string name;  // "embedding", "block 0" .. "block L-1", "head"
+  int64_t params = 0;
+  double forward_flops = 0;    // one micro-batch
+  double backward_flops = 0;   // gradients w.r.t. inputs and weights
+  double recompute_flops = 0;  // forward run again in backward; 0 if none
+  // Bytes this layer keeps from forward until its backward, one
+  // micro-batch (only its input when recomputing).
+  int64_t activation_bytes = 0;
+  // Extra bytes live only while this layer's backward runs (the
+  // recomputed activations when recomputing, else 0).
+  int64_t backward_working_bytes = 0;
+};
+
+// Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b.
+std::vector<std::string> BuiltinModelNames();
+absl::StatusOr<Model> BuiltinModel(absl::string_view name);
+
+// Rejects missing or inconsistent fields, naming the field.
+absl::Status ValidateModel(const Model& model);
+
+// Embedding, blocks, head, in forward order.
+std::vector<Layer> ModelLayers(const Model& model, const Batch& batch);
+
+int64_t TotalParams(const Model& model);
+
+// Model FLOPs of one micro-batch: forward + backward, no recomputation
+// (the numerator of MFU).
+double ModelFlopsPerMicroBatch(const Model& model, const Batch& batch);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_MODEL_MODEL_H_
