@@ -1,9 +1,269 @@
 #include "sim/model/model.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
 namespace shardsim {
-std::vector<std::string> BuiltinModelNames() { return {}; }
-absl::StatusOr<Model> BuiltinModel(absl::string_view) { return absl::UnimplementedError("placeholder"); }
-absl::Status ValidateModel(const Model&) { return absl::UnimplementedError("placeholder"); }
-std::vector<Layer> ModelLayers(const Model&, const Batch&) { return {}; }
-int64_t TotalParams(const Model&) { return 0; }
-double ModelFlopsPerMicroBatch(const Model&, const Batch&) { return 0; }
+namespace {
+
+// Bytes per element of the activations kept for backward (bf16) and of the
+// logits the loss reads (fp32, as Megatron and HF compute the softmax).
+constexpr int64_t kActivationBytes = 2;
+constexpr int64_t kLogitBytes = 4;
+
+Model Llama(absl::string_view name, int layers, int64_t hidden, int heads,
+            int64_t ffn_hidden) {
+  Model m;
+  m.set_name(std::string(name));
+  m.set_layers(layers);
+  m.set_hidden(hidden);
+  m.set_heads(heads);
+  m.set_ffn_hidden(ffn_hidden);
+  m.set_vocab(32000);
+  m.set_mlp(Model::SWIGLU);
+  m.set_norm(Model::RMSNORM);
+  // No biases, untied embeddings, rotary positions: the proto defaults.
+  return m;
+}
+
+Model Gpt3() {
+  Model m;
+  m.set_name("gpt3-175b");
+  m.set_layers(96);
+  m.set_hidden(12288);
+  m.set_heads(96);
+  m.set_ffn_hidden(4 * 12288);
+  m.set_vocab(50257);
+  m.set_mlp(Model::GELU);
+  m.set_norm(Model::LAYERNORM);
+  m.set_linear_bias(true);
+  m.set_tied_embeddings(true);
+  m.set_learned_positions(2048);
+  return m;
+}
+
+// In BuiltinModelNames() order.
+std::vector<Model> Builtins() {
+  return {Llama("llama-7b", 32, 4096, 32, 11008),
+          Llama("llama-13b", 40, 5120, 40, 13824),
+          Llama("llama-30b", 60, 6656, 52, 17920),
+          Llama("llama-65b", 80, 8192, 64, 22016), Gpt3()};
+}
+
+// Width of the K and V projections: smaller than hidden under grouped-query
+// attention (kv_heads < heads).
+int64_t KvWidth(const Model& m) {
+  if (m.kv_heads() <= 0 || m.heads() <= 0) return m.hidden();
+  return m.hidden() * m.kv_heads() / m.heads();
+}
+
+int64_t MlpMatrices(const Model& m) { return m.mlp() == Model::SWIGLU ? 3 : 2; }
+
+int64_t NormParams(const Model& m) {
+  return m.norm() == Model::LAYERNORM ? 2 * m.hidden() : m.hidden();
+}
+
+// Weights of the block's matrix multiplies: each costs 2 FLOPs per token.
+int64_t BlockMatmulParams(const Model& m) {
+  const int64_t h = m.hidden();
+  const int64_t attention = 2 * h * h + 2 * h * KvWidth(m);  // q,o + k,v
+  return attention + MlpMatrices(m) * h * m.ffn_hidden();
+}
+
+int64_t BlockBiasParams(const Model& m) {
+  if (!m.linear_bias()) return 0;
+  const int64_t h = m.hidden();
+  const int64_t attention = 2 * h + 2 * KvWidth(m);  // q,o + k,v
+  // The down projection's bias is h wide; the others are ffn wide.
+  const int64_t mlp = (MlpMatrices(m) - 1) * m.ffn_hidden() + h;
+  return attention + mlp;
+}
+
+int64_t BlockParams(const Model& m) {
+  // Two norms per block: before attention and before the MLP.
+  return BlockMatmulParams(m) + BlockBiasParams(m) + 2 * NormParams(m);
+}
+
+int64_t EmbeddingParams(const Model& m) {
+  return (m.vocab() + m.learned_positions()) * m.hidden();
+}
+
+// The final norm, plus the output projection unless it reuses the
+// embedding's matrix (tied), in which case that matrix is counted once, in
+// the embedding.
+int64_t HeadParams(const Model& m) {
+  const int64_t projection =
+      m.tied_embeddings() ? 0 : m.vocab() * m.hidden();
+  return NormParams(m) + projection;
+}
+
+// Korthikanti et al. 2022, eq. 1 without tensor or sequence parallelism:
+// s*b*h*34 bytes for the block's bf16 inputs, projections, MLP
+// intermediates and dropout masks, plus 5*a*s^2*b (= s*b*h * 5*a*s/h) for
+// the attention scores, softmax output and its dropout mask. With
+// FlashAttention the score-sized matrices are never materialised (the
+// kernel recomputes them in backward from the kept Q, K, V), so only the
+// 34 term stays. The formula was derived for GPT's 4h GELU MLP with
+// multi-head attention; for SwiGLU and grouped-query attention it is the
+// customary approximation, not an exact count.
+int64_t FullBlockActivationBytes(const Model& m, const Batch& batch) {
+  const int64_t s = batch.seq_len;
+  const int64_t b = batch.micro_batch_size;
+  const int64_t linear_terms = 34 * s * b * m.hidden();
+  if (batch.flash_attention) return linear_terms;
+  return linear_terms + 5 * m.heads() * s * s * b;
+}
+
+// The input of a layer, kept as a recomputation checkpoint.
+int64_t InputBytes(const Model& m, const Batch& batch) {
+  return kActivationBytes * batch.seq_len * batch.micro_batch_size *
+         m.hidden();
+}
+
+Layer Embedding(const Model& m) {
+  Layer layer;
+  layer.name = "embedding";
+  layer.params = EmbeddingParams(m);
+  // A table lookup (and its gradient a scatter-add): no matmul FLOPs. Its
+  // output is the first block's input, which that block already counts.
+  return layer;
+}
+
+Layer Block(const Model& m, const Batch& batch, int index) {
+  const double tokens =
+      static_cast<double>(batch.micro_batch_size) * batch.seq_len;
+  const double s = static_cast<double>(batch.seq_len);
+  const double b = static_cast<double>(batch.micro_batch_size);
+  Layer layer;
+  layer.name = absl::StrCat("block ", index);
+  layer.params = BlockParams(m);
+  // QK^T and AV are each 2*b*s^2*h; causality is not discounted.
+  const double attention = 2.0 * 2.0 * b * s * s * m.hidden();
+  layer.forward_flops = 2.0 * tokens * BlockMatmulParams(m) + attention;
+  // Gradients w.r.t. both inputs and weights: two matmuls per forward one.
+  layer.backward_flops = 2.0 * layer.forward_flops;
+  const int64_t full = FullBlockActivationBytes(m, batch);
+  if (batch.recompute) {
+    // Only the block input is checkpointed; in backward the forward runs
+    // again and its full activations live until this block's backward ends.
+    layer.recompute_flops = layer.forward_flops;
+    layer.activation_bytes = InputBytes(m, batch);
+    layer.backward_working_bytes = full;
+  } else {
+    layer.activation_bytes = full;
+  }
+  return layer;
+}
+
+Layer Head(const Model& m, const Batch& batch) {
+  const double tokens =
+      static_cast<double>(batch.micro_batch_size) * batch.seq_len;
+  Layer layer;
+  layer.name = "head";
+  layer.params = HeadParams(m);
+  // The output projection runs whether or not its matrix is tied.
+  layer.forward_flops = 2.0 * tokens * m.hidden() * m.vocab();
+  layer.backward_flops = 2.0 * layer.forward_flops;
+  // Not recomputed: it keeps its input (for the projection's weight
+  // gradient) and the fp32 logits the loss's softmax backward reads.
+  layer.activation_bytes =
+      InputBytes(m, batch) +
+      kLogitBytes * batch.seq_len * batch.micro_batch_size * m.vocab();
+  return layer;
+}
+
+absl::Status MustBePositive(absl::string_view field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.", field, ": must be > 0, got ", value));
+}
+
+}  // namespace
+
+std::vector<std::string> BuiltinModelNames() {
+  std::vector<std::string> names;
+  for (const Model& m : Builtins()) names.push_back(m.name());
+  return names;
+}
+
+absl::StatusOr<Model> BuiltinModel(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (Model& m : Builtins()) {
+    if (m.name() == lower) return std::move(m);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown model '", name, "'; built-in models are: ",
+                   absl::StrJoin(BuiltinModelNames(), ", ")));
+}
+
+absl::Status ValidateModel(const Model& model) {
+  const std::pair<absl::string_view, int64_t> required[] = {
+      {"layers", model.layers()},         {"hidden", model.hidden()},
+      {"heads", model.heads()},           {"ffn_hidden", model.ffn_hidden()},
+      {"vocab", model.vocab()},
+  };
+  for (const auto& [field, value] : required) {
+    if (absl::Status s = MustBePositive(field, value); !s.ok()) return s;
+  }
+  if (model.mlp() == Model::MLP_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "model.mlp: must be specified (SWIGLU or GELU)");
+  }
+  if (model.norm() == Model::NORM_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "model.norm: must be specified (RMSNORM or LAYERNORM)");
+  }
+  if (model.hidden() % model.heads() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.heads: must divide model.hidden (",
+                     model.hidden(), "), got ", model.heads()));
+  }
+  if (model.kv_heads() < 0 ||
+      (model.kv_heads() > 0 && model.heads() % model.kv_heads() != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.kv_heads: must be 0 (= heads) or divide "
+                     "model.heads (",
+                     model.heads(), "), got ", model.kv_heads()));
+  }
+  if (model.learned_positions() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.learned_positions: must be >= 0, got ",
+                     model.learned_positions()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Layer> ModelLayers(const Model& model, const Batch& batch) {
+  std::vector<Layer> layers;
+  layers.reserve(model.layers() + 2);
+  layers.push_back(Embedding(model));
+  for (int i = 0; i < model.layers(); ++i) {
+    layers.push_back(Block(model, batch, i));
+  }
+  layers.push_back(Head(model, batch));
+  return layers;
+}
+
+int64_t TotalParams(const Model& model) {
+  return EmbeddingParams(model) + model.layers() * BlockParams(model) +
+         HeadParams(model);
+}
+
+double ModelFlopsPerMicroBatch(const Model& model, const Batch& batch) {
+  double flops = 0;
+  for (const Layer& layer : ModelLayers(model, batch)) {
+    flops += layer.forward_flops + layer.backward_flops;
+  }
+  return flops;
+}
+
 }  // namespace shardsim

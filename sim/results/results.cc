@@ -1,0 +1,151 @@
+#include "sim/results/results.h"
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "sim/memory/memory.h"
+#include "sim/model/model.h"
+#include "sim/schedule/lower.h"
+#include "sim/strategy/strategy.h"
+#include "sim/traffic/traffic.h"
+
+namespace shardsim {
+namespace {
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+double GB(int64_t bytes) { return bytes / 1e9; }
+
+}  // namespace
+
+absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
+                                   int gpus) {
+  const std::string where =
+      absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ", gpus,
+                   " GPUs: ");
+  absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
+  if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat(
+      job.path, ": field gpus: ", mesh.status().message()));
+  absl::StatusOr<Strategy> strategy =
+      ParseStrategy(spec, *mesh, DirName(job.path));
+  if (!strategy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, strategy.status().message()));
+  }
+  const std::vector<Layer> layers =
+      ModelLayers(job.model, ScenarioBatch(job.scenario));
+  absl::StatusOr<Schedule> schedule =
+      LowerStep(layers, *strategy, *mesh, job.scenario);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, schedule.status().message()));
+  }
+  absl::StatusOr<std::vector<TrafficEntry>> traffic =
+      CountTraffic(*schedule, *mesh);
+  if (!traffic.ok()) {
+    return absl::InternalError(absl::StrCat(where, traffic.status().message()));
+  }
+
+  Point point{*strategy, *mesh, *std::move(schedule), {}};
+  ResultRow& row = point.row;
+  row.set_strategy(spec);
+  row.set_gpus(gpus);
+  row.set_model(job.model.name());
+  row.set_platform(job.platform.name());
+  const MemoryBreakdown mem =
+      EstimateMemory(layers, *strategy, *mesh, job.scenario, job.platform);
+  row.set_param_bytes(mem.states.params);
+  row.set_grad_bytes(mem.states.grads);
+  row.set_optimizer_bytes(mem.states.optimizer);
+  row.set_activation_bytes(mem.activations);
+  row.set_buffer_bytes(mem.buffers);
+  row.set_reserved_bytes(mem.reserved);
+  row.set_peak_memory_bytes(mem.total);
+  row.set_oom(mem.oom);
+  for (TrafficEntry& e : *traffic) {
+    row.set_intra_node_bytes(row.intra_node_bytes() + e.intra_node_bytes());
+    row.set_inter_node_bytes(row.inter_node_bytes() + e.inter_node_bytes());
+    *row.add_traffic() = std::move(e);
+  }
+  return point;
+}
+
+absl::StatusOr<Results> AnalyzeJob(const Job& job) {
+  Results results;
+  results.set_scenario(job.path);
+  for (const std::string& spec : job.scenario.strategies()) {
+    for (int gpus : job.scenario.gpus()) {
+      absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+      if (!point.ok()) return point.status();
+      *results.add_rows() = std::move(point->row);
+    }
+  }
+  return results;
+}
+
+std::string FormatMemoryTable(const Results& results) {
+  std::string out = absl::StrFormat(
+      "per-GPU memory, GB (1e9 bytes)\n%-34s %6s %8s %8s %8s %8s %8s %8s "
+      "%8s  %s\n",
+      "strategy", "gpus", "P", "G", "OS", "act", "buffers", "reserve",
+      "total", "fits");
+  for (const ResultRow& r : results.rows()) {
+    absl::StrAppendFormat(
+        &out, "%-34s %6d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n",
+        r.strategy(), r.gpus(), GB(r.param_bytes()), GB(r.grad_bytes()),
+        GB(r.optimizer_bytes()), GB(r.activation_bytes()),
+        GB(r.buffer_bytes()), GB(r.reserved_bytes()),
+        GB(r.peak_memory_bytes()), r.oom() ? "OOM" : "yes");
+  }
+  return out;
+}
+
+std::string FormatVolumeTable(const Results& results, bool detail) {
+  std::string out = absl::StrFormat(
+      "bytes sent in one step, GB (1e9 bytes): total over all GPUs, and per "
+      "GPU\n%-34s %6s %10s %10s %10s %10s\n",
+      "strategy", "gpus", "intra", "inter", "intra/GPU", "inter/GPU");
+  for (const ResultRow& r : results.rows()) {
+    absl::StrAppendFormat(&out, "%-34s %6d %10.2f %10.2f %10.3f %10.3f\n",
+                          r.strategy(), r.gpus(), GB(r.intra_node_bytes()),
+                          GB(r.inter_node_bytes()),
+                          GB(r.intra_node_bytes()) / r.gpus(),
+                          GB(r.inter_node_bytes()) / r.gpus());
+    if (!detail) continue;
+    for (const TrafficEntry& e : r.traffic()) {
+      absl::StrAppendFormat(
+          &out, "    %-8s %-14s %-10s over %-14s %-8s %5d x %9.3f MB %10.2f %10.2f\n",
+          absl::AsciiStrToLower(Phase_Name(e.phase())),
+          CollectiveOp_Name(e.op()), e.tensor(), GroupName(e.group()),
+          absl::AsciiStrToLower(Algorithm_Name(e.algorithm())), e.calls(),
+          e.bytes_per_call() / 1e6, GB(e.intra_node_bytes()),
+          GB(e.inter_node_bytes()));
+    }
+  }
+  return out;
+}
+
+absl::Status WriteJson(const Results& results, const std::string& path) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  if (auto s = google::protobuf::util::MessageToJsonString(results, &json,
+                                                           options);
+      !s.ok()) {
+    return absl::InternalError(absl::StrCat("json: ", s.ToString()));
+  }
+  std::ofstream out(path);
+  out << json;
+  if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
+}
+
+}  // namespace shardsim

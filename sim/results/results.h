@@ -1,0 +1,40 @@
+// Results rows: what a job costs per strategy and GPU count, as tables and
+// as JSON (protobuf's mapping with the proto field names).
+#ifndef SHARDSIM_SIM_RESULTS_RESULTS_H_
+#define SHARDSIM_SIM_RESULTS_RESULTS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schema/results.pb.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+// Everything about one (strategy, GPU count) point that needs no timing.
+struct Point {
+  Strategy strategy;
+  Mesh mesh;
+  Schedule schedule;
+  ResultRow row;  // memory and traffic filled in
+};
+
+// Resolves, validates and lowers one point; fills memory and traffic.
+// Errors name the scenario file and the field at fault.
+absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
+                                   int gpus);
+
+// Every strategy x GPU count of the job, in scenario order.
+absl::StatusOr<Results> AnalyzeJob(const Job& job);
+
+std::string FormatMemoryTable(const Results& results);
+// Totals per row; with `detail`, one line per kind of collective call.
+std::string FormatVolumeTable(const Results& results, bool detail);
+
+absl::Status WriteJson(const Results& results, const std::string& path);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_RESULTS_RESULTS_H_

@@ -1,0 +1,225 @@
+#include "sim/scenario/scenario.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "sim/model/model.h"
+
+namespace shardsim {
+namespace {
+
+// Collects the parser's first error with its position.
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (error_.empty()) {
+      error_ = absl::StrCat(line + 1, ":", column + 1, ": ", message);
+    }
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+std::string DirName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? "."
+                                          : std::string(path.substr(0, slash));
+}
+
+std::string Join(absl::string_view dir, absl::string_view path) {
+  if (absl::StartsWith(path, "/") || dir.empty()) return std::string(path);
+  return absl::StrCat(dir, "/", path);
+}
+
+template <typename Message>
+absl::StatusOr<Message> ReadTextProto(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  Message message;
+  if (!parser.ParseFromString(text.str(), &message)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", errors.error()));
+  }
+  return message;
+}
+
+absl::Status FieldError(absl::string_view file, absl::string_view field,
+                        absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(file, ": field ", field, ": ", why));
+}
+
+absl::Status ValidatePlatform(const Platform& p, absl::string_view file) {
+  if (p.gpus_per_node() < 1) {
+    return FieldError(file, "gpus_per_node", "must be >= 1");
+  }
+  if (p.nodes() < 0) return FieldError(file, "nodes", "must be >= 0");
+  if (p.gpu().peak_flops() <= 0) {
+    return FieldError(file, "gpu.peak_flops", "must be > 0");
+  }
+  if (p.gpu().memory_bytes() <= 0) {
+    return FieldError(file, "gpu.memory_bytes", "must be > 0");
+  }
+  if (p.gpu().reserved_bytes() < 0) {
+    return FieldError(file, "gpu.reserved_bytes", "must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateScenario(const Scenario& s, absl::string_view file) {
+  if (s.strategies().empty()) {
+    return FieldError(file, "strategies", "at least one strategy is needed");
+  }
+  if (s.gpus().empty()) {
+    return FieldError(file, "gpus", "at least one GPU count is needed");
+  }
+  for (int gpus : s.gpus()) {
+    if (gpus < 1) {
+      return FieldError(file, "gpus", absl::StrCat("must be >= 1, got ", gpus));
+    }
+  }
+  if (s.micro_batch_size() < 1) {
+    return FieldError(file, "micro_batch_size",
+                      absl::StrCat("must be >= 1, got ", s.micro_batch_size()));
+  }
+  if (s.micro_batches() < 1) {
+    return FieldError(file, "micro_batches",
+                      absl::StrCat("must be >= 1, got ", s.micro_batches()));
+  }
+  if (s.seq_len() < 1) {
+    return FieldError(file, "seq_len",
+                      absl::StrCat("must be >= 1, got ", s.seq_len()));
+  }
+  if (s.optimizer_bytes_per_param() <= 0) {
+    return FieldError(file, "optimizer_bytes_per_param",
+                      "must be > 0 (12 for mixed-precision Adam)");
+  }
+  if (s.bucket_bytes() < 0) {
+    return FieldError(file, "bucket_bytes", "must be >= 0 (0 = per layer)");
+  }
+  if (s.has_prefetch_layers() && s.prefetch_layers() < 0) {
+    return FieldError(file, "prefetch_layers", "must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> ReadScenario(const std::string& path) {
+  return ReadTextProto<Scenario>(path);
+}
+
+absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
+                                absl::string_view base_dir) {
+  if (!absl::EndsWith(name_or_path, ".textproto")) {
+    return BuiltinModel(name_or_path);
+  }
+  const std::string path = Join(base_dir, name_or_path);
+  absl::StatusOr<Model> model = ReadTextProto<Model>(path);
+  if (!model.ok()) return model.status();
+  if (absl::Status s = ValidateModel(*model); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
+  return model;
+}
+
+absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
+                                      absl::string_view base_dir) {
+  const bool is_path = absl::EndsWith(name_or_path, ".textproto");
+  const std::string path =
+      is_path ? Join(base_dir, name_or_path)
+              : absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/", name_or_path,
+                             ".textproto");
+  absl::StatusOr<Platform> platform = ReadTextProto<Platform>(path);
+  if (!platform.ok()) {
+    if (!is_path && absl::IsNotFound(platform.status())) {
+      return absl::NotFoundError(absl::StrCat(
+          "platform \"", name_or_path, "\": no such shipped platform (",
+          path, ")"));
+    }
+    return platform.status();
+  }
+  if (absl::Status s = ValidatePlatform(*platform, path); !s.ok()) return s;
+  return platform;
+}
+
+absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
+  if (absl::Status s = ValidateScenario(scenario, path); !s.ok()) return s;
+  const std::string dir = DirName(path);
+  Job job{path, std::move(scenario), {}, {}};
+  const Scenario& s = job.scenario;
+
+  if (s.has_model_def() == !s.model().empty()) {
+    return FieldError(path, "model", "give exactly one of model and model_def");
+  }
+  if (s.has_model_def()) {
+    job.model = s.model_def();
+    if (absl::Status v = ValidateModel(job.model); !v.ok()) {
+      return FieldError(path, "model_def", v.message());
+    }
+  } else {
+    absl::StatusOr<Model> model = LoadModel(s.model(), dir);
+    if (!model.ok()) return FieldError(path, "model", model.status().message());
+    job.model = *std::move(model);
+  }
+
+  if (s.has_platform_def() == !s.platform().empty()) {
+    return FieldError(path, "platform",
+                      "give exactly one of platform and platform_def");
+  }
+  if (s.has_platform_def()) {
+    job.platform = s.platform_def();
+    if (absl::Status v = ValidatePlatform(job.platform, path); !v.ok()) {
+      return v;
+    }
+  } else {
+    absl::StatusOr<Platform> platform = LoadPlatform(s.platform(), dir);
+    if (!platform.ok()) {
+      return FieldError(path, "platform", platform.status().message());
+    }
+    job.platform = *std::move(platform);
+  }
+  for (int gpus : s.gpus()) {
+    if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
+      return FieldError(path, "gpus", mesh.status().message());
+    }
+  }
+  return job;
+}
+
+absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus) {
+  const int per_node = platform.gpus_per_node();
+  if (gpus < per_node) return Mesh{gpus, 1};
+  if (gpus % per_node != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        gpus, " GPUs is not a whole number of ", per_node, "-GPU nodes"));
+  }
+  const int nodes = gpus / per_node;
+  if (platform.nodes() > 0 && nodes > platform.nodes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus, " GPUs need ", nodes, " nodes; platform ",
+                     platform.name(), " has ", platform.nodes()));
+  }
+  return Mesh{per_node, nodes};
+}
+
+Batch ScenarioBatch(const Scenario& s) {
+  Batch b;
+  b.micro_batch_size = s.micro_batch_size();
+  b.seq_len = s.seq_len();
+  b.recompute = s.recompute();
+  b.flash_attention = s.flash_attention();
+  return b;
+}
+
+}  // namespace shardsim

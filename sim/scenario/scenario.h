@@ -1,0 +1,50 @@
+// Scenario files: read a .textproto, apply command-line overrides, resolve
+// the model and platform it names, and validate every field. Errors name
+// the file, the field and the reason.
+#ifndef SHARDSIM_SIM_SCENARIO_SCENARIO_H_
+#define SHARDSIM_SIM_SCENARIO_SCENARIO_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sim/collective/group.h"
+#include "sim/model/model.h"
+#include "sim/schema/model.pb.h"
+#include "sim/schema/platform.pb.h"
+#include "sim/schema/scenario.pb.h"
+
+namespace shardsim {
+
+// A scenario with everything it refers to loaded.
+struct Job {
+  std::string path;  // the scenario file, for messages
+  Scenario scenario;
+  Model model;
+  Platform platform;
+};
+
+// Parses a text-format scenario; a syntax error gives file:line:column.
+absl::StatusOr<Scenario> ReadScenario(const std::string& path);
+
+// Loads the model and platform `scenario` names (paths relative to the
+// directory of `path`) and validates all fields.
+absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario);
+
+// A built-in model name or a model .textproto.
+absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
+                                absl::string_view base_dir);
+// A shipped platform name (platforms/NAME.textproto) or a path.
+absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
+                                      absl::string_view base_dir);
+
+// The data-parallel mesh of `gpus` GPUs on `platform`: whole nodes, or part
+// of one node when gpus < GPUs per node.
+absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus);
+
+// The micro-batch one GPU runs.
+Batch ScenarioBatch(const Scenario& scenario);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_SCENARIO_SCENARIO_H_

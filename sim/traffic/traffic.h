@@ -1,0 +1,23 @@
+// Bytes on the wire for one step, counted from the lowered point-to-point
+// plans of every collective in the schedule (not from closed formulas).
+#ifndef SHARDSIM_SIM_TRAFFIC_TRAFFIC_H_
+#define SHARDSIM_SIM_TRAFFIC_TRAFFIC_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/collective/group.h"
+#include "sim/schema/results.pb.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+// One entry per kind of call (phase, op, group, algorithm, tensor, size),
+// with bytes sent summed over all GPUs of the job. Bytes a SHARP switch
+// sends back are not counted: the switch is not a GPU.
+absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(const Schedule& schedule,
+                                                       const Mesh& mesh);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_TRAFFIC_TRAFFIC_H_
