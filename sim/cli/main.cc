@@ -35,8 +35,8 @@ ABSL_FLAG(std::optional<int>, micro_batch_size, std::nullopt,
           "sequences per micro-batch per GPU (--micro-batch-size)");
 ABSL_FLAG(std::optional<int>, seq_len, std::nullopt,
           "sequence length (--seq-len)");
-ABSL_FLAG(std::optional<bool>, recompute, std::nullopt,
-          "full activation recomputation");
+ABSL_FLAG(bool, recompute, false,
+          "full activation recomputation (--recompute, --norecompute)");
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
 
@@ -59,8 +59,10 @@ constexpr char kUsage[] =
     "--micro-batches\n"
     "  --micro-batch-size --seq-len --recompute; --json FILE writes results\n";
 
-// Abseil flag names are identifiers; accept the dashed spellings too.
-std::vector<char*> Undash(int argc, char** argv, std::vector<std::string>* keep) {
+// Abseil flag names are identifiers; accept the dashed spellings too. A bool
+// flag has no "unset" state, so note here whether --recompute was given.
+std::vector<char*> Undash(int argc, char** argv, std::vector<std::string>* keep,
+                          bool* recompute_given) {
   keep->reserve(argc);
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
@@ -69,6 +71,8 @@ std::vector<char*> Undash(int argc, char** argv, std::vector<std::string>* keep)
       for (size_t k = 2; k < end; ++k) {
         if (arg[k] == '-') arg[k] = '_';
       }
+      const std::string name = arg.substr(2, end - 2);
+      if (name == "recompute" || name == "norecompute") *recompute_given = true;
     }
     keep->push_back(std::move(arg));
   }
@@ -77,7 +81,7 @@ std::vector<char*> Undash(int argc, char** argv, std::vector<std::string>* keep)
   return out;
 }
 
-absl::Status ApplyOverrides(Scenario* s) {
+absl::Status ApplyOverrides(Scenario* s, bool recompute_given) {
   if (auto v = absl::GetFlag(FLAGS_model)) {
     s->clear_model_def();
     s->set_model(*v);
@@ -108,19 +112,22 @@ absl::Status ApplyOverrides(Scenario* s) {
     s->set_micro_batch_size(*v);
   }
   if (auto v = absl::GetFlag(FLAGS_seq_len)) s->set_seq_len(*v);
-  if (auto v = absl::GetFlag(FLAGS_recompute)) s->set_recompute(*v);
+  if (recompute_given) s->set_recompute(absl::GetFlag(FLAGS_recompute));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Job> LoadJob(const std::string& path) {
+absl::StatusOr<Job> LoadJob(const std::string& path, bool recompute_given) {
   absl::StatusOr<Scenario> scenario = ReadScenario(path);
   if (!scenario.ok()) return scenario.status();
-  if (absl::Status s = ApplyOverrides(&*scenario); !s.ok()) return s;
+  if (absl::Status s = ApplyOverrides(&*scenario, recompute_given); !s.ok()) {
+    return s;
+  }
   return ResolveJob(path, *std::move(scenario));
 }
 
-absl::Status Run(const std::string& command, const std::string& path) {
-  absl::StatusOr<Job> job = LoadJob(path);
+absl::Status Run(const std::string& command, const std::string& path,
+                 bool recompute_given) {
+  absl::StatusOr<Job> job = LoadJob(path, recompute_given);
   if (!job.ok()) return job.status();
 
   if (command == "schedule") {
@@ -156,7 +163,9 @@ absl::Status Run(const std::string& command, const std::string& path) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(shardsim::kUsage);
   std::vector<std::string> keep;
-  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep);
+  bool recompute_given = false;
+  std::vector<char*> args_in =
+      shardsim::Undash(argc, argv, &keep, &recompute_given);
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
@@ -174,7 +183,7 @@ int main(int argc, char** argv) {
                  command.c_str(), shardsim::kUsage);
     return 2;
   }
-  if (absl::Status s = shardsim::Run(command, args[2]); !s.ok()) {
+  if (absl::Status s = shardsim::Run(command, args[2], recompute_given); !s.ok()) {
     std::fprintf(stderr, "shardsim: error: %s\n",
                  std::string(s.message()).c_str());
     return 1;

@@ -93,18 +93,20 @@ absl::Status CheckPlan(const Plan& plan) {
   }
   if (absl::Status s = ExecutePlan(plan, &buffers); !s.ok()) return s;
 
+  // owner[e]: the member whose chunk holds element e.
+  std::vector<int> owner(n);
+  for (int m = 0; m < p; ++m) {
+    const Range r = ChunkRange(n, p, m);
+    for (int64_t e = r.offset; e < r.offset + r.count; ++e) owner[e] = m;
+  }
   for (int m = 0; m < p; ++m) {
     const Range own = ChunkRange(n, p, m);
     for (int64_t e = 0; e < n; ++e) {
       int64_t want;
       switch (plan.op) {
-        case ALL_GATHER: {
-          // Element e belongs to the member whose chunk holds it.
-          int owner = 0;
-          while (ChunkRange(n, p, owner).offset + ChunkRange(n, p, owner).count <= e) ++owner;
-          want = Input(owner, e);
+        case ALL_GATHER:
+          want = Input(owner[e], e);
           break;
-        }
         case REDUCE_SCATTER:
           if (e < own.offset || e >= own.offset + own.count) continue;
           want = sum[e];

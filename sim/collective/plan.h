@@ -42,6 +42,8 @@ inline constexpr int kSwitch = -1;
 
 struct Transfer {
   int32_t step = 0;
+  // Parallel lanes (NCCL channels). Rings use 0..channels-1; the double
+  // binary tree gives each of its two trees its own set, 0..2*channels-1.
   int32_t channel = 0;
   int32_t src = 0;  // member index or kSwitch
   int32_t dst = 0;  // member index or kSwitch

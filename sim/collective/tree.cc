@@ -1,4 +1,318 @@
+// NCCL's double binary tree. Two binary trees over the members, built as
+// NCCL builds them (src/graph/trees.cc: ncclGetBtree, ncclGetDtree), each
+// carrying half of the buffer: a member that is a leaf in one tree is
+// (nearly always) an inner node in the other, so the members share the work
+// of the inner nodes about evenly.
+//
+// NCCL itself offers the tree algorithm for all-reduce only (and builds its
+// trees over nodes, with a chain inside each node); here the trees span the
+// members directly, and all-gather, reduce-scatter and broadcast are lowered
+// on them too, so that the simulator can compare the algorithms op by op:
+//   ALL_REDUCE      pipelined reduce up to the root, then pipelined
+//                   broadcast down.
+//   BROADCAST       pipelined broadcast down from the root (the members are
+//                   relabelled so that the broadcast root is the tree root).
+//   ALL_GATHER      gather up (each child sends its subtree's chunks), then
+//                   each parent sends each child the rest of the half.
+//   REDUCE_SCATTER  pipelined reduce up, then the root scatters down (each
+//                   parent sends each child only its subtree's chunks).
+//
+// Channels: like NCCL, which runs tree 0 on channels 0..k-1 and tree 1 on
+// duplicated channels k..2k-1, tree t's half is cut into k parts and part c
+// goes on channel t * k + c. Transfers thus use channels 0..2k-1.
+#include <algorithm>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/ring.h"
+
 namespace shardsim::internal {
-absl::Status BuildTree(const PlanRequest&, Plan*) { return absl::UnimplementedError("tree: placeholder"); }
+namespace {
+
+// ncclGetBtree: in-order numbering where a rank's level is its lowest set
+// bit; rank 0 is the root with the single child of the highest level.
+//   0---------8
+//            / \
+//           4   12 ...      (nranks = 14)
+int BtreeParent(int n, int rank) {
+  if (rank == 0) return -1;
+  const int bit = rank & -rank;
+  const int up = (rank ^ bit) | (bit << 1);
+  return up < n ? up : (rank ^ bit);
+}
+
+// ncclGetDtree's second tree: the first tree shifted by one rank when n is
+// odd, mirrored (rank -> n - 1 - rank) when n is even.
+int SecondTreeParent(int n, int rank) {
+  if (n % 2 == 1) {
+    const int u = BtreeParent(n, (rank - 1 + n) % n);
+    return u < 0 ? -1 : (u + 1) % n;
+  }
+  const int u = BtreeParent(n, n - 1 - rank);
+  return u < 0 ? -1 : n - 1 - u;
+}
+
+// ncclGetDtreeRoots.
+int TreeRoot(int n, int tree) {
+  if (tree == 0) return 0;
+  return n % 2 == 1 ? 1 : n - 1;
+}
+
+struct Tree {
+  std::vector<int> parent;                 // by member; -1 at the root
+  std::vector<std::vector<int>> children;  // by member
+  std::vector<std::vector<int>> levels;    // members by depth; levels[0] = root
+  int height() const { return static_cast<int>(levels.size()) - 1; }
+};
+
+// Tree `tree` (0 or 1) of NCCL's pair over p members, rotated so that
+// `root` is its root: member = (rank - TreeRoot + root) mod p. A rotation
+// keeps the tree's shape; with root = TreeRoot it is NCCL's tree itself.
+absl::StatusOr<Tree> MakeTree(int p, int tree, int root) {
+  const int shift = root - TreeRoot(p, tree);
+  auto member = [&](int rank) { return ((rank + shift) % p + p) % p; };
+  Tree t;
+  t.parent.assign(p, -1);
+  t.children.assign(p, {});
+  for (int rank = 0; rank < p; ++rank) {
+    const int up = tree == 0 ? BtreeParent(p, rank) : SecondTreeParent(p, rank);
+    if (up < 0) continue;
+    t.parent[member(rank)] = member(up);
+    t.children[member(up)].push_back(member(rank));
+  }
+  int reached = 0;
+  for (std::vector<int> level = {root}; !level.empty();) {
+    reached += static_cast<int>(level.size());
+    t.levels.push_back(level);
+    std::vector<int> next;
+    for (int m : level) {
+      next.insert(next.end(), t.children[m].begin(), t.children[m].end());
+    }
+    level = std::move(next);
+  }
+  if (reached != p) {
+    return absl::InternalError(absl::StrCat("tree: tree ", tree, " over ", p,
+                                            " members reaches only ", reached));
+  }
+  return t;
+}
+
+// One (tree, part of the buffer, channel) combination; lanes run in
+// parallel over the same step numbers.
+struct Lane {
+  const Tree* tree;
+  Range range;
+  int channel;
+};
+
+void Send(int step, const Lane& lane, int src, int dst, Range range,
+          bool reduce, std::vector<Transfer>* out) {
+  Transfer t;
+  t.step = step;
+  t.channel = lane.channel;
+  t.src = src;
+  t.dst = dst;
+  t.offset = range.offset;
+  t.count = range.count;
+  t.reduce = reduce;
+  out->push_back(t);
+}
+
+// Pipeline depth: 2 * height pieces keep the fill and drain of a reduce +
+// broadcast (2 * height - 1 steps) to about half of the run.
+std::vector<Range> Pieces(const Lane& lane) {
+  const int n = std::max(1, 2 * lane.tree->height());
+  std::vector<Range> pieces(n);
+  for (int j = 0; j < n; ++j) pieces[j] = SubRange(lane.range, n, j);
+  return pieces;
+}
+
+// Piece j leaves depth d for the parent at first_step + j + (D - d): the
+// deepest members start, and a member sends piece j the step after all its
+// children's contributions to it arrived. Returns the steps used.
+int ReduceUp(const Lane& lane, const std::vector<Range>& pieces, int first_step,
+             std::vector<Transfer>* out) {
+  const Tree& tree = *lane.tree;
+  const int height = tree.height();
+  for (int j = 0; j < static_cast<int>(pieces.size()); ++j) {
+    for (int d = 1; d <= height; ++d) {
+      for (int m : tree.levels[d]) {
+        Send(first_step + j + height - d, lane, m, tree.parent[m], pieces[j],
+             /*reduce=*/true, out);
+      }
+    }
+  }
+  return static_cast<int>(pieces.size()) + height - 1;
+}
+
+// Piece j leaves depth d for the children at first_step + j + d, the step
+// after it arrived there. Returns the steps used.
+int BroadcastDown(const Lane& lane, const std::vector<Range>& pieces,
+                  int first_step, std::vector<Transfer>* out) {
+  const Tree& tree = *lane.tree;
+  const int height = tree.height();
+  for (int j = 0; j < static_cast<int>(pieces.size()); ++j) {
+    for (int d = 0; d < height; ++d) {
+      for (int m : tree.levels[d]) {
+        for (int child : tree.children[m]) {
+          Send(first_step + j + d, lane, m, child, pieces[j],
+               /*reduce=*/false, out);
+        }
+      }
+    }
+  }
+  return static_cast<int>(pieces.size()) + height - 1;
+}
+
+// Members of every member's subtree (itself included), sorted.
+std::vector<std::vector<int>> Subtrees(const Tree& tree) {
+  std::vector<std::vector<int>> sub(tree.parent.size());
+  for (int d = tree.height(); d >= 0; --d) {
+    for (int m : tree.levels[d]) {
+      sub[m].push_back(m);
+      for (int child : tree.children[m]) {
+        sub[m].insert(sub[m].end(), sub[child].begin(), sub[child].end());
+      }
+      std::sort(sub[m].begin(), sub[m].end());
+    }
+  }
+  return sub;
+}
+
+// The chunks of `members` (sorted) inside `within`, with adjacent chunks
+// merged: a subtree is usually a contiguous run of members, so this is one
+// or two transfers rather than one per chunk.
+std::vector<Range> ChunkRuns(const std::vector<int>& members, int64_t count,
+                             int p, Range within) {
+  std::vector<Range> runs;
+  for (int m : members) {
+    const Range chunk = ChunkRange(count, p, m);
+    const int64_t begin = std::max(chunk.offset, within.offset);
+    const int64_t end =
+        std::min(chunk.offset + chunk.count, within.offset + within.count);
+    if (begin >= end) continue;
+    if (!runs.empty() && runs.back().offset + runs.back().count == begin) {
+      runs.back().count += end - begin;
+    } else {
+      runs.push_back(Range{begin, end - begin});
+    }
+  }
+  return runs;
+}
+
+// `within` minus the sorted, disjoint `runs`.
+std::vector<Range> Complement(const std::vector<Range>& runs, Range within) {
+  std::vector<Range> gaps;
+  int64_t at = within.offset;
+  for (const Range& r : runs) {
+    if (r.offset > at) gaps.push_back(Range{at, r.offset - at});
+    at = r.offset + r.count;
+  }
+  const int64_t end = within.offset + within.count;
+  if (end > at) gaps.push_back(Range{at, end - at});
+  return gaps;
+}
+
+// All-gather: depth d sends its subtree's chunks up at step D - d; then
+// depth d sends each child everything the child's subtree lacks at step
+// D + d. Each datum crosses each tree edge at most once.
+int AllGather(const Lane& lane, const std::vector<std::vector<int>>& sub,
+              int64_t count, std::vector<Transfer>* out) {
+  const Tree& tree = *lane.tree;
+  const int p = static_cast<int>(tree.parent.size());
+  const int height = tree.height();
+  for (int d = 1; d <= height; ++d) {
+    for (int m : tree.levels[d]) {
+      for (const Range& r : ChunkRuns(sub[m], count, p, lane.range)) {
+        Send(height - d, lane, m, tree.parent[m], r, /*reduce=*/false, out);
+      }
+    }
+  }
+  for (int d = 0; d < height; ++d) {
+    for (int m : tree.levels[d]) {
+      for (int child : tree.children[m]) {
+        const std::vector<Range> have =
+            ChunkRuns(sub[child], count, p, lane.range);
+        for (const Range& r : Complement(have, lane.range)) {
+          Send(height + d, lane, m, child, r, /*reduce=*/false, out);
+        }
+      }
+    }
+  }
+  return 2 * height;
+}
+
+// Reduce-scatter: pipelined reduce up, then depth d hands each child the
+// sums of the child's subtree's chunks, overwriting its partial sums.
+int ReduceScatter(const Lane& lane, const std::vector<std::vector<int>>& sub,
+                  int64_t count, std::vector<Transfer>* out) {
+  const Tree& tree = *lane.tree;
+  const int p = static_cast<int>(tree.parent.size());
+  const int up = ReduceUp(lane, Pieces(lane), 0, out);
+  for (int d = 0; d < tree.height(); ++d) {
+    for (int m : tree.levels[d]) {
+      for (int child : tree.children[m]) {
+        for (const Range& r : ChunkRuns(sub[child], count, p, lane.range)) {
+          Send(up + d, lane, m, child, r, /*reduce=*/false, out);
+        }
+      }
+    }
+  }
+  return up + tree.height();
+}
+
+// All-reduce: the root forwards piece j down at step j + D, the step after
+// its last contribution arrived (ReduceUp's piece j reaches the root at
+// step j + D - 1).
+int AllReduce(const Lane& lane, std::vector<Transfer>* out) {
+  const std::vector<Range> pieces = Pieces(lane);
+  ReduceUp(lane, pieces, 0, out);
+  return lane.tree->height() +
+         BroadcastDown(lane, pieces, lane.tree->height(), out);
+}
+
+int RunLane(const PlanRequest& req, const Lane& lane,
+            const std::vector<std::vector<int>>& sub,
+            std::vector<Transfer>* out) {
+  switch (req.op) {
+    case ALL_GATHER:
+      return AllGather(lane, sub, req.count, out);
+    case REDUCE_SCATTER:
+      return ReduceScatter(lane, sub, req.count, out);
+    case ALL_REDUCE:
+      return AllReduce(lane, out);
+    default:
+      return BroadcastDown(lane, Pieces(lane), 0, out);
+  }
+}
+
+}  // namespace
+
+absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
+  const CollectiveOp op = request.op;
+  if (op != ALL_GATHER && op != REDUCE_SCATTER && op != ALL_REDUCE &&
+      op != BROADCAST) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tree: op ", CollectiveOp_Name(op), " is not supported"));
+  }
+  const int p = request.shape.size();
+  const int k = request.channels;
+  int steps = 0;
+  for (int t = 0; t < 2; ++t) {
+    const int root = op == BROADCAST ? request.root : TreeRoot(p, t);
+    absl::StatusOr<Tree> tree = MakeTree(p, t, root);
+    if (!tree.ok()) return tree.status();
+    std::vector<std::vector<int>> sub;
+    if (op == ALL_GATHER || op == REDUCE_SCATTER) sub = Subtrees(*tree);
+    const Range half = ChunkRange(request.count, 2, t);
+    for (int c = 0; c < k; ++c) {
+      const Lane lane{&*tree, SubRange(half, k, c), t * k + c};
+      steps = std::max(steps, RunLane(request, lane, sub, &plan->transfers));
+    }
+  }
+  plan->num_steps = steps;
+  return absl::OkStatus();
+}
+
 }  // namespace shardsim::internal

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh Debian bookworm machine (as root): install the
+# Debian packages shardsim needs, build, then either run the default
+# scenario or the whole test suite.
+#   bash .ci/setup.sh run    # build, then the quickstart scenario
+#   bash .ci/setup.sh test   # build, then every test (what CI runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-run}
+
+packages=(cmake g++ make pkg-config python3 python3-matplotlib
+          libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
+          libsimgrid-dev libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)"
+
+case "$what" in
+  run)
+    build/shardsim memory scenarios/quickstart.textproto
+    echo
+    build/shardsim volume scenarios/quickstart.textproto
+    ;;
+  test)
+    cd build && ctest --output-on-failure -j "$(nproc)"
+    ;;
+  *)
+    echo "usage: bash .ci/setup.sh run|test" >&2
+    exit 2
+    ;;
+esac

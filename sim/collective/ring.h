@@ -1,0 +1,68 @@
+// Ring building blocks over an explicit, ordered list of members. The flat
+// ring (ring.cc), SHARP's intra-node phases (sharp.cc) and the hierarchical
+// algorithms all lower their ring phases through these, so that one piece of
+// code owns the ring schedule.
+//
+// Conventions for every function below:
+//   order[r]   the member (group-local index) at ring position r; position r
+//              sends to position (r + 1) % n, n = order.size().
+//   ranges[r]  the element range that belongs to position r (its "chunk").
+//              Ranges must be pairwise disjoint; they need not be contiguous
+//              with each other nor in member order (that is the chunk-range
+//              mapping: pass ranges[r] = the chunk of member order[r]).
+//   first_step the plan step the first transfer uses; the phase occupies
+//              steps first_step .. first_step + returned - 1.
+//   channel    written into every transfer.
+// Transfers are appended to *out (zero-count ones included; MakePlan drops
+// them). Each function returns the number of steps it used (0 when n <= 1).
+#ifndef SHARDSIM_SIM_COLLECTIVE_RING_H_
+#define SHARDSIM_SIM_COLLECTIVE_RING_H_
+
+#include <vector>
+
+#include "sim/collective/plan.h"
+
+namespace shardsim::internal {
+
+// Before: order[r] holds ranges[r]. After: every member of order holds every
+// range. n - 1 steps; at step t position r forwards the range of position
+// r - t (the one it received in the step before).
+int AppendRingAllGather(const std::vector<int>& order,
+                        const std::vector<Range>& ranges, int first_step,
+                        int channel, std::vector<Transfer>* out);
+
+// Before: every member of order holds its own values for every range.
+// After: order[r] holds, in ranges[r], the sum over the members of order.
+// n - 1 steps of reduce transfers; other ranges are left partially summed.
+int AppendRingReduceScatter(const std::vector<int>& order,
+                            const std::vector<Range>& ranges, int first_step,
+                            int channel, std::vector<Transfer>* out);
+
+// Reduce-scatter then all-gather over the same ring: after, every member of
+// order holds the sum in every range. 2 (n - 1) steps.
+int AppendRingAllReduce(const std::vector<int>& order,
+                        const std::vector<Range>& ranges, int first_step,
+                        int channel, std::vector<Transfer>* out);
+
+// Pipelined chain from order[0] (the root) to order[n - 1]; the ring's
+// closing edge is not used. pieces[j] crosses hop h (order[h] -> order[h+1])
+// at step first_step + j + h. Before: order[0] holds every piece. After:
+// every member of order holds every piece. pieces.size() + n - 2 steps.
+int AppendChainBroadcast(const std::vector<int>& order,
+                         const std::vector<Range>& pieces, int first_step,
+                         int channel, std::vector<Transfer>* out);
+
+// The member order of NCCL-style flat ring `channel` on `shape`: nodes in
+// order, and inside each node its members starting at local index
+// channel % per_node. The edge leaving node n thus goes from local
+// (channel - 1) mod per_node of node n to local channel % per_node of node
+// n + 1, so different channels cross node boundaries through different GPUs.
+std::vector<int> FlatRingOrder(const PlanShape& shape, int channel);
+
+// Sub-range `part` of `range` when it is cut into `parts` (ChunkRange
+// applied inside the range).
+Range SubRange(Range range, int parts, int part);
+
+}  // namespace shardsim::internal
+
+#endif  // SHARDSIM_SIM_COLLECTIVE_RING_H_
