@@ -13,8 +13,11 @@
 //
 // Step semantics: steps run in order. All transfers of one step read their
 // source as it was when the step began, then write: a copy overwrites the
-// destination range, a reduce adds into it. A step never both copies and
-// reduces into the same element. kSwitch is the network switch of SHARP: it
+// destination range, a reduce adds into it; several reduces into one element
+// in one step all add. A step never both copies and reduces into the same
+// element. Transfers of one step with the same channel, source and
+// destination are one message cut into ranges (strided blocks): the engine
+// sends them as one flow. kSwitch is the network switch of SHARP: it
 // holds one zeroed buffer of `count` elements that reduces add into and that
 // sends copies from.
 #ifndef SHARDSIM_SIM_COLLECTIVE_PLAN_H_
