@@ -1,5 +1,7 @@
 // shardsim: one binary, one subcommand per question.
 //
+//   shardsim run      SCENARIO   simulated step time, throughput, MFU
+//   shardsim collective          one collective over a size sweep
 //   shardsim memory   SCENARIO   per-GPU memory per strategy and GPU count
 //   shardsim volume   SCENARIO   bytes on the wire per step, intra/inter
 //   shardsim schedule SCENARIO   one step's schedule IR, op by op
@@ -13,9 +15,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "sim/engine/simulate.h"
 #include "sim/results/results.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
@@ -39,6 +43,18 @@ ABSL_FLAG(bool, recompute, false,
           "full activation recomputation (--recompute, --norecompute)");
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
+ABSL_FLAG(std::string, trace, "", "run: write a Chrome-trace timeline here");
+ABSL_FLAG(std::string, mode, "fast",
+          "engine flows: fast (one per hop) or per-step (one per message)");
+ABSL_FLAG(int, jobs, 2, "simulations run at once");
+ABSL_FLAG(std::string, op, "all_gather",
+          "collective: all_gather, reduce_scatter, all_reduce, broadcast");
+ABSL_FLAG(std::string, algorithm, "ring",
+          "collective: ring, hring, horing, torus2d, tree, direct, sharp");
+ABSL_FLAG(int, channels, 0, "collective: parallel rings (0 = platform's)");
+ABSL_FLAG(std::string, min_bytes, "1048576", "collective: first size");
+ABSL_FLAG(std::string, max_bytes, "1073741824", "collective: last size");
+ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
 
 namespace shardsim {
 namespace {
@@ -49,6 +65,12 @@ constexpr char kUsage[] =
     "usage: shardsim COMMAND SCENARIO.textproto [flags]\n"
     "\n"
     "commands:\n"
+    "  run       simulate one training step per strategy and GPU count:\n"
+    "            step time, tokens/s per GPU, TFLOP/s, MFU, exposed\n"
+    "            communication, traffic, memory (--trace FILE: timeline)\n"
+    "  collective --platform P --op OP --algorithm A --gpus N [--channels K]\n"
+    "            --min-bytes A --max-bytes B [--step-factor F]: a simulated\n"
+    "            collective in nccl-tests' layout (no scenario file)\n"
     "  memory    per-GPU memory (P, G, OS, activations, buffers) and OOM\n"
     "  volume    bytes sent per step, intra-/inter-node, from the plans\n"
     "            (--detail: per collective and phase)\n"
@@ -116,6 +138,76 @@ absl::Status ApplyOverrides(Scenario* s, bool recompute_given) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<FlowMode> ParseMode() {
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "fast") return FlowMode::kFast;
+  if (mode == "per-step") return FlowMode::kPerStep;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--mode: \"", mode, "\" is neither fast nor per-step"));
+}
+
+template <typename Enum>
+absl::StatusOr<Enum> ParseEnum(const char* flag, const std::string& text,
+                               bool (*parse)(const std::string&, Enum*)) {
+  Enum value;
+  if (!parse(absl::AsciiStrToUpper(text), &value) || static_cast<int>(value) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": unknown value \"", text, "\""));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> ParseBytes(const char* flag) {
+  const std::string text = absl::GetFlag(
+      std::string(flag) == "min-bytes" ? FLAGS_min_bytes : FLAGS_max_bytes);
+  double value;
+  if (!absl::SimpleAtod(text, &value) || value < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": \"", text, "\" is not a byte count"));
+  }
+  return static_cast<int64_t>(value);
+}
+
+// `shardsim collective`: no scenario, a platform and a size sweep.
+absl::Status RunCollective() {
+  CollectiveSweep sweep;
+  absl::StatusOr<CollectiveOp> op =
+      ParseEnum<CollectiveOp>("op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
+  if (!op.ok()) return op.status();
+  absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
+      "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
+  if (!algorithm.ok()) return algorithm.status();
+  absl::StatusOr<FlowMode> mode = ParseMode();
+  if (!mode.ok()) return mode.status();
+  const std::optional<std::string> gpus = absl::GetFlag(FLAGS_gpus);
+  if (!gpus || !absl::SimpleAtoi(*gpus, &sweep.gpus) || sweep.gpus < 2) {
+    return absl::InvalidArgumentError("--gpus: give one GPU count >= 2");
+  }
+  const std::optional<std::string> name = absl::GetFlag(FLAGS_platform);
+  if (!name) return absl::InvalidArgumentError("--platform: required");
+  absl::StatusOr<Platform> platform = LoadPlatform(*name, ".");
+  if (!platform.ok()) return platform.status();
+  absl::StatusOr<int64_t> min = ParseBytes("min-bytes");
+  if (!min.ok()) return min.status();
+  absl::StatusOr<int64_t> max = ParseBytes("max-bytes");
+  if (!max.ok()) return max.status();
+  sweep.op = *op;
+  sweep.algorithm = *algorithm;
+  sweep.channels = absl::GetFlag(FLAGS_channels);
+  sweep.min_bytes = *min;
+  sweep.max_bytes = *max;
+  sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
+  sweep.mode = *mode;
+  absl::StatusOr<CollectiveResults> results =
+      SimulateCollective(*platform, sweep);
+  if (!results.ok()) return results.status();
+  std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    return WriteJson(*results, json);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Job> LoadJob(const std::string& path, bool recompute_given) {
   absl::StatusOr<Scenario> scenario = ReadScenario(path);
   if (!scenario.ok()) return scenario.status();
@@ -140,6 +232,22 @@ absl::Status Run(const std::string& command, const std::string& path,
         AnalyzePoint(*job, s.strategies(0), s.gpus(0));
     if (!point.ok()) return point.status();
     std::fputs(FormatSchedule(point->schedule).c_str(), stdout);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<FlowMode> mode = ParseMode();
+  if (!mode.ok()) return mode.status();
+  if (command == "run") {
+    EngineOptions options;
+    options.mode = *mode;
+    options.jobs = std::max(1, absl::GetFlag(FLAGS_jobs));
+    options.trace_path = absl::GetFlag(FLAGS_trace);
+    absl::StatusOr<Results> results = SimulateJob(*job, options);
+    if (!results.ok()) return results.status();
+    std::fputs(FormatRunTable(*results).c_str(), stdout);
+    if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+      return WriteJson(*results, json);
+    }
     return absl::OkStatus();
   }
 
@@ -173,7 +281,21 @@ int main(int argc, char** argv) {
     std::fputs(shardsim::kUsage, stdout);
     return 0;
   }
-  if (command != "memory" && command != "volume" && command != "schedule") {
+  if (command == "collective") {
+    if (args.size() != 2) {
+      std::fprintf(stderr, "shardsim collective takes flags only\n\n%s",
+                   shardsim::kUsage);
+      return 2;
+    }
+    if (absl::Status s = shardsim::RunCollective(); !s.ok()) {
+      std::fprintf(stderr, "shardsim: error: %s\n",
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+    return 0;
+  }
+  if (command != "run" && command != "memory" && command != "volume" &&
+      command != "schedule") {
     std::fprintf(stderr, "shardsim: unknown command \"%s\"\n\n%s",
                  command.c_str(), shardsim::kUsage);
     return 2;

@@ -1,9 +1,10 @@
 // Direct (all-to-all) collectives: every member exchanges with every other
 // member over its own link, one partner per step. Fewest hops of any
 // algorithm (one per datum) at the price of p - 1 concurrent peers.
-#include "absl/strings/str_cat.h"
+#include <vector>
+
 #include "sim/collective/algorithms.h"
-#include "sim/collective/ring.h"
+#include "sim/collective/chunks.h"
 
 namespace shardsim::internal {
 namespace {
@@ -13,16 +14,8 @@ namespace {
 void Send(int step, int src, int dst, Range range, bool reduce, int channels,
           std::vector<Transfer>* out) {
   for (int c = 0; c < channels; ++c) {
-    const Range sub = SubRange(range, channels, c);
-    Transfer t;
-    t.step = step;
-    t.channel = c;
-    t.src = src;
-    t.dst = dst;
-    t.offset = sub.offset;
-    t.count = sub.count;
-    t.reduce = reduce;
-    out->push_back(t);
+    AppendTransfer(step, c, src, dst, SubRange(range, channels, c), reduce,
+                   out);
   }
 }
 
@@ -86,8 +79,7 @@ absl::Status BuildDirect(const PlanRequest& request, Plan* plan) {
       plan->num_steps = Broadcast(request, plan);
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "direct: op ", CollectiveOp_Name(request.op), " is not supported"));
+      return UnsupportedOp("direct", request.op);
   }
 }
 

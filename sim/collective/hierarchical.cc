@@ -56,13 +56,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/chunks.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/ring.h"
 
 namespace shardsim::internal {
 namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Element ranges that move together between the same two members in the
 // same step. Every block of one ring phase has the same number of ranges,
@@ -70,58 +69,26 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 // their steps (range q of every block forms ring q).
 using Block = std::vector<Range>;
 
-// The shape shared by ring.h's four phase builders.
-using PhaseFn = int (*)(const std::vector<int>& order,
-                        const std::vector<Range>& ranges, int first_step,
-                        int channel, std::vector<Transfer>* out);
-
-// One channel of a plan: this channel's share of the chunks, the member
-// orders of the hierarchy, and the transfers it appends.
-class Channel {
+// One channel of a plan: its grid, its blocks, and the transfers it
+// appends.
+class Channel : public ChannelGrid {
  public:
-  Channel(const PlanRequest& request, int channel, Plan* plan)
-      : shape_(request.shape),
-        count_(request.count),
-        channels_(request.channels),
-        channel_(channel),
-        out_(&plan->transfers) {}
-
-  int per_node() const { return shape_.per_node; }
-  int nodes() const { return shape_.nodes; }
-  int Member(int node, int local) const {
-    return Mod(node, nodes()) * per_node() + local;
-  }
-
-  Range Chunk(int member) const {
-    return SubRange(ChunkRange(count_, shape_.size(), member), channels_,
-                    channel_);
-  }
+  Channel(const ChannelGrid& grid, std::vector<Transfer>* out)
+      : ChannelGrid(grid), out_(out) {}
 
   Block NodeBlock(int node) const {
-    if (channels_ == 1) {
+    if (channels() == 1) {
       // The node's chunks are adjacent: one range, one transfer per hop.
       const Range first = Chunk(Member(node, 0));
       const Range last = Chunk(Member(node, per_node() - 1));
       return {Range{first.offset, last.offset + last.count - first.offset}};
     }
-    Block block;
-    for (int l = 0; l < per_node(); ++l) {
-      block.push_back(Chunk(Member(node, l)));
-    }
-    return block;
-  }
-
-  Block ColumnPiece(int local) const {
-    Block block;
-    for (int n = 0; n < nodes(); ++n) block.push_back(Chunk(Member(n, local)));
-    return block;
+    return NodeChunks(node);
   }
 
   Block Whole() const {
-    if (channels_ == 1) return {Range{0, count_}};
-    Block block;
-    for (int m = 0; m < shape_.size(); ++m) block.push_back(Chunk(m));
-    return block;
+    if (channels() == 1) return {Range{0, count()}};
+    return AllChunks();
   }
 
   std::vector<Block> NodeBlocks() const {
@@ -130,44 +97,30 @@ class Channel {
     return blocks;
   }
 
+  // Column piece l is ColumnChunks(l).
   std::vector<Block> ColumnPieces() const {
     std::vector<Block> blocks;
-    for (int l = 0; l < per_node(); ++l) blocks.push_back(ColumnPiece(l));
+    for (int l = 0; l < per_node(); ++l) blocks.push_back(ColumnChunks(l));
     return blocks;
   }
 
-  // blocks[r] = the chunk of order[r].
-  std::vector<Block> ChunksOf(const std::vector<int>& order) const {
+  // blocks[r] = the chunk of members[r], a block of one range.
+  std::vector<Block> ChunkBlocks(const std::vector<int>& members) const {
     std::vector<Block> blocks;
-    for (int m : order) blocks.push_back({Chunk(m)});
+    for (const Range& chunk : ChunksOf(members)) blocks.push_back({chunk});
     return blocks;
-  }
-
-  std::vector<int> NodeOrder(int node) const {
-    std::vector<int> order;
-    for (int l = 0; l < per_node(); ++l) order.push_back(Member(node, l));
-    return order;
-  }
-
-  // Column `local`, starting at `first_node` (a chain's root).
-  std::vector<int> ColumnOrder(int local, int first_node) const {
-    std::vector<int> order;
-    for (int h = 0; h < nodes(); ++h) {
-      order.push_back(Member(first_node + h, local));
-    }
-    return order;
   }
 
   // Runs `phase` over `order` on blocks (blocks[r] belongs to position r, or
   // is piece r of a chain) from `first_step`; returns the steps it took.
-  int Run(PhaseFn phase, const std::vector<int>& order,
+  int Run(RingPhase phase, const std::vector<int>& order,
           const std::vector<Block>& blocks, int first_step) {
     int steps = 0;
     const size_t ranges = blocks.empty() ? 0 : blocks[0].size();
     for (size_t q = 0; q < ranges; ++q) {
       std::vector<Range> ring_q;
       for (const Block& block : blocks) ring_q.push_back(block[q]);
-      steps = phase(order, ring_q, first_step, channel_, out_);
+      steps = phase(order, ring_q, first_step, channel(), out_);
     }
     return steps;
   }
@@ -175,21 +128,16 @@ class Channel {
   // Direct copy over one link (gathers, scatters, root to leader).
   void Copy(int step, int src, int dst, const Block& block) {
     for (const Range& r : block) {
-      out_->push_back(Transfer{step, channel_, src, dst, r.offset, r.count,
-                               /*reduce=*/false});
+      AppendTransfer(step, channel(), src, dst, r, /*reduce=*/false, out_);
     }
   }
 
  private:
-  PlanShape shape_;
-  int64_t count_;
-  int channels_;
-  int channel_;
   std::vector<Transfer>* out_;
 };
 
 // The same ring phase in every node at once; blocks[l] belongs to local l.
-int EveryNode(Channel& ch, PhaseFn phase, const std::vector<Block>& blocks,
+int EveryNode(Channel& ch, RingPhase phase, const std::vector<Block>& blocks,
               int first_step) {
   int steps = 0;
   for (int n = 0; n < ch.nodes(); ++n) {
@@ -199,11 +147,11 @@ int EveryNode(Channel& ch, PhaseFn phase, const std::vector<Block>& blocks,
 }
 
 // The same ring phase on every column at once, over its members' chunks.
-int EveryColumn(Channel& ch, PhaseFn phase, int first_step) {
+int EveryColumn(Channel& ch, RingPhase phase, int first_step) {
   int steps = 0;
   for (int l = 0; l < ch.per_node(); ++l) {
     const std::vector<int> order = ch.ColumnOrder(l, 0);
-    steps = ch.Run(phase, order, ch.ChunksOf(order), first_step);
+    steps = ch.Run(phase, order, ch.ChunkBlocks(order), first_step);
   }
   return steps;
 }
@@ -219,7 +167,7 @@ int HringAllGather(Channel& ch) {
   int steps = 0;
   for (int n = 0; n < ch.nodes(); ++n) {
     const std::vector<int> order = ch.NodeOrder(n);
-    steps = ch.Run(AppendRingAllGather, order, ch.ChunksOf(order), step);
+    steps = ch.Run(AppendRingAllGather, order, ch.ChunkBlocks(order), step);
   }
   step += steps;
   step += ch.Run(AppendRingAllGather, Leaders(ch, 0), ch.NodeBlocks(), step);
@@ -238,7 +186,7 @@ int IntraReduceToLeader(Channel& ch, int step) {
   step += EveryNode(ch, AppendRingReduceScatter, ch.ColumnPieces(), step);
   for (int n = 0; n < ch.nodes(); ++n) {
     for (int l = 1; l < ch.per_node(); ++l) {
-      ch.Copy(step, ch.Member(n, l), ch.Member(n, 0), ch.ColumnPiece(l));
+      ch.Copy(step, ch.Member(n, l), ch.Member(n, 0), ch.ColumnChunks(l));
     }
   }
   return step + 1;
@@ -314,18 +262,15 @@ int TorusBroadcast(Channel& ch, int root) {
   const int root_local = root % ch.per_node();
   for (int l = 0; l < ch.per_node(); ++l) {
     if (l != root_local) {
-      ch.Copy(0, root, ch.Member(root_node, l), ch.ColumnPiece(l));
+      ch.Copy(0, root, ch.Member(root_node, l), ch.ColumnChunks(l));
     }
   }
   int step = 1;
   int steps = 0;
   for (int l = 0; l < ch.per_node(); ++l) {
-    std::vector<Block> pieces;  // the column's chunks, in node order
-    for (int n = 0; n < ch.nodes(); ++n) {
-      pieces.push_back({ch.Chunk(ch.Member(n, l))});
-    }
-    steps = ch.Run(AppendChainBroadcast, ch.ColumnOrder(l, root_node), pieces,
-                   step);
+    // Pieces: the column's chunks, in node order.
+    steps = ch.Run(AppendChainBroadcast, ch.ColumnOrder(l, root_node),
+                   ch.ChunkBlocks(ch.ColumnOrder(l, 0)), step);
   }
   step += steps;
   return step + EveryNode(ch, AppendRingAllGather, ch.ColumnPieces(), step);
@@ -333,10 +278,9 @@ int TorusBroadcast(Channel& ch, int root) {
 
 // ---- dispatch -------------------------------------------------------------
 
-// Steps of one channel's schedule, or -1 for an op without one.
-using ChannelBuilder = int (*)(Channel& ch, const PlanRequest& request);
-
-int HringChannel(Channel& ch, const PlanRequest& request) {
+int HringChannel(const PlanRequest& request, const ChannelGrid& grid,
+                 std::vector<Transfer>* out) {
+  Channel ch(grid, out);
   switch (request.op) {
     case ALL_GATHER:
       return HringAllGather(ch);
@@ -344,14 +288,14 @@ int HringChannel(Channel& ch, const PlanRequest& request) {
       return HringReduceScatter(ch);
     case ALL_REDUCE:
       return HringAllReduce(ch);
-    case BROADCAST:
+    default:  // BROADCAST
       return HringBroadcast(ch, request.root);
-    default:
-      return -1;
   }
 }
 
-int TorusChannel(Channel& ch, const PlanRequest& request) {
+int TorusChannel(const PlanRequest& request, const ChannelGrid& grid,
+                 std::vector<Transfer>* out) {
+  Channel ch(grid, out);
   switch (request.op) {
     case ALL_GATHER:
       return TorusAllGather(ch);
@@ -359,18 +303,17 @@ int TorusChannel(Channel& ch, const PlanRequest& request) {
       return TorusReduceScatter(ch);
     case ALL_REDUCE:
       return TorusAllReduce(ch);
-    case BROADCAST:
+    default:  // BROADCAST
       return TorusBroadcast(ch, request.root);
-    default:
-      return -1;
   }
 }
 
-absl::Status BuildHierarchical(const PlanRequest& request, Plan* plan,
-                               const char* name, ChannelBuilder build) {
+}  // namespace
+
+absl::Status BuildHierarchical(const PlanRequest& request, const char* name,
+                               ChannelSchedule schedule, Plan* plan) {
   const CollectiveOp op = request.op;
-  if (op != ALL_GATHER && op != REDUCE_SCATTER && op != ALL_REDUCE &&
-      op != BROADCAST) {
+  if (!IsLoweredOp(op)) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan op: ", name, " has no schedule for op ",
                      static_cast<int>(op), " ", CollectiveOp_Name(op)));
@@ -379,23 +322,16 @@ absl::Status BuildHierarchical(const PlanRequest& request, Plan* plan,
   if (request.shape.nodes == 1 || request.shape.per_node == 1) {
     return BuildRing(request, plan);
   }
-  int steps = 0;
-  for (int c = 0; c < request.channels; ++c) {
-    Channel ch(request, c, plan);
-    steps = build(ch, request);
-  }
-  plan->num_steps = steps;
+  BuildChannels(request, schedule, plan);
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::Status BuildHring(const PlanRequest& request, Plan* plan) {
-  return BuildHierarchical(request, plan, "HRING", HringChannel);
+  return BuildHierarchical(request, "HRING", HringChannel, plan);
 }
 
 absl::Status BuildTorus2d(const PlanRequest& request, Plan* plan) {
-  return BuildHierarchical(request, plan, "TORUS2D", TorusChannel);
+  return BuildHierarchical(request, "TORUS2D", TorusChannel, plan);
 }
 
 }  // namespace shardsim::internal

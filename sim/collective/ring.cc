@@ -4,39 +4,30 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/chunks.h"
 
 namespace shardsim::internal {
 namespace {
 
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-Transfer MakeTransfer(int step, int channel, int src, int dst, Range range,
-                      bool reduce) {
-  Transfer t;
-  t.step = step;
-  t.channel = channel;
-  t.src = src;
-  t.dst = dst;
-  t.offset = range.offset;
-  t.count = range.count;
-  t.reduce = reduce;
-  return t;
-}
-
-// Ranges of channel `channel` on ring `order`: sub-chunk `channel` of the
-// chunk of the member at each position. Indexing by member (not position)
-// keeps chunk ownership: member m ends up with its own chunk m even though
-// the ring is rotated.
-std::vector<Range> ChannelRanges(const std::vector<int>& order, int64_t count,
-                                 int channels, int channel) {
-  const int p = static_cast<int>(order.size());
-  std::vector<Range> ranges(p);
-  for (int r = 0; r < p; ++r) {
-    ranges[r] = SubRange(ChunkRange(count, p, order[r]), channels, channel);
+// One pass around the ring: n - 1 steps in which every position sends to
+// the next. At step t position r sends the range of position r - t - lag.
+// With lag 0 a position starts with its own range and then forwards what
+// just arrived (all-gather). With lag 1 range j starts at position j + 1
+// and travels n - 1 hops, gathering one contribution per hop, so it arrives
+// complete at position j (reduce-scatter).
+int AppendRingPass(const std::vector<int>& order,
+                   const std::vector<Range>& ranges, int lag, bool reduce,
+                   int first_step, int channel, std::vector<Transfer>* out) {
+  const int n = static_cast<int>(order.size());
+  if (n <= 1) return 0;
+  for (int t = 0; t < n - 1; ++t) {
+    for (int r = 0; r < n; ++r) {
+      AppendTransfer(first_step + t, channel, order[r], order[(r + 1) % n],
+                     ranges[Mod(r - t - lag, n)], reduce, out);
+    }
   }
-  return ranges;
+  return n - 1;
 }
 
 // The broadcast chain of one channel: the channel's ring, rotated so that
@@ -47,13 +38,30 @@ std::vector<int> ChainFrom(std::vector<int> order, int root) {
   return order;
 }
 
-}  // namespace
-
-Range SubRange(Range range, int parts, int part) {
-  Range sub = ChunkRange(range.count, parts, part);
-  sub.offset += range.offset;
-  return sub;
+// One channel of the flat ring: NCCL's ring `channel`, every member's chunk
+// cut to the channel's part.
+int RingChannel(const PlanRequest& request, const ChannelGrid& grid,
+                std::vector<Transfer>* out) {
+  const int c = grid.channel();
+  const std::vector<int> order = FlatRingOrder(request.shape, c);
+  // Ranges follow the member, not the position: member m ends up with its
+  // own chunk m even though the ring is rotated.
+  const std::vector<Range> ranges = grid.ChunksOf(order);
+  switch (request.op) {
+    case ALL_GATHER:
+      return AppendRingAllGather(order, ranges, 0, c, out);
+    case REDUCE_SCATTER:
+      return AppendRingReduceScatter(order, ranges, 0, c, out);
+    case ALL_REDUCE:
+      return AppendRingAllReduce(order, ranges, 0, c, out);
+    default:  // BROADCAST
+      // Pipeline depth p: piece j is the channel's part of chunk j.
+      return AppendChainBroadcast(ChainFrom(order, request.root),
+                                  grid.AllChunks(), 0, c, out);
+  }
 }
+
+}  // namespace
 
 std::vector<int> FlatRingOrder(const PlanShape& shape, int channel) {
   std::vector<int> order;
@@ -70,34 +78,15 @@ std::vector<int> FlatRingOrder(const PlanShape& shape, int channel) {
 int AppendRingAllGather(const std::vector<int>& order,
                         const std::vector<Range>& ranges, int first_step,
                         int channel, std::vector<Transfer>* out) {
-  const int n = static_cast<int>(order.size());
-  if (n <= 1) return 0;
-  for (int t = 0; t < n - 1; ++t) {
-    for (int r = 0; r < n; ++r) {
-      // Step 0 sends the own range; later steps forward what just arrived.
-      out->push_back(MakeTransfer(first_step + t, channel, order[r],
-                                  order[(r + 1) % n], ranges[Mod(r - t, n)],
-                                  /*reduce=*/false));
-    }
-  }
-  return n - 1;
+  return AppendRingPass(order, ranges, /*lag=*/0, /*reduce=*/false, first_step,
+                        channel, out);
 }
 
 int AppendRingReduceScatter(const std::vector<int>& order,
                             const std::vector<Range>& ranges, int first_step,
                             int channel, std::vector<Transfer>* out) {
-  const int n = static_cast<int>(order.size());
-  if (n <= 1) return 0;
-  for (int t = 0; t < n - 1; ++t) {
-    for (int r = 0; r < n; ++r) {
-      // Range j starts at position j + 1 and travels n - 1 hops, gathering
-      // one contribution per hop, so it arrives complete at position j.
-      out->push_back(MakeTransfer(first_step + t, channel, order[r],
-                                  order[(r + 1) % n], ranges[Mod(r - t - 1, n)],
-                                  /*reduce=*/true));
-    }
-  }
-  return n - 1;
+  return AppendRingPass(order, ranges, /*lag=*/1, /*reduce=*/true, first_step,
+                        channel, out);
 }
 
 int AppendRingAllReduce(const std::vector<int>& order,
@@ -118,49 +107,16 @@ int AppendChainBroadcast(const std::vector<int>& order,
     for (int h = 0; h + 1 < n; ++h) {
       // Piece j reached order[h] at step j + h - 1, so it can move on now
       // while later pieces follow one hop behind (the pipeline).
-      out->push_back(MakeTransfer(first_step + j + h, channel, order[h],
-                                  order[h + 1], pieces[j], /*reduce=*/false));
+      AppendTransfer(first_step + j + h, channel, order[h], order[h + 1],
+                     pieces[j], /*reduce=*/false, out);
     }
   }
   return k + n - 2;
 }
 
 absl::Status BuildRing(const PlanRequest& request, Plan* plan) {
-  const int p = request.shape.size();
-  const int k = request.channels;
-  int steps = 0;
-  for (int c = 0; c < k; ++c) {
-    const std::vector<int> order = FlatRingOrder(request.shape, c);
-    // Chunk i of channel c is sub-chunk c of chunk i, so channels partition
-    // the buffer and each runs the whole algorithm on its 1/k.
-    const std::vector<Range> ranges = ChannelRanges(order, request.count, k, c);
-    std::vector<Transfer>* out = &plan->transfers;
-    switch (request.op) {
-      case ALL_GATHER:
-        steps = AppendRingAllGather(order, ranges, 0, c, out);
-        break;
-      case REDUCE_SCATTER:
-        steps = AppendRingReduceScatter(order, ranges, 0, c, out);
-        break;
-      case ALL_REDUCE:
-        steps = AppendRingAllReduce(order, ranges, 0, c, out);
-        break;
-      case BROADCAST: {
-        // Pipeline depth p: piece j is sub-chunk c of chunk j.
-        std::vector<Range> pieces(p);
-        for (int j = 0; j < p; ++j) {
-          pieces[j] = SubRange(ChunkRange(request.count, p, j), k, c);
-        }
-        steps = AppendChainBroadcast(ChainFrom(order, request.root), pieces, 0,
-                                     c, out);
-        break;
-      }
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ring: op ", CollectiveOp_Name(request.op), " is not supported"));
-    }
-  }
-  plan->num_steps = steps;
+  if (!IsLoweredOp(request.op)) return UnsupportedOp("ring", request.op);
+  BuildChannels(request, RingChannel, plan);
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include "sim/collective/chunks.h"
 #include "sim/collective/plan.h"
 
 namespace shardsim::internal {
@@ -52,16 +53,18 @@ int AppendChainBroadcast(const std::vector<int>& order,
                          const std::vector<Range>& pieces, int first_step,
                          int channel, std::vector<Transfer>* out);
 
+// The signature the four phase builders above share, for callers that run
+// one phase over many rings.
+using RingPhase = int (*)(const std::vector<int>& order,
+                          const std::vector<Range>& ranges, int first_step,
+                          int channel, std::vector<Transfer>* out);
+
 // The member order of NCCL-style flat ring `channel` on `shape`: nodes in
 // order, and inside each node its members starting at local index
 // channel % per_node. The edge leaving node n thus goes from local
 // (channel - 1) mod per_node of node n to local channel % per_node of node
 // n + 1, so different channels cross node boundaries through different GPUs.
 std::vector<int> FlatRingOrder(const PlanShape& shape, int channel);
-
-// Sub-range `part` of `range` when it is cut into `parts` (ChunkRange
-// applied inside the range).
-Range SubRange(Range range, int parts, int part);
 
 }  // namespace shardsim::internal
 

@@ -6,26 +6,22 @@
 //
 // Channels: every range below is cut into k parts, part c on channel c, and
 // all channels run over the same step numbers.
-#include <algorithm>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/chunks.h"
 #include "sim/collective/ring.h"
 
 namespace shardsim::internal {
 namespace {
 
-void Send(int step, int channel, int src, int dst, Range range, bool reduce,
-          std::vector<Transfer>* out) {
-  Transfer t;
-  t.step = step;
-  t.channel = channel;
-  t.src = src;
-  t.dst = dst;
-  t.offset = range.offset;
-  t.count = range.count;
-  t.reduce = reduce;
-  out->push_back(t);
+// `member` sends `up` into the switch at `step` (adding it when `reduce`)
+// and gets `down` back, multicast, at step + 1.
+void ThroughSwitch(int step, int channel, int member, Range up, bool reduce,
+                   Range down, std::vector<Transfer>* out) {
+  AppendTransfer(step, channel, member, kSwitch, up, reduce, out);
+  AppendTransfer(step + 1, channel, kSwitch, member, down, /*reduce=*/false,
+                 out);
 }
 
 // All-reduce as CollNet does it: the node's members reduce-scatter among
@@ -35,51 +31,42 @@ void Send(int step, int channel, int src, int dst, Range range, bool reduce,
 // the one switch buffer); an intra-node ring all-gather finishes. With one
 // member per node the ring phases are empty and the whole buffer goes
 // through the switch.
-int AllReduce(const PlanRequest& req, int channel, std::vector<Transfer>* out) {
-  const PlanShape& shape = req.shape;
-  const int k = req.channels;
-  std::vector<Range> intra(shape.per_node);
-  for (int l = 0; l < shape.per_node; ++l) {
-    intra[l] = SubRange(ChunkRange(req.count, shape.per_node, l), k, channel);
-  }
+int AllReduce(const ChannelGrid& grid, std::vector<Transfer>* out) {
+  const int per_node = grid.per_node();
+  // Intra chunk l: chunk l of the buffer cut into one chunk per local.
+  const ChannelGrid intra(PlanShape{per_node, 1}, grid.count(), grid.channels(),
+                          grid.channel());
   // The intra ring of channel c starts at local c, as the flat ring's does,
   // so chunk ownership follows the member, not the ring position.
   const std::vector<int> local_order =
-      FlatRingOrder(PlanShape{shape.per_node, 1}, channel);
-  std::vector<Range> ranges(shape.per_node);
-  for (int r = 0; r < shape.per_node; ++r) ranges[r] = intra[local_order[r]];
+      FlatRingOrder(intra.shape(), grid.channel());
+  const std::vector<Range> ranges = intra.ChunksOf(local_order);
+  // The same intra ring in every node, all sharing their steps.
+  auto every_node = [&](RingPhase phase, int first_step) {
+    int steps = 0;
+    for (int n = 0; n < grid.nodes(); ++n) {
+      std::vector<int> order(local_order);
+      for (int& m : order) m += n * per_node;
+      steps = phase(order, ranges, first_step, grid.channel(), out);
+    }
+    return steps;
+  };
 
-  int rs = 0;
-  for (int node = 0; node < shape.nodes; ++node) {
-    std::vector<int> order(local_order);
-    for (int& m : order) m += node * shape.per_node;
-    rs = AppendRingReduceScatter(order, ranges, 0, channel, out);
+  const int rs = every_node(AppendRingReduceScatter, 0);
+  for (int m = 0; m < grid.shape().size(); ++m) {
+    const Range mine = intra.Chunk(m % per_node);
+    ThroughSwitch(rs, grid.channel(), m, mine, /*reduce=*/true, mine, out);
   }
-  for (int m = 0; m < shape.size(); ++m) {
-    const Range mine = intra[m % shape.per_node];
-    Send(rs, channel, m, kSwitch, mine, /*reduce=*/true, out);
-    Send(rs + 1, channel, kSwitch, m, mine, /*reduce=*/false, out);
-  }
-  int ag = 0;
-  for (int node = 0; node < shape.nodes; ++node) {
-    std::vector<int> order(local_order);
-    for (int& m : order) m += node * shape.per_node;
-    ag = AppendRingAllGather(order, ranges, rs + 2, channel, out);
-  }
-  return rs + 2 + ag;
+  return rs + 2 + every_node(AppendRingAllGather, rs + 2);
 }
 
 // Every member adds its whole buffer into the switch, which returns to each
 // member its own chunk of the sum.
-int ReduceScatter(const PlanRequest& req, int channel,
-                  std::vector<Transfer>* out) {
-  const int p = req.shape.size();
-  const Range all = SubRange(Range{0, req.count}, req.channels, channel);
-  for (int m = 0; m < p; ++m) {
-    Send(0, channel, m, kSwitch, all, /*reduce=*/true, out);
-    Send(1, channel, kSwitch, m,
-         SubRange(ChunkRange(req.count, p, m), req.channels, channel),
-         /*reduce=*/false, out);
+int ReduceScatter(const ChannelGrid& grid, std::vector<Transfer>* out) {
+  const Range all = grid.Part(Range{0, grid.count()});
+  for (int m = 0; m < grid.shape().size(); ++m) {
+    ThroughSwitch(0, grid.channel(), m, all, /*reduce=*/true, grid.Chunk(m),
+                  out);
   }
   return 2;
 }
@@ -87,27 +74,40 @@ int ReduceScatter(const PlanRequest& req, int channel,
 // Every member copies its chunk into the switch, which multicasts the whole
 // buffer (a member's own chunk comes back unchanged: multicast sends one
 // payload to all).
-int AllGather(const PlanRequest& req, int channel, std::vector<Transfer>* out) {
-  const int p = req.shape.size();
-  const Range all = SubRange(Range{0, req.count}, req.channels, channel);
-  for (int m = 0; m < p; ++m) {
-    Send(0, channel, m, kSwitch,
-         SubRange(ChunkRange(req.count, p, m), req.channels, channel),
-         /*reduce=*/false, out);
-    Send(1, channel, kSwitch, m, all, /*reduce=*/false, out);
+int AllGather(const ChannelGrid& grid, std::vector<Transfer>* out) {
+  const Range all = grid.Part(Range{0, grid.count()});
+  for (int m = 0; m < grid.shape().size(); ++m) {
+    ThroughSwitch(0, grid.channel(), m, grid.Chunk(m), /*reduce=*/false, all,
+                  out);
   }
   return 2;
 }
 
 // The root copies its buffer into the switch, which multicasts it to the
 // other members.
-int Broadcast(const PlanRequest& req, int channel, std::vector<Transfer>* out) {
-  const Range all = SubRange(Range{0, req.count}, req.channels, channel);
-  Send(0, channel, req.root, kSwitch, all, /*reduce=*/false, out);
-  for (int m = 0; m < req.shape.size(); ++m) {
-    if (m != req.root) Send(1, channel, kSwitch, m, all, false, out);
+int Broadcast(const ChannelGrid& grid, int root, std::vector<Transfer>* out) {
+  const Range all = grid.Part(Range{0, grid.count()});
+  AppendTransfer(0, grid.channel(), root, kSwitch, all, /*reduce=*/false, out);
+  for (int m = 0; m < grid.shape().size(); ++m) {
+    if (m != root) {
+      AppendTransfer(1, grid.channel(), kSwitch, m, all, /*reduce=*/false, out);
+    }
   }
   return 2;
+}
+
+int SharpChannel(const PlanRequest& request, const ChannelGrid& grid,
+                 std::vector<Transfer>* out) {
+  switch (request.op) {
+    case ALL_REDUCE:
+      return AllReduce(grid, out);
+    case REDUCE_SCATTER:
+      return ReduceScatter(grid, out);
+    case ALL_GATHER:
+      return AllGather(grid, out);
+    default:  // BROADCAST
+      return Broadcast(grid, request.root, out);
+  }
 }
 
 }  // namespace
@@ -118,28 +118,8 @@ absl::Status BuildSharp(const PlanRequest& request, Plan* plan) {
         "sharp: the group lies inside one node; in-network reduction needs a "
         "group that spans nodes");
   }
-  int steps = 0;
-  for (int c = 0; c < request.channels; ++c) {
-    std::vector<Transfer>* out = &plan->transfers;
-    switch (request.op) {
-      case ALL_REDUCE:
-        steps = AllReduce(request, c, out);
-        break;
-      case REDUCE_SCATTER:
-        steps = ReduceScatter(request, c, out);
-        break;
-      case ALL_GATHER:
-        steps = AllGather(request, c, out);
-        break;
-      case BROADCAST:
-        steps = Broadcast(request, c, out);
-        break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sharp: op ", CollectiveOp_Name(request.op), " is not supported"));
-    }
-  }
-  plan->num_steps = steps;
+  if (!IsLoweredOp(request.op)) return UnsupportedOp("sharp", request.op);
+  BuildChannels(request, SharpChannel, plan);
   return absl::OkStatus();
 }
 

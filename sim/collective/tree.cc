@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
-#include "sim/collective/ring.h"
+#include "sim/collective/chunks.h"
 
 namespace shardsim::internal {
 namespace {
@@ -106,19 +106,6 @@ struct Lane {
   int channel;
 };
 
-void Send(int step, const Lane& lane, int src, int dst, Range range,
-          bool reduce, std::vector<Transfer>* out) {
-  Transfer t;
-  t.step = step;
-  t.channel = lane.channel;
-  t.src = src;
-  t.dst = dst;
-  t.offset = range.offset;
-  t.count = range.count;
-  t.reduce = reduce;
-  out->push_back(t);
-}
-
 // Pipeline depth: 2 * height pieces keep the fill and drain of a reduce +
 // broadcast (2 * height - 1 steps) to about half of the run.
 std::vector<Range> Pieces(const Lane& lane) {
@@ -138,8 +125,9 @@ int ReduceUp(const Lane& lane, const std::vector<Range>& pieces, int first_step,
   for (int j = 0; j < static_cast<int>(pieces.size()); ++j) {
     for (int d = 1; d <= height; ++d) {
       for (int m : tree.levels[d]) {
-        Send(first_step + j + height - d, lane, m, tree.parent[m], pieces[j],
-             /*reduce=*/true, out);
+        AppendTransfer(first_step + j + height - d, lane.channel, m,
+                       tree.parent[m], pieces[j],
+                       /*reduce=*/true, out);
       }
     }
   }
@@ -156,8 +144,8 @@ int BroadcastDown(const Lane& lane, const std::vector<Range>& pieces,
     for (int d = 0; d < height; ++d) {
       for (int m : tree.levels[d]) {
         for (int child : tree.children[m]) {
-          Send(first_step + j + d, lane, m, child, pieces[j],
-               /*reduce=*/false, out);
+          AppendTransfer(first_step + j + d, lane.channel, m, child, pieces[j],
+                         /*reduce=*/false, out);
         }
       }
     }
@@ -225,7 +213,8 @@ int AllGather(const Lane& lane, const std::vector<std::vector<int>>& sub,
   for (int d = 1; d <= height; ++d) {
     for (int m : tree.levels[d]) {
       for (const Range& r : ChunkRuns(sub[m], count, p, lane.range)) {
-        Send(height - d, lane, m, tree.parent[m], r, /*reduce=*/false, out);
+        AppendTransfer(height - d, lane.channel, m, tree.parent[m], r,
+                       /*reduce=*/false, out);
       }
     }
   }
@@ -235,7 +224,8 @@ int AllGather(const Lane& lane, const std::vector<std::vector<int>>& sub,
         const std::vector<Range> have =
             ChunkRuns(sub[child], count, p, lane.range);
         for (const Range& r : Complement(have, lane.range)) {
-          Send(height + d, lane, m, child, r, /*reduce=*/false, out);
+          AppendTransfer(height + d, lane.channel, m, child, r,
+                         /*reduce=*/false, out);
         }
       }
     }
@@ -254,7 +244,8 @@ int ReduceScatter(const Lane& lane, const std::vector<std::vector<int>>& sub,
     for (int m : tree.levels[d]) {
       for (int child : tree.children[m]) {
         for (const Range& r : ChunkRuns(sub[child], count, p, lane.range)) {
-          Send(up + d, lane, m, child, r, /*reduce=*/false, out);
+          AppendTransfer(up + d, lane.channel, m, child, r, /*reduce=*/false,
+                         out);
         }
       }
     }
@@ -291,11 +282,7 @@ int RunLane(const PlanRequest& req, const Lane& lane,
 
 absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
   const CollectiveOp op = request.op;
-  if (op != ALL_GATHER && op != REDUCE_SCATTER && op != ALL_REDUCE &&
-      op != BROADCAST) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tree: op ", CollectiveOp_Name(op), " is not supported"));
-  }
+  if (!IsLoweredOp(op)) return UnsupportedOp("tree", op);
   const int p = request.shape.size();
   const int k = request.channels;
   int steps = 0;

@@ -131,7 +131,51 @@ std::string FormatVolumeTable(const Results& results, bool detail) {
   return out;
 }
 
-absl::Status WriteJson(const Results& results, const std::string& path) {
+std::string FormatRunTable(const Results& results) {
+  std::string out = absl::StrFormat(
+      "one training step per strategy and GPU count; MFU and TFLOP/s count "
+      "model FLOPs (forward + backward, no recomputation)\n"
+      "%-34s %6s %9s %12s %8s %6s %9s %9s %9s %8s\n",
+      "strategy", "gpus", "step s", "tokens/s/GPU", "TFLOP/s", "MFU",
+      "exposed s", "intra GB", "inter GB", "mem GB");
+  for (const ResultRow& r : results.rows()) {
+    if (r.oom() || !r.has_step_time_s()) {
+      absl::StrAppendFormat(&out, "%-34s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n",
+                            r.strategy(), r.gpus(), "-", "-", "-", "-", "-",
+                            GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
+                            GB(r.peak_memory_bytes()));
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "%-34s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f\n",
+        r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
+        r.tflops_per_gpu(), 100 * r.mfu(), r.exposed_comm_s(),
+        GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
+        GB(r.peak_memory_bytes()));
+  }
+  return out;
+}
+
+std::string FormatCollectiveTable(const CollectiveResults& r) {
+  std::string out = absl::StrFormat(
+      "# %s %s on %d GPUs of %s, %d channels (simulated)\n"
+      "#%11s %12s %8s %10s %10s %10s  %s\n"
+      "#%11s %12s %8s %10s %10s %10s\n",
+      CollectiveOp_Name(r.op()), Algorithm_Name(r.algorithm()), r.gpus(),
+      r.platform(), r.channels(), "size", "count", "type", "time", "algbw",
+      "busbw", "protocol", "(B)", "(elements)", "", "(us)", "(GB/s)",
+      "(GB/s)");
+  for (const CollectiveRow& row : r.rows()) {
+    absl::StrAppendFormat(&out, " %11d %12d %8s %10.1f %10.2f %10.2f  %s\n",
+                          row.size_bytes(), row.size_bytes() / 4, "float",
+                          row.time_us(), row.algbw_gbps(), row.busbw_gbps(),
+                          row.protocol());
+  }
+  return out;
+}
+
+absl::Status WriteJson(const google::protobuf::Message& results,
+                       const std::string& path) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;

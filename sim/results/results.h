@@ -33,7 +33,16 @@ std::string FormatMemoryTable(const Results& results);
 // Totals per row; with `detail`, one line per kind of collective call.
 std::string FormatVolumeTable(const Results& results, bool detail);
 
-absl::Status WriteJson(const Results& results, const std::string& path);
+// Timed rows: step time, throughput, MFU, exposed communication, traffic,
+// memory; OOM rows say so and carry no times.
+std::string FormatRunTable(const Results& results);
+
+// nccl-tests' table layout, so it can be laid beside a real log.
+std::string FormatCollectiveTable(const CollectiveResults& results);
+
+// Any results message as JSON with the proto field names.
+absl::Status WriteJson(const google::protobuf::Message& results,
+                       const std::string& path);
 
 }  // namespace shardsim
 

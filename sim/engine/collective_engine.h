@@ -1,0 +1,88 @@
+// Collectives on the SimGrid fabric: every group of a call's shape runs its
+// plan at once, as flows that share links max-min with whatever else is in
+// flight (other collectives, other groups).
+//
+// Two ways to run a plan, which agree where both apply:
+//  - fast: per stage (plan_summary.h), one flow per hop with all its bytes,
+//    then the hop's steps x alpha after it; the stage ends with its last hop.
+//  - per-step: every message of every step is a flow; a GPU sends its
+//    step-k messages on a channel once everything addressed to it on that
+//    channel in earlier steps has arrived (a flow plus alpha). For checking.
+// Wire protocol: per call the one with the smallest alpha-beta estimate
+// (as NCCL's tuner picks), applied as its alphas and as wire bytes =
+// payload / bandwidth_fraction.
+#ifndef SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
+#define SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/collective/plan.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/plan_summary.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+enum class FlowMode { kFast, kPerStep };
+
+class CollectiveEngine {
+ public:
+  // `channels`: parallel rings for every call (the platform's by default).
+  CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels);
+
+  // Plans `call` (cached by shape, size and algorithm). Errors name the
+  // call's group or algorithm and why it cannot run here.
+  absl::Status Prepare(const CollectiveCall& call);
+
+  // From a SimGrid actor: runs a prepared call for every group of its shape
+  // and returns when the last flow (and alpha) is done.
+  void Run(const CollectiveCall& call);
+
+  // Simulate NVSwitch traffic of node 0 only. Exact when every node runs
+  // the same program and every prepared plan is intra-symmetric: NVSwitch
+  // ports carry only their own node's traffic. The caller decides.
+  void set_node_symmetry(bool on) { node_symmetry_ = on; }
+  bool AllIntraSymmetric() const;
+
+  const PlanSummary& summary(const CollectiveCall& call) const;
+  const Protocol& protocol(const CollectiveCall& call) const;
+  // Closed-form alpha-beta time of `call` with `proto`, no contention.
+  double Estimate(const CollectiveCall& call, const Protocol& proto) const;
+
+ private:
+  using Key = std::tuple<int, int, int, int, int, int, int64_t, int>;
+  struct Entry {
+    Plan plan;  // kept in per-step mode only
+    PlanSummary summary;
+    const Protocol* protocol = nullptr;
+    std::vector<std::vector<int>> groups;  // global ranks, member order
+    PlanShape shape;
+  };
+  static Key KeyOf(const CollectiveCall& call);
+  const Entry& entry(const CollectiveCall& call) const;
+  double EstimateEntry(const Entry& e, const Protocol& proto) const;
+  void RunFast(const Entry& e);
+  void RunPerStep(const Entry& e);
+  // Hosts a hop's flow runs between, and its alpha per step.
+  struct Route {
+    simgrid::s4u::Host* from;
+    simgrid::s4u::Host* to;
+    double alpha;
+  };
+  Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
+                int dst) const;
+
+  const Fabric& fabric_;
+  const FlowMode mode_;
+  const int channels_;
+  bool node_symmetry_ = false;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_

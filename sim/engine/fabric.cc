@@ -1,0 +1,194 @@
+#include "sim/engine/fabric.h"
+
+#include <cmath>
+#include <string>
+
+#include <simgrid/s4u.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace shardsim {
+namespace {
+
+absl::Status FieldError(const std::string& where, const std::string& field,
+                        const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": field ", field, ": ", why));
+}
+
+}  // namespace
+
+absl::Status ValidateEnginePlatform(const Platform& p,
+                                    const std::string& where) {
+  if (p.nvswitch().bandwidth() <= 0) {
+    return FieldError(where, "nvswitch.bandwidth", "must be > 0 bytes/s");
+  }
+  const Network& n = p.network();
+  if (n.nics_per_node() < 1) {
+    return FieldError(where, "network.nics_per_node", "must be >= 1");
+  }
+  if (p.gpus_per_node() % n.nics_per_node() != 0 &&
+      n.nics_per_node() % p.gpus_per_node() != 0) {
+    return FieldError(where, "network.nics_per_node",
+                      absl::StrCat(n.nics_per_node(), " NICs cannot be shared "
+                                   "evenly by ", p.gpus_per_node(), " GPUs"));
+  }
+  if (n.nic_bandwidth() <= 0) {
+    return FieldError(where, "network.nic_bandwidth", "must be > 0 bytes/s");
+  }
+  if (n.nics_per_leaf() < 0) {
+    return FieldError(where, "network.nics_per_leaf", "must be >= 0");
+  }
+  if (n.oversubscription() < 1) {
+    return FieldError(where, "network.oversubscription",
+                      "must be >= 1 (1 = non-blocking)");
+  }
+  if (p.protocols().empty()) {
+    return FieldError(where, "protocols", "at least one wire protocol needed");
+  }
+  for (const Protocol& proto : p.protocols()) {
+    if (proto.bandwidth_fraction() <= 0 || proto.bandwidth_fraction() > 1) {
+      return FieldError(where, "protocols.bandwidth_fraction",
+                        absl::StrCat(proto.name(), ": must be in (0, 1]"));
+    }
+    if (proto.base_latency_s() < 0 || proto.intra_alpha_s() < 0 ||
+        proto.inter_alpha_s() < 0) {
+      return FieldError(where, "protocols",
+                        absl::StrCat(proto.name(), ": latencies must be >= 0"));
+    }
+  }
+  const Efficiency& e = p.efficiency();
+  for (auto [field, value] :
+       {std::pair<const char*, double>{"nvlink_fraction", e.nvlink_fraction()},
+        {"network_fraction", e.network_fraction()},
+        {"hbm_fraction", e.hbm_fraction()},
+        {"compute_default", e.compute_default()}}) {
+    if (value <= 0 || value > 1) {
+      return FieldError(where, absl::StrCat("efficiency.", field),
+                        absl::StrCat("must be in (0, 1], got ", value));
+    }
+  }
+  for (const auto& [kind, value] : e.compute()) {
+    if (value <= 0 || value > 1) {
+      return FieldError(where, absl::StrCat("efficiency.compute[", kind, "]"),
+                        absl::StrCat("must be in (0, 1], got ", value));
+    }
+  }
+  if (p.gpu().hbm_bytes_per_s() <= 0) {
+    return FieldError(where, "gpu.hbm_bytes_per_s", "must be > 0");
+  }
+  if (p.channels() < 1) return FieldError(where, "channels", "must be >= 1");
+  return absl::OkStatus();
+}
+
+int Fabric::NicOf(int rank) const {
+  const int m = mesh_.gpus_per_node;
+  const int nics = platform_.network().nics_per_node();
+  const int node = rank / m;
+  const int local = rank % m;
+  // Several GPUs share a NIC (a800: 2 per NIC), or a GPU uses the first of
+  // its NICs (more NICs than GPUs: bonding is not modelled).
+  const int nic = nics >= m ? local * (nics / m) : local / (m / nics);
+  return node * nics + nic;
+}
+
+double Fabric::NvlinkBandwidth() const {
+  return platform_.nvswitch().bandwidth() *
+         platform_.efficiency().nvlink_fraction();
+}
+
+double Fabric::NicBandwidth() const {
+  return platform_.network().nic_bandwidth() *
+         platform_.efficiency().network_fraction();
+}
+
+absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
+                                                      const Mesh& mesh) {
+  std::unique_ptr<Fabric> f(new Fabric(platform, mesh));
+  sg4::create_full_zone("cluster");
+  if (absl::Status s = f->BuildNodes(); !s.ok()) return s;
+  if (absl::Status s = f->BuildNetwork(); !s.ok()) return s;
+  sg4::Engine::get_instance()->get_netzone_root()->seal();
+  return f;
+}
+
+absl::Status Fabric::BuildNodes() {
+  sg4::NetZone* root = sg4::Engine::get_instance()->get_netzone_root();
+  const double bw = NvlinkBandwidth();
+  for (int node = 0; node < mesh_.nodes; ++node) {
+    sg4::NetZone* zone = sg4::create_star_zone(absl::StrCat("node", node));
+    zone->set_parent(root);
+    for (int l = 0; l < mesh_.gpus_per_node; ++l) {
+      const int rank = node * mesh_.gpus_per_node + l;
+      sg4::Host* host = zone->create_host(absl::StrCat("gpu", rank), 1)->seal();
+      sg4::Link* port =
+          zone->create_split_duplex_link(absl::StrCat("nvswitch", rank), bw)
+              ->set_latency(0)
+              ->seal();
+      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                      {{port, sg4::LinkInRoute::Direction::UP}}, true);
+      gpus_.push_back(host);
+    }
+    zone->seal();
+  }
+  return absl::OkStatus();
+}
+
+// A two-level fat tree: leaves of `per_leaf` NICs, each leaf with
+// per_leaf / oversubscription up-links to as many spines. Upper tiers of a
+// real Clos are taken as non-blocking, which a single spine tier of the
+// same total bandwidth models for bandwidth; their hop latency is in alpha.
+absl::Status Fabric::BuildNetwork() {
+  const Network& n = platform_.network();
+  const int nics = mesh_.nodes * n.nics_per_node();
+  const int per_leaf =
+      n.nics_per_leaf() == 0 ? nics : std::min(n.nics_per_leaf(), nics);
+  const int leaves = (nics + per_leaf - 1) / per_leaf;
+  const unsigned up = static_cast<unsigned>(
+      std::max(1.0, std::floor(per_leaf / n.oversubscription())));
+  sg4::FatTreeParams params =
+      leaves == 1 ? sg4::FatTreeParams(1, {static_cast<unsigned>(per_leaf)},
+                                       {1}, {1})
+                  : sg4::FatTreeParams(
+                        2, {static_cast<unsigned>(per_leaf),
+                            static_cast<unsigned>(leaves)},
+                        {1, up}, {1, 1});
+  // Leaf position -> NIC index: node-major, or rail-major when NIC i of every
+  // node hangs off the same leaves.
+  const int per_node = n.nics_per_node();
+  auto nic_at = [&](unsigned long leaf) -> int {
+    if (leaf >= static_cast<unsigned long>(nics)) return -1;  // spare port
+    if (!n.rail_optimized()) return static_cast<int>(leaf);
+    const int rail = static_cast<int>(leaf) / mesh_.nodes;
+    const int node = static_cast<int>(leaf) % mesh_.nodes;
+    return node * per_node + rail;
+  };
+  nics_.assign(nics, nullptr);
+  auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&,
+                      unsigned long id) {
+    const int nic = nic_at(id);
+    sg4::Host* host =
+        zone->create_host(nic >= 0 ? absl::StrCat("nic", nic)
+                                   : absl::StrCat("spare", id),
+                          1)
+            ->seal();
+    if (nic >= 0) nics_[nic] = host;
+    return std::make_pair(host->get_netpoint(),
+                          static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
+  };
+  sg4::NetZone* tree = sg4::create_fatTree_zone(
+      "network", sg4::Engine::get_instance()->get_netzone_root(), params,
+      sg4::ClusterCallbacks(netpoint), NicBandwidth(), 0,
+      sg4::Link::SharingPolicy::SPLITDUPLEX);
+  tree->seal();
+  for (int i = 0; i < nics; ++i) {
+    if (nics_[i] == nullptr) {
+      return absl::InternalError(absl::StrCat("network: NIC ", i, " not placed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardsim

@@ -1,0 +1,68 @@
+// Stage 5 (engine): a Platform built in SimGrid.
+//
+// Every GPU has two network endpoints (SIMGRID_NOTES.md): a host in its
+// node's star zone, whose private split-duplex link is its NVSwitch port,
+// and the host of the NIC it uses, a leaf of one fat-tree zone. Transfers
+// inside a node go GPU host to GPU host, transfers between nodes NIC host to
+// NIC host, so no route crosses zones. Links have no latency: the per-step
+// alpha of the wire protocol is added by the collective engine, because
+// SimGrid's CM02 model would otherwise share bandwidth by route latency.
+#ifndef SHARDSIM_SIM_ENGINE_FABRIC_H_
+#define SHARDSIM_SIM_ENGINE_FABRIC_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/collective/group.h"
+#include "sim/schema/platform.pb.h"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace shardsim {
+
+class Fabric {
+ public:
+  // Builds the platform for `mesh` into this process's SimGrid engine, which
+  // must exist and be empty. Errors name the platform field at fault.
+  static absl::StatusOr<std::unique_ptr<Fabric>> Build(const Platform& platform,
+                                                       const Mesh& mesh);
+
+  const Platform& platform() const { return platform_; }
+  const Mesh& mesh() const { return mesh_; }
+
+  bool SameNode(int a, int b) const {
+    return a / mesh_.gpus_per_node == b / mesh_.gpus_per_node;
+  }
+  // NVSwitch endpoint of GPU `rank`.
+  simgrid::s4u::Host* gpu(int rank) const { return gpus_[rank]; }
+  // Network endpoint GPU `rank` sends and receives through.
+  simgrid::s4u::Host* nic(int rank) const { return nics_[NicOf(rank)]; }
+  int NicOf(int rank) const;
+
+  // Bytes/s a flow can reach on one NVSwitch port and on one NIC.
+  double NvlinkBandwidth() const;
+  double NicBandwidth() const;
+
+ private:
+  Fabric(const Platform& platform, const Mesh& mesh)
+      : platform_(platform), mesh_(mesh) {}
+  absl::Status BuildNodes();
+  absl::Status BuildNetwork();
+
+  const Platform platform_;
+  const Mesh mesh_;
+  std::vector<simgrid::s4u::Host*> gpus_;
+  std::vector<simgrid::s4u::Host*> nics_;  // by NIC index node*nics + i
+};
+
+// Checks the fields the engine needs (bandwidths, protocols, efficiencies),
+// naming the field. `where` prefixes messages (the platform's file).
+absl::Status ValidateEnginePlatform(const Platform& platform,
+                                    const std::string& where);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_FABRIC_H_

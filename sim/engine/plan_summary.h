@@ -1,0 +1,45 @@
+// A plan as the fast engine runs it (SIMGRID_NOTES.md): one flow per hop
+// carrying all of that hop's bytes, with alpha added once per step after it.
+//
+// A stage is a maximal run of steps of one kind (inside nodes only, between
+// nodes only, or both): a hierarchical algorithm's phases run one after
+// another, while the hops of one phase (a pipelined ring, HO-Ring's
+// concurrent rings) run together.
+#ifndef SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
+#define SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/collective/plan.h"
+
+namespace shardsim {
+
+struct Hop {
+  int32_t src = 0;  // member index or kSwitch
+  int32_t dst = 0;
+  int32_t channel = 0;
+  int64_t elements = 0;  // over the whole stage
+  int32_t steps = 0;     // steps of the stage this hop is used in
+  bool inter = false;    // leaves the node (or touches the switch)
+};
+
+struct Stage {
+  std::vector<Hop> hops;
+};
+
+struct PlanSummary {
+  std::vector<Stage> stages;
+  PlanVolume volume;
+  int num_steps = 0;
+  // Every node of the group sees the same intra-node hops (same local
+  // ranks, channels, sizes, steps), so one node's NVSwitch traffic stands
+  // for all of them.
+  bool intra_symmetric = true;
+};
+
+PlanSummary Summarize(const Plan& plan);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_

@@ -1,0 +1,210 @@
+#include "sim/engine/simulate.h"
+
+#include <cmath>
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/isolate.h"
+#include "sim/engine/replay.h"
+#include "sim/model/model.h"
+#include "sim/results/results.h"
+#include "sim/results/trace.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace shardsim {
+namespace {
+
+// SimGrid's engine for this (child) process, set up as SIMGRID_NOTES.md
+// says keeps the flow model honest.
+sg4::Engine* StartSimGrid() {
+  static int argc = 1;
+  static char arg0[] = "shardsim";
+  static char* argv[] = {arg0, nullptr};
+  xbt_log_control_set("root.thresh:critical");
+  auto* engine = new sg4::Engine(&argc, argv);
+  engine->set_config("network/model:CM02");
+  engine->set_config("network/crosstraffic:0");
+  engine->set_config("network/TCP-gamma:1e18");
+  return engine;
+}
+
+absl::StatusOr<std::string> SimulatePoint(const Job& job,
+                                          const std::string& spec, int gpus,
+                                          const EngineOptions& options,
+                                          bool single) {
+  absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+  if (!point.ok()) return point.status();
+  ResultRow& row = point->row;
+  if (!row.oom()) {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
+        Fabric::Build(job.platform, point->mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine collectives(**fabric, options.mode,
+                                 job.platform.channels());
+    absl::StatusOr<StepTiming> t =
+        ReplayStep(point->schedule, **fabric, &collectives);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          job.path, ": \"", spec, "\" at ", gpus, " GPUs: ", t.status().message()));
+    }
+    const double flops_per_gpu =
+        ModelFlopsPerMicroBatch(job.model, ScenarioBatch(job.scenario)) *
+        job.scenario.micro_batches();
+    row.set_step_time_s(t->step_time_s);
+    row.set_tokens_per_gpu_per_s(point->schedule.tokens_per_step() /
+                                 static_cast<double>(gpus) / t->step_time_s);
+    row.set_tflops_per_gpu(flops_per_gpu / t->step_time_s / 1e12);
+    row.set_mfu(flops_per_gpu / t->step_time_s / job.platform.gpu().peak_flops());
+    row.set_compute_s(t->compute_busy_s);
+    row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
+    if (!options.trace_path.empty()) {
+      std::vector<std::pair<double, double>> times;
+      for (const OpTime& o : t->ops) times.push_back({o.start, o.end});
+      if (absl::Status s = WriteChromeTrace(
+              point->schedule, times,
+              absl::StrCat(job.model.name(), " ", spec, " on ", gpus, " GPUs of ",
+                           job.platform.name()),
+              TracePathFor(options.trace_path, spec, gpus, single));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return row.SerializeAsString();
+}
+
+}  // namespace
+
+std::string TracePathFor(const std::string& path, const std::string& strategy,
+                         int gpus, bool single) {
+  if (single) return path;
+  const std::string tag = absl::StrCat(
+      ".", absl::StrReplaceAll(strategy, {{"/", "_"}, {":", "_"}, {"=", "-"}}),
+      ".", gpus);
+  const size_t dot = path.rfind('.');
+  const size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+    return path + tag;
+  }
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+absl::StatusOr<Results> SimulateJob(const Job& job,
+                                    const EngineOptions& options) {
+  if (absl::Status s = ValidateEnginePlatform(job.platform,
+                                              absl::StrCat("platform ",
+                                                           job.platform.name()));
+      !s.ok()) {
+    return s;
+  }
+  const Scenario& sc = job.scenario;
+  const bool single = sc.strategies_size() * sc.gpus_size() == 1;
+  std::vector<ChildTask> tasks;
+  for (const std::string& spec : sc.strategies()) {
+    for (int gpus : sc.gpus()) {
+      tasks.push_back([&job, &options, spec, gpus, single] {
+        return SimulatePoint(job, spec, gpus, options, single);
+      });
+    }
+  }
+  Results results;
+  results.set_scenario(job.path);
+  for (absl::StatusOr<std::string>& r : RunIsolated(tasks, options.jobs)) {
+    if (!r.ok()) return r.status();
+    if (!results.add_rows()->ParseFromString(*r)) {
+      return absl::InternalError("a simulation returned an unreadable row");
+    }
+  }
+  return results;
+}
+
+double BusFactor(CollectiveOp op, int gpus) {
+  const double n = gpus;
+  switch (op) {
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      return (n - 1) / n;
+    case ALL_REDUCE:
+      return 2 * (n - 1) / n;
+    default:
+      return 1;
+  }
+}
+
+absl::StatusOr<CollectiveResults> SimulateCollective(
+    const Platform& platform, const CollectiveSweep& sweep) {
+  if (absl::Status s = ValidateEnginePlatform(
+          platform, absl::StrCat("platform ", platform.name()));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Mesh> mesh = JobMesh(platform, sweep.gpus);
+  if (!mesh.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus: ", mesh.status().message()));
+  }
+  if (sweep.min_bytes < 1 || sweep.max_bytes < sweep.min_bytes) {
+    return absl::InvalidArgumentError(
+        "--min-bytes and --max-bytes: need 1 <= min <= max");
+  }
+  if (sweep.step_factor <= 1) {
+    return absl::InvalidArgumentError("--step-factor: must be > 1");
+  }
+  const int channels = sweep.channels > 0 ? sweep.channels : platform.channels();
+  auto task = [&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Build(platform, *mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine engine(**fabric, sweep.mode, channels);
+    CollectiveResults out;
+    out.set_platform(platform.name());
+    out.set_op(sweep.op);
+    out.set_algorithm(sweep.algorithm);
+    out.set_gpus(sweep.gpus);
+    out.set_channels(channels);
+    std::vector<CollectiveCall> calls;
+    for (double size = sweep.min_bytes; size <= sweep.max_bytes * (1 + 1e-9);
+         size *= sweep.step_factor) {
+      CollectiveCall c;
+      c.set_op(sweep.op);
+      *c.mutable_group() = GlobalGroup(*mesh);
+      c.set_bytes(static_cast<int64_t>(std::llround(size)));
+      c.set_dtype(FP32);
+      c.set_algorithm(sweep.algorithm);
+      if (absl::Status s = engine.Prepare(c); !s.ok()) return s;
+      calls.push_back(c);
+    }
+    engine.set_node_symmetry(engine.AllIntraSymmetric());
+    // The sizes run one after another in one simulation, as nccl-tests does.
+    sg4::Actor::create("sweep", (*fabric)->gpu(0), [&] {
+      for (const CollectiveCall& c : calls) {
+        const double start = sg4::Engine::get_clock();
+        engine.Run(c);
+        const double t = sg4::Engine::get_clock() - start;
+        CollectiveRow* row = out.add_rows();
+        row->set_size_bytes(c.bytes());
+        row->set_time_us(t * 1e6);
+        row->set_algbw_gbps(c.bytes() / t / 1e9);
+        row->set_busbw_gbps(row->algbw_gbps() * BusFactor(c.op(), sweep.gpus));
+        row->set_protocol(engine.protocol(c).name());
+      }
+    });
+    sg4::Engine::get_instance()->run();
+    return out.SerializeAsString();
+  };
+  std::vector<absl::StatusOr<std::string>> r = RunIsolated({task}, 1);
+  if (!r[0].ok()) return r[0].status();
+  CollectiveResults out;
+  if (!out.ParseFromString(*r[0])) {
+    return absl::InternalError("the collective simulation returned garbage");
+  }
+  return out;
+}
+
+}  // namespace shardsim

@@ -1,0 +1,52 @@
+// The timing engine's entry points. Each simulation runs in a child process
+// (isolate.h); the caller's process never starts SimGrid.
+#ifndef SHARDSIM_SIM_ENGINE_SIMULATE_H_
+#define SHARDSIM_SIM_ENGINE_SIMULATE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "sim/engine/collective_engine.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schema/results.pb.h"
+
+namespace shardsim {
+
+struct EngineOptions {
+  FlowMode mode = FlowMode::kFast;
+  int jobs = 2;            // simulations at once
+  std::string trace_path;  // Chrome trace of each point, if set
+};
+
+// Every strategy x GPU count of the job: memory, traffic and, for the
+// points that fit in memory, the simulated step. OOM rows are not timed.
+absl::StatusOr<Results> SimulateJob(const Job& job,
+                                    const EngineOptions& options);
+
+struct CollectiveSweep {
+  CollectiveOp op = ALL_GATHER;
+  Algorithm algorithm = RING;
+  int gpus = 0;
+  int channels = 0;  // 0: the platform's
+  int64_t min_bytes = 0;
+  int64_t max_bytes = 0;
+  double step_factor = 2;
+  FlowMode mode = FlowMode::kFast;
+};
+
+// Sizes from min to max (x step_factor), each run alone over all GPUs.
+absl::StatusOr<CollectiveResults> SimulateCollective(const Platform& platform,
+                                                     const CollectiveSweep& sweep);
+
+// nccl-tests' bus bandwidth factor: (n-1)/n for all-gather and
+// reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast.
+double BusFactor(CollectiveOp op, int gpus);
+
+// A trace file per point: `path` itself for a single point, else with
+// ".STRATEGY.GPUS" before its extension.
+std::string TracePathFor(const std::string& path, const std::string& strategy,
+                         int gpus, bool single);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_SIMULATE_H_

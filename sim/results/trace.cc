@@ -1,0 +1,94 @@
+#include "sim/results/trace.h"
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "sim/collective/group.h"
+
+namespace shardsim {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+Value Str(const std::string& s) {
+  Value v;
+  v.set_string_value(s);
+  return v;
+}
+Value Num(double d) {
+  Value v;
+  v.set_number_value(d);
+  return v;
+}
+
+Struct ThreadName(int tid, const std::string& name) {
+  Struct e;
+  (*e.mutable_fields())["ph"] = Str("M");
+  (*e.mutable_fields())["name"] = Str("thread_name");
+  (*e.mutable_fields())["pid"] = Num(0);
+  (*e.mutable_fields())["tid"] = Num(tid);
+  (*(*e.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
+      ["name"] = Str(name);
+  return e;
+}
+
+}  // namespace
+
+absl::Status WriteChromeTrace(
+    const Schedule& schedule,
+    const std::vector<std::pair<double, double>>& times,
+    const std::string& title, const std::string& path) {
+  Struct root;
+  auto* events = (*root.mutable_fields())["traceEvents"].mutable_list_value();
+  Struct process;
+  (*process.mutable_fields())["ph"] = Str("M");
+  (*process.mutable_fields())["name"] = Str("process_name");
+  (*process.mutable_fields())["pid"] = Num(0);
+  (*(*process.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
+      ["name"] = Str(absl::StrCat("GPU 0 (every GPU) - ", title));
+  *events->add_values()->mutable_struct_value() = process;
+  for (int s = COMPUTE; s <= REDUCE; ++s) {
+    *events->add_values()->mutable_struct_value() =
+        ThreadName(s, absl::AsciiStrToLower(Stream_Name(static_cast<Stream>(s))));
+  }
+  for (const Op& op : schedule.ops()) {
+    if (op.body_case() == Op::kMemory) continue;
+    const auto& [start, end] = times[op.id()];
+    Struct e;
+    auto& f = *e.mutable_fields();
+    f["name"] = Str(op.label());
+    f["ph"] = Str("X");
+    f["pid"] = Num(0);
+    f["tid"] = Num(op.stream());
+    f["ts"] = Num(start * 1e6);  // microseconds
+    f["dur"] = Num((end - start) * 1e6);
+    auto& args = *f["args"].mutable_struct_value()->mutable_fields();
+    args["phase"] = Str(absl::AsciiStrToLower(Phase_Name(op.phase())));
+    args["micro_batch"] = Num(op.micro_batch());
+    if (op.has_compute()) {
+      args["flops"] = Num(op.compute().flops());
+    } else if (op.has_collective()) {
+      const CollectiveCall& c = op.collective();
+      args["op"] = Str(CollectiveOp_Name(c.op()));
+      args["bytes"] = Num(static_cast<double>(c.bytes()));
+      args["group"] = Str(GroupName(c.group()));
+      args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
+    }
+    *events->add_values()->mutable_struct_value() = std::move(e);
+  }
+  std::string json;
+  if (auto s = google::protobuf::util::MessageToJsonString(root, &json);
+      !s.ok()) {
+    return absl::InternalError(absl::StrCat("trace: ", s.ToString()));
+  }
+  std::ofstream out(path);
+  out << json;
+  if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
+}
+
+}  // namespace shardsim
