@@ -23,6 +23,7 @@ inline Range SubRange(Range range, int parts, int part) {
   return sub;
 }
 
+// Appends the transfer of `range` from src to dst (plan.h's Transfer).
 inline void AppendTransfer(int step, int channel, int src, int dst, Range range,
                            bool reduce, std::vector<Transfer>* out) {
   out->push_back(

@@ -49,7 +49,7 @@
 // per node there is no hierarchy and both are the flat ring (BuildRing).
 //
 // Channels: channel c runs the whole algorithm on sub-range c of every chunk
-// (SubRange of ring.h), at the same steps as the other channels.
+// (ChannelGrid of chunks.h), at the same steps as the other channels.
 #include <algorithm>
 #include <vector>
 

@@ -41,80 +41,36 @@
 //
 // With one node or one GPU per node nothing can overlap; HORING is then the
 // flat ring (BuildRing). Channels: channel c runs the schedule on sub-range c
-// of every chunk (SubRange of ring.h) at the same steps.
+// of every chunk (ChannelGrid of chunks.h) at the same steps.
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/chunks.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/ring.h"
 
 namespace shardsim::internal {
 namespace {
 
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-// One channel's view of the group: member numbering and chunk ranges.
-struct Grid {
-  PlanShape shape;
-  int64_t count;
-  int channels;
-  int channel;
-
-  int per_node() const { return shape.per_node; }
-  int nodes() const { return shape.nodes; }
-  int Member(int node, int local) const {
-    return Mod(node, nodes()) * per_node() + local;
-  }
-  Range Chunk(int node, int local) const {
-    return SubRange(ChunkRange(count, shape.size(), Member(node, local)),
-                    channels, channel);
-  }
-  std::vector<int> NodeOrder(int node) const {
-    std::vector<int> order;
-    for (int l = 0; l < per_node(); ++l) order.push_back(Member(node, l));
-    return order;
-  }
-  std::vector<int> ColumnOrder(int local, int first_node) const {
-    std::vector<int> order;
-    for (int h = 0; h < nodes(); ++h) {
-      order.push_back(Member(first_node + h, local));
-    }
-    return order;
-  }
-  // Column `local`'s chunks in node order.
-  std::vector<Range> ColumnChunks(int local) const {
-    std::vector<Range> ranges;
-    for (int n = 0; n < nodes(); ++n) ranges.push_back(Chunk(n, local));
-    return ranges;
-  }
-  // Node `node`'s chunks in local order: a row.
-  std::vector<Range> Row(int node) const {
-    std::vector<Range> ranges;
-    for (int l = 0; l < per_node(); ++l) ranges.push_back(Chunk(node, l));
-    return ranges;
-  }
-};
-
-int AllGather(const Grid& grid, int first, std::vector<Transfer>* out) {
+int AllGather(const ChannelGrid& grid, int first, std::vector<Transfer>* out) {
   for (int l = 0; l < grid.per_node(); ++l) {
     AppendRingAllGather(grid.ColumnOrder(l, 0), grid.ColumnChunks(l), first,
-                        grid.channel, out);
+                        grid.channel(), out);
   }
   for (int n = 0; n < grid.nodes(); ++n) {
     for (int j = 0; j < grid.nodes(); ++j) {
       // Row j (node n-j's chunks) is in place at step j: own for j = 0,
       // else delivered by the column ring at step j-1.
-      AppendRingAllGather(grid.NodeOrder(n), grid.Row(n - j), first + j,
-                          grid.channel, out);
+      AppendRingAllGather(grid.NodeOrder(n), grid.NodeChunks(n - j), first + j,
+                          grid.channel(), out);
     }
   }
   return grid.nodes() + grid.per_node() - 2;
 }
 
-int ReduceScatter(const Grid& grid, int first, std::vector<Transfer>* out) {
+int ReduceScatter(const ChannelGrid& grid, int first,
+                  std::vector<Transfer>* out) {
   const size_t begin = out->size();
   const int steps = AllGather(grid, 0, out);
   for (size_t i = begin; i < out->size(); ++i) {
@@ -126,75 +82,58 @@ int ReduceScatter(const Grid& grid, int first, std::vector<Transfer>* out) {
   return steps;
 }
 
-int AllReduce(const Grid& grid, int first, std::vector<Transfer>* out) {
+int AllReduce(const ChannelGrid& grid, int first, std::vector<Transfer>* out) {
   const int steps = ReduceScatter(grid, first, out);
   return steps + AllGather(grid, first + steps, out);
 }
 
-int Broadcast(const Grid& grid, int root, int first,
+int Broadcast(const ChannelGrid& grid, int root, int first,
               std::vector<Transfer>* out) {
   const int root_node = root / grid.per_node();
   const int root_local = root % grid.per_node();
   for (int l = 0; l < grid.per_node(); ++l) {
     if (l == root_local) continue;
     for (const Range& r : grid.ColumnChunks(l)) {
-      out->push_back(Transfer{first, grid.channel, root,
-                              grid.Member(root_node, l), r.offset, r.count,
-                              /*reduce=*/false});
+      AppendTransfer(first, grid.channel(), root, grid.Member(root_node, l), r,
+                     /*reduce=*/false, out);
     }
   }
   const int chains = first + 1;
   for (int l = 0; l < grid.per_node(); ++l) {
     // Chunk (q, l) crosses hop h at step chains + q + h (ring.h).
     AppendChainBroadcast(grid.ColumnOrder(l, root_node), grid.ColumnChunks(l),
-                         chains, grid.channel, out);
+                         chains, grid.channel(), out);
   }
   for (int h = 0; h < grid.nodes(); ++h) {
     for (int q = 0; q < grid.nodes(); ++q) {
       // Row q reaches the node h hops down the chain at step
       // chains + q + h - 1; the root's node has it after the scatter.
       const int start = h == 0 ? chains : chains + q + h;
-      AppendRingAllGather(grid.NodeOrder(root_node + h), grid.Row(q), start,
-                          grid.channel, out);
+      AppendRingAllGather(grid.NodeOrder(root_node + h), grid.NodeChunks(q),
+                          start, grid.channel(), out);
     }
   }
   return 1 + 2 * (grid.nodes() - 1) + grid.per_node() - 1;
 }
 
+int HoringChannel(const PlanRequest& request, const ChannelGrid& grid,
+                  std::vector<Transfer>* out) {
+  switch (request.op) {
+    case ALL_GATHER:
+      return AllGather(grid, 0, out);
+    case REDUCE_SCATTER:
+      return ReduceScatter(grid, 0, out);
+    case ALL_REDUCE:
+      return AllReduce(grid, 0, out);
+    default:  // BROADCAST
+      return Broadcast(grid, request.root, 0, out);
+  }
+}
+
 }  // namespace
 
 absl::Status BuildHoring(const PlanRequest& request, Plan* plan) {
-  const CollectiveOp op = request.op;
-  if (op != ALL_GATHER && op != REDUCE_SCATTER && op != ALL_REDUCE &&
-      op != BROADCAST) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan op: HORING has no schedule for op ",
-                     static_cast<int>(op), " ", CollectiveOp_Name(op)));
-  }
-  if (request.shape.nodes == 1 || request.shape.per_node == 1) {
-    return BuildRing(request, plan);
-  }
-  int steps = 0;
-  for (int c = 0; c < request.channels; ++c) {
-    const Grid grid{request.shape, request.count, request.channels, c};
-    std::vector<Transfer>* out = &plan->transfers;
-    switch (op) {
-      case ALL_GATHER:
-        steps = AllGather(grid, 0, out);
-        break;
-      case REDUCE_SCATTER:
-        steps = ReduceScatter(grid, 0, out);
-        break;
-      case ALL_REDUCE:
-        steps = AllReduce(grid, 0, out);
-        break;
-      default:
-        steps = Broadcast(grid, request.root, 0, out);
-        break;
-    }
-  }
-  plan->num_steps = steps;
-  return absl::OkStatus();
+  return BuildHierarchical(request, "HORING", HoringChannel, plan);
 }
 
 }  // namespace shardsim::internal

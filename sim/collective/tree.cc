@@ -126,8 +126,7 @@ int ReduceUp(const Lane& lane, const std::vector<Range>& pieces, int first_step,
     for (int d = 1; d <= height; ++d) {
       for (int m : tree.levels[d]) {
         AppendTransfer(first_step + j + height - d, lane.channel, m,
-                       tree.parent[m], pieces[j],
-                       /*reduce=*/true, out);
+                       tree.parent[m], pieces[j], /*reduce=*/true, out);
       }
     }
   }
