@@ -47,7 +47,7 @@ void ExpectCorrect(const PlanRequest& request) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   const absl::Status check = CheckPlan(*plan);
   EXPECT_TRUE(check.ok()) << check;
-  for (const Transfer& t : plan->transfers) {
+  for (const Transfer& t : ExpandTransfers(*plan)) {
     ASSERT_GE(t.step, 0);
     ASSERT_LT(t.step, plan->num_steps);
   }
@@ -153,7 +153,7 @@ TEST(FlatSharp, RefusesAGroupInsideOneNode) {
   // One member needs no switch and moves nothing.
   absl::StatusOr<Plan> one = MakePlan(Request(SHARP, ALL_REDUCE, {1, 1}, 16));
   ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_TRUE(one->transfers.empty());
+  EXPECT_TRUE(ExpandTransfers(*one).empty());
 }
 
 // --- ring helpers (ring.h), as the hierarchical algorithms use them ----------
@@ -163,24 +163,19 @@ TEST(FlatRingHelpers, RingOverAnArbitraryMemberList) {
   // range that is neither contiguous with the others nor in member order.
   const std::vector<int> order = {5, 2, 7};
   const std::vector<Range> ranges = {{10, 3}, {0, 4}, {20, 5}};
-  std::vector<Transfer> out;
-  EXPECT_EQ(internal::AppendRingAllReduce(order, ranges, 4, 1, &out), 4);
+  Plan plan;
+  plan.shape = {8, 1};
+  plan.count = 32;
+  EXPECT_EQ(internal::AppendRingAllReduce(order, ranges, 4, 1, &plan), 4);
   std::vector<std::vector<int64_t>> buffers(8, std::vector<int64_t>(32));
   for (int m = 0; m < 8; ++m) {
     for (int e = 0; e < 32; ++e) buffers[m][e] = 100 * m + e;
   }
-  Plan plan;
-  plan.shape = {8, 1};
-  plan.count = 32;
-  plan.transfers = out;
-  for (const Transfer& t : out) {
+  for (const Transfer& t : ExpandTransfers(plan)) {
     EXPECT_GE(t.step, 4);
     EXPECT_LT(t.step, 8);
     EXPECT_EQ(t.channel, 1);
   }
-  std::stable_sort(
-      plan.transfers.begin(), plan.transfers.end(),
-      [](const Transfer& a, const Transfer& b) { return a.step < b.step; });
   ASSERT_TRUE(ExecutePlan(plan, &buffers).ok());
   for (int m : order) {
     for (const Range& r : ranges) {
@@ -243,7 +238,7 @@ TEST(FlatVolume, RingChannelsLeaveNodesThroughDistinctGpus) {
       MakePlan(Request(RING, ALL_GATHER, shape, 64000, 4));
   ASSERT_TRUE(plan.ok()) << plan.status();
   std::vector<std::set<int>> senders(shape.nodes), receivers(shape.nodes);
-  for (const Transfer& t : plan->transfers) {
+  for (const Transfer& t : ExpandTransfers(*plan)) {
     if (shape.NodeOf(t.src) == shape.NodeOf(t.dst)) continue;
     EXPECT_EQ(t.src % 8, (t.channel + 7) % 8);
     EXPECT_EQ(t.dst % 8, t.channel);
@@ -264,7 +259,7 @@ TEST(FlatVolume, RingPerMemberTraffic) {
     absl::StatusOr<Plan> plan = MakePlan(Request(RING, op, {3, 3}, 90, 2));
     ASSERT_TRUE(plan.ok()) << plan.status();
     std::vector<int64_t> sent(9, 0);
-    for (const Transfer& t : plan->transfers) sent[t.src] += t.count;
+    for (const Transfer& t : ExpandTransfers(*plan)) sent[t.src] += t.count;
     for (int m = 0; m < 9; ++m) {
       EXPECT_EQ(sent[m], op == ALL_REDUCE ? 160 : 80)
           << CollectiveOp_Name(op) << " member " << m;
@@ -330,7 +325,7 @@ TreeEdges(int p) {
       MakePlan(Request(TREE, ALL_REDUCE, {1, p}, 64 * p));
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (plan.ok()) {
-    for (const Transfer& t : plan->transfers) {
+    for (const Transfer& t : ExpandTransfers(*plan)) {
       if (t.reduce) edges[t.channel].insert({t.src, t.dst});
     }
   }

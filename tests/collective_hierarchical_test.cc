@@ -65,7 +65,7 @@ TEST_P(HierPlanTest, ProducesTheContractResult) {
         ASSERT_TRUE(plan.ok()) << plan.status();
         const absl::Status check = CheckPlan(*plan);
         EXPECT_TRUE(check.ok()) << check;
-        for (const Transfer& t : plan->transfers) {
+        for (const Transfer& t : ExpandTransfers(*plan)) {
           ASSERT_LT(t.step, plan->num_steps);
         }
       }
@@ -123,7 +123,7 @@ TEST(HierStructure, ChannelsSplitEveryChunkAndShareSteps) {
           }
         }
       }
-      for (const Transfer& t : three.transfers) {
+      for (const Transfer& t : ExpandTransfers(three)) {
         for (int64_t e = t.offset; e < t.offset + t.count; ++e) {
           ASSERT_EQ(channel_of[e], t.channel) << "step " << t.step;
         }
@@ -144,7 +144,7 @@ TEST(HierStructure, OneLevelShapesAreTheFlatRing) {
 TEST(HierStructure, OnlyLeadersUseTheNetworkInHring) {
   for (CollectiveOp op : {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE, BROADCAST}) {
     const Plan plan = MustPlan(Request(HRING, op, 4, 3, 1200, 2, 6));
-    for (const Transfer& t : plan.transfers) {
+    for (const Transfer& t : ExpandTransfers(plan)) {
       if (t.src / 4 != t.dst / 4) {
         EXPECT_EQ(t.src % 4, 0) << CollectiveOp_Name(op);
         EXPECT_EQ(t.dst % 4, 0) << CollectiveOp_Name(op);
@@ -158,7 +158,7 @@ TEST(HierStructure, EveryGpuUsesTheNetworkInTorusAndHoring) {
     for (CollectiveOp op : {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE}) {
       const Plan plan = MustPlan(Request(a, op, 4, 3, 1200));
       std::set<int> senders;
-      for (const Transfer& t : plan.transfers) {
+      for (const Transfer& t : ExpandTransfers(plan)) {
         if (t.src / 4 != t.dst / 4) senders.insert(t.src);
       }
       EXPECT_EQ(senders.size(), 12u) << Algorithm_Name(a);
@@ -195,7 +195,7 @@ Plan Plan8x8(Algorithm a, CollectiveOp op, int root = 0) {
 // Steps with both an intra-node and an inter-node transfer.
 int StepsUsingBothLevels(const Plan& plan) {
   std::map<int, std::pair<bool, bool>> levels;  // step -> (intra, inter)
-  for (const Transfer& t : plan.transfers) {
+  for (const Transfer& t : ExpandTransfers(plan)) {
     const bool inter = plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst);
     (inter ? levels[t.step].second : levels[t.step].first) = true;
   }
@@ -210,7 +210,7 @@ int StepsUsingBothLevels(const Plan& plan) {
 // parallel. It shows what overlapping buys; step counts do not.
 int64_t BusiestPortSum(const Plan& plan) {
   std::vector<std::map<std::pair<int, bool>, int64_t>> sent(plan.num_steps);
-  for (const Transfer& t : plan.transfers) {
+  for (const Transfer& t : ExpandTransfers(plan)) {
     const bool inter = plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst);
     sent[t.step][{t.src, inter}] += t.count;
   }

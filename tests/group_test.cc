@@ -27,6 +27,18 @@ TEST(Group, StridedSubgroup) {
             (std::vector<int>{20, 21, 22, 23, 28, 29, 30, 31}));
 }
 
+TEST(Group, FirstMemberIsTheFirstOfTheMembers) {
+  for (const Group& g : {IntraGroup(kMesh), InterGroup(kMesh), GlobalGroup(kMesh),
+                         MakeGroup(2, 4, 1, 1), MakeGroup(4, 1, 2, 1),
+                         MakeGroup(2, 2, 2, 2)}) {
+    for (int rank = 0; rank < kMesh.gpus(); ++rank) {
+      EXPECT_EQ(GroupFirstMember(g, kMesh, rank),
+                GroupMembers(g, kMesh, rank)[0])
+          << GroupName(g) << " rank " << rank;
+    }
+  }
+}
+
 TEST(Group, ShapesThatDoNotTileAreRejected) {
   EXPECT_FALSE(ValidateGroup(MakeGroup(3, 1, 1, 1), kMesh).ok());
   EXPECT_FALSE(ValidateGroup(MakeGroup(4, 4, 1, 1), kMesh).ok());

@@ -42,7 +42,7 @@ inline absl::Status UnsupportedOp(absl::string_view algorithm,
 // the steps they take; every channel of a request takes the same steps.
 using ChannelSchedule = int (*)(const PlanRequest& request,
                                 const ChannelGrid& grid,
-                                std::vector<Transfer>* out);
+                                Plan* out);
 
 // Runs `schedule` for channels 0..k-1. The channels share step numbers
 // (each moves its own part of every range), so the plan takes as many steps
@@ -51,7 +51,7 @@ inline void BuildChannels(const PlanRequest& request, ChannelSchedule schedule,
                           Plan* plan) {
   for (int c = 0; c < request.channels; ++c) {
     plan->num_steps =
-        schedule(request, ChannelGrid(request, c), &plan->transfers);
+        schedule(request, ChannelGrid(request, c), plan);
   }
 }
 

@@ -25,8 +25,8 @@ inline Range SubRange(Range range, int parts, int part) {
 
 // Appends the transfer of `range` from src to dst (plan.h's Transfer).
 inline void AppendTransfer(int step, int channel, int src, int dst, Range range,
-                           bool reduce, std::vector<Transfer>* out) {
-  out->push_back(
+                           bool reduce, Plan* out) {
+  out->transfers.push_back(
       Transfer{step, channel, src, dst, range.offset, range.count, reduce});
 }
 

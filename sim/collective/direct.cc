@@ -12,7 +12,7 @@ namespace {
 // Appends `range` from src to dst, cut into one sub-range per channel so
 // that k channels each move 1/k, as they do for the ring.
 void Send(int step, int src, int dst, Range range, bool reduce, int channels,
-          std::vector<Transfer>* out) {
+          Plan* out) {
   for (int c = 0; c < channels; ++c) {
     AppendTransfer(step, c, src, dst, SubRange(range, channels, c), reduce,
                    out);
@@ -26,7 +26,7 @@ int AllGather(const PlanRequest& req, int first_step, Plan* plan) {
   for (int t = 1; t < p; ++t) {
     for (int m = 0; m < p; ++m) {
       Send(first_step + t - 1, m, (m + t) % p, ChunkRange(req.count, p, m),
-           /*reduce=*/false, req.channels, &plan->transfers);
+           /*reduce=*/false, req.channels, plan);
     }
   }
   return p - 1;
@@ -41,7 +41,7 @@ int ReduceScatter(const PlanRequest& req, int first_step, Plan* plan) {
     for (int m = 0; m < p; ++m) {
       const int dst = (m + t) % p;
       Send(first_step + t - 1, m, dst, ChunkRange(req.count, p, dst),
-           /*reduce=*/true, req.channels, &plan->transfers);
+           /*reduce=*/true, req.channels, plan);
     }
   }
   return p - 1;
@@ -55,7 +55,7 @@ int Broadcast(const PlanRequest& req, Plan* plan) {
   for (int m = 0; m < p; ++m) {
     if (m == req.root) continue;
     Send(0, req.root, m, Range{0, req.count}, /*reduce=*/false, req.channels,
-         &plan->transfers);
+         plan);
   }
   return 1;
 }

@@ -30,18 +30,19 @@ absl::Status ExecutePlan(const Plan& plan,
   auto buffer_of = [&](int who) -> std::vector<int64_t>& {
     return who == kSwitch ? switch_buffer : (*buffers)[who];
   };
+  const std::vector<Transfer> transfers = ExpandTransfers(plan);
   std::vector<int64_t> payload;
   size_t begin = 0;
-  while (begin < plan.transfers.size()) {
+  while (begin < transfers.size()) {
     size_t end = begin;
-    while (end < plan.transfers.size() &&
-           plan.transfers[end].step == plan.transfers[begin].step) {
+    while (end < transfers.size() &&
+           transfers[end].step == transfers[begin].step) {
       ++end;
     }
     // Read every source as the step found it, then write.
     payload.clear();
     for (size_t i = begin; i < end; ++i) {
-      const Transfer& t = plan.transfers[i];
+      const Transfer& t = transfers[i];
       for (int who : {t.src, t.dst}) {
         if (who != kSwitch && (who < 0 || who >= p)) {
           return absl::OutOfRangeError(
@@ -58,7 +59,7 @@ absl::Status ExecutePlan(const Plan& plan,
     }
     size_t at = 0;
     for (size_t i = begin; i < end; ++i) {
-      const Transfer& t = plan.transfers[i];
+      const Transfer& t = transfers[i];
       std::vector<int64_t>& dst = buffer_of(t.dst);
       for (int64_t e = 0; e < t.count; ++e) {
         if (t.reduce) {

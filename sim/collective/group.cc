@@ -35,10 +35,15 @@ absl::Status ValidateAxis(const char* axis, int size, int stride, int extent,
   return absl::OkStatus();
 }
 
+// First member along one axis of the block that contains `pos`.
+int AxisBase(int pos, int size, int stride) {
+  const int block = size * stride;
+  return pos / block * block + pos % stride;
+}
+
 // Members along one axis of the block that contains `pos`.
 std::vector<int> AxisMembers(int pos, int size, int stride) {
-  const int block = size * stride;
-  const int base = pos / block * block + pos % stride;
+  const int base = AxisBase(pos, size, stride);
   std::vector<int> out(size);
   for (int k = 0; k < size; ++k) out[k] = base + k * stride;
   return out;
@@ -67,6 +72,12 @@ std::vector<int> GroupMembers(const Group& g, const Mesh& m, int rank) {
     for (int l : locals) out.push_back(n * m.gpus_per_node + l);
   }
   return out;
+}
+
+int GroupFirstMember(const Group& g, const Mesh& m, int rank) {
+  return AxisBase(rank / m.gpus_per_node, g.inter_size(), g.inter_stride()) *
+             m.gpus_per_node +
+         AxisBase(rank % m.gpus_per_node, g.intra_size(), g.intra_stride());
 }
 
 std::string GroupName(const Group& g) {

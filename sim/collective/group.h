@@ -37,6 +37,10 @@ absl::Status ValidateGroup(const Group& group, const Mesh& mesh);
 // Global ranks of the members of `rank`'s group, in global-rank order.
 std::vector<int> GroupMembers(const Group& group, const Mesh& mesh, int rank);
 
+// The first member of `rank`'s group (GroupMembers(...)[0]) in O(1): one
+// rank per group equals it, so it enumerates groups cheaply.
+int GroupFirstMember(const Group& group, const Mesh& mesh, int rank);
+
 // "8x1", "1x8 stride 8" style text for tables and errors.
 std::string GroupName(const Group& group);
 

@@ -73,7 +73,7 @@ using Block = std::vector<Range>;
 // appends.
 class Channel : public ChannelGrid {
  public:
-  Channel(const ChannelGrid& grid, std::vector<Transfer>* out)
+  Channel(const ChannelGrid& grid, Plan* out)
       : ChannelGrid(grid), out_(out) {}
 
   Block NodeBlock(int node) const {
@@ -133,7 +133,7 @@ class Channel : public ChannelGrid {
   }
 
  private:
-  std::vector<Transfer>* out_;
+  Plan* out_;
 };
 
 // The same ring phase in every node at once; blocks[l] belongs to local l.
@@ -279,7 +279,7 @@ int TorusBroadcast(Channel& ch, int root) {
 // ---- dispatch -------------------------------------------------------------
 
 int HringChannel(const PlanRequest& request, const ChannelGrid& grid,
-                 std::vector<Transfer>* out) {
+                 Plan* out) {
   Channel ch(grid, out);
   switch (request.op) {
     case ALL_GATHER:
@@ -294,7 +294,7 @@ int HringChannel(const PlanRequest& request, const ChannelGrid& grid,
 }
 
 int TorusChannel(const PlanRequest& request, const ChannelGrid& grid,
-                 std::vector<Transfer>* out) {
+                 Plan* out) {
   Channel ch(grid, out);
   switch (request.op) {
     case ALL_GATHER:

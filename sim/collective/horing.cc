@@ -53,7 +53,7 @@
 namespace shardsim::internal {
 namespace {
 
-int AllGather(const ChannelGrid& grid, int first, std::vector<Transfer>* out) {
+int AllGather(const ChannelGrid& grid, int first, Plan* out) {
   for (int l = 0; l < grid.per_node(); ++l) {
     AppendRingAllGather(grid.ColumnOrder(l, 0), grid.ColumnChunks(l), first,
                         grid.channel(), out);
@@ -69,26 +69,34 @@ int AllGather(const ChannelGrid& grid, int first, std::vector<Transfer>* out) {
   return grid.nodes() + grid.per_node() - 2;
 }
 
-int ReduceScatter(const ChannelGrid& grid, int first,
-                  std::vector<Transfer>* out) {
-  const size_t begin = out->size();
+int ReduceScatter(const ChannelGrid& grid, int first, Plan* out) {
+  const size_t begin = out->transfers.size();
+  const size_t begin_rings = out->rings.size();
   const int steps = AllGather(grid, 0, out);
-  for (size_t i = begin; i < out->size(); ++i) {
-    Transfer& t = (*out)[i];
+  for (size_t i = begin; i < out->transfers.size(); ++i) {
+    Transfer& t = out->transfers[i];
     t.step = first + steps - 1 - t.step;
     std::swap(t.src, t.dst);
     t.reduce = true;
   }
+  // A ring pass reversed the same way: its last step comes first.
+  for (size_t i = begin_rings; i < out->rings.size(); ++i) {
+    RingPass& ring = out->rings[i];
+    const int n = static_cast<int>(ring.order.size());
+    ring.first_step = first + steps - 1 - (ring.first_step + n - 2);
+    ring.reversed = !ring.reversed;
+    ring.reduce = true;
+  }
   return steps;
 }
 
-int AllReduce(const ChannelGrid& grid, int first, std::vector<Transfer>* out) {
+int AllReduce(const ChannelGrid& grid, int first, Plan* out) {
   const int steps = ReduceScatter(grid, first, out);
   return steps + AllGather(grid, first + steps, out);
 }
 
 int Broadcast(const ChannelGrid& grid, int root, int first,
-              std::vector<Transfer>* out) {
+              Plan* out) {
   const int root_node = root / grid.per_node();
   const int root_local = root % grid.per_node();
   for (int l = 0; l < grid.per_node(); ++l) {
@@ -117,7 +125,7 @@ int Broadcast(const ChannelGrid& grid, int root, int first,
 }
 
 int HoringChannel(const PlanRequest& request, const ChannelGrid& grid,
-                  std::vector<Transfer>* out) {
+                  Plan* out) {
   switch (request.op) {
     case ALL_GATHER:
       return AllGather(grid, 0, out);

@@ -75,16 +75,64 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& req) {
   return plan;
 }
 
+namespace {
+
+void AddVolume(const PlanShape& shape, int src, int dst, int64_t count,
+               PlanVolume* v) {
+  if (src == kSwitch) {
+    v->from_switch += count;
+  } else if (dst == kSwitch || shape.NodeOf(src) != shape.NodeOf(dst)) {
+    v->inter_node += count;
+  } else {
+    v->intra_node += count;
+  }
+}
+
+}  // namespace
+
+std::vector<Transfer> ExpandTransfers(const Plan& plan) {
+  std::vector<Transfer> out = plan.transfers;
+  for (const RingPass& ring : plan.rings) {
+    const int n = static_cast<int>(ring.order.size());
+    for (int t = 0; t + 1 < n; ++t) {
+      for (int r = 0; r < n; ++r) {
+        const Range range = ring.ranges[((r - t - ring.lag) % n + 2 * n) % n];
+        if (range.count == 0) continue;
+        Transfer x{ring.first_step + (ring.reversed ? n - 2 - t : t),
+                   ring.channel,
+                   ring.order[r],
+                   ring.order[(r + 1) % n],
+                   range.offset,
+                   range.count,
+                   ring.reduce};
+        if (ring.reversed) std::swap(x.src, x.dst);
+        out.push_back(x);
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Transfer& a, const Transfer& b) {
+                     return a.step < b.step;
+                   });
+  return out;
+}
+
 PlanVolume CountVolume(const Plan& plan) {
   PlanVolume v;
   for (const Transfer& t : plan.transfers) {
-    if (t.src == kSwitch) {
-      v.from_switch += t.count;
-    } else if (t.dst == kSwitch ||
-               plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst)) {
-      v.inter_node += t.count;
-    } else {
-      v.intra_node += t.count;
+    AddVolume(plan.shape, t.src, t.dst, t.count, &v);
+  }
+  // Over a pass the hop leaving position r carries every range but one:
+  // the one its successor starts with (all-gather) or ends with.
+  for (const RingPass& ring : plan.rings) {
+    const int n = static_cast<int>(ring.order.size());
+    if (n < 2) continue;
+    int64_t total = 0;
+    for (const Range& r : ring.ranges) total += r.count;
+    for (int r = 0; r < n; ++r) {
+      const int64_t skipped = ring.ranges[((r + 1 - ring.lag) % n + n) % n].count;
+      AddVolume(plan.shape, ring.order[r], ring.order[(r + 1) % n],
+                total - skipped, &v);
     }
   }
   return v;

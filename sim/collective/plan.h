@@ -55,6 +55,34 @@ struct Transfer {
   bool reduce = false;  // add into dst instead of copying
 };
 
+// Element range of chunk `index` when `count` elements are cut into `parts`:
+// the first count % parts chunks hold one element more.
+struct Range {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+Range ChunkRange(int64_t count, int parts, int index);
+
+// One pass around a ring, stored as what it is rather than as its
+// (n - 1) x n transfers: a ring over every GPU of a large job would be
+// millions of them. n = order.size(). At pass step t (0 .. n-2) position r
+// sends ranges[(r - t - lag) mod n] from order[r] to order[(r + 1) % n], at
+// plan step first_step + t. lag 0 is an all-gather pass (own range first,
+// then forward what arrived), lag 1 a reduce-scatter pass (reduce = true;
+// range j ends complete at position j). `reversed` runs the pass backwards
+// in time and direction: pass step t moves to first_step + n - 2 - t, from
+// order[(r + 1) % n] to order[r] (HO-Ring's reduce-scatter mirrors its
+// all-gather this way).
+struct RingPass {
+  int32_t first_step = 0;
+  int32_t channel = 0;
+  int32_t lag = 0;
+  bool reduce = false;
+  bool reversed = false;
+  std::vector<int32_t> order;
+  std::vector<Range> ranges;  // by position
+};
+
 struct Plan {
   CollectiveOp op = OP_UNSPECIFIED;
   Algorithm algorithm = ALGORITHM_UNSPECIFIED;
@@ -63,8 +91,14 @@ struct Plan {
   int channels = 1;
   int root = 0;       // BROADCAST only
   int num_steps = 0;
-  std::vector<Transfer> transfers;  // sorted by step
+  // The plan is the explicit transfers plus the ring passes' transfers.
+  std::vector<Transfer> transfers;  // sorted by step, none empty
+  std::vector<RingPass> rings;
 };
+
+// Every transfer of the plan, ring passes expanded, sorted by step, empty
+// ones dropped. O(size of the plan): for executing and checking.
+std::vector<Transfer> ExpandTransfers(const Plan& plan);
 
 struct PlanRequest {
   CollectiveOp op = OP_UNSPECIFIED;
@@ -79,14 +113,6 @@ struct PlanRequest {
 // that cannot run this op on this shape, a channel count < 1, ...).
 absl::StatusOr<Plan> MakePlan(const PlanRequest& request);
 
-// Element range of chunk `index` when `count` elements are cut into `parts`:
-// the first count % parts chunks hold one element more.
-struct Range {
-  int64_t offset = 0;
-  int64_t count = 0;
-};
-Range ChunkRange(int64_t count, int parts, int index);
-
 // Elements sent over the step, summed over senders, split by whether the
 // transfer leaves its node. Transfers to or from the switch leave the node;
 // those from the switch are counted apart (the switch is not a GPU).
@@ -95,6 +121,7 @@ struct PlanVolume {
   int64_t inter_node = 0;   // GPU to another node's GPU or to the switch
   int64_t from_switch = 0;  // switch to GPU
 };
+// Reads ring passes without expanding them.
 PlanVolume CountVolume(const Plan& plan);
 
 }  // namespace shardsim

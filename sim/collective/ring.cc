@@ -18,15 +18,18 @@ namespace {
 // complete at position j (reduce-scatter).
 int AppendRingPass(const std::vector<int>& order,
                    const std::vector<Range>& ranges, int lag, bool reduce,
-                   int first_step, int channel, std::vector<Transfer>* out) {
+                   int first_step, int channel, Plan* out) {
   const int n = static_cast<int>(order.size());
   if (n <= 1) return 0;
-  for (int t = 0; t < n - 1; ++t) {
-    for (int r = 0; r < n; ++r) {
-      AppendTransfer(first_step + t, channel, order[r], order[(r + 1) % n],
-                     ranges[Mod(r - t - lag, n)], reduce, out);
-    }
-  }
+  // Stored whole (plan.h's RingPass), not as its (n - 1) x n transfers.
+  RingPass pass;
+  pass.first_step = first_step;
+  pass.channel = channel;
+  pass.lag = lag;
+  pass.reduce = reduce;
+  pass.order.assign(order.begin(), order.end());
+  pass.ranges = ranges;
+  out->rings.push_back(std::move(pass));
   return n - 1;
 }
 
@@ -41,7 +44,7 @@ std::vector<int> ChainFrom(std::vector<int> order, int root) {
 // One channel of the flat ring: NCCL's ring `channel`, every member's chunk
 // cut to the channel's part.
 int RingChannel(const PlanRequest& request, const ChannelGrid& grid,
-                std::vector<Transfer>* out) {
+                Plan* out) {
   const int c = grid.channel();
   const std::vector<int> order = FlatRingOrder(request.shape, c);
   // Ranges follow the member, not the position: member m ends up with its
@@ -77,21 +80,21 @@ std::vector<int> FlatRingOrder(const PlanShape& shape, int channel) {
 
 int AppendRingAllGather(const std::vector<int>& order,
                         const std::vector<Range>& ranges, int first_step,
-                        int channel, std::vector<Transfer>* out) {
+                        int channel, Plan* out) {
   return AppendRingPass(order, ranges, /*lag=*/0, /*reduce=*/false, first_step,
                         channel, out);
 }
 
 int AppendRingReduceScatter(const std::vector<int>& order,
                             const std::vector<Range>& ranges, int first_step,
-                            int channel, std::vector<Transfer>* out) {
+                            int channel, Plan* out) {
   return AppendRingPass(order, ranges, /*lag=*/1, /*reduce=*/true, first_step,
                         channel, out);
 }
 
 int AppendRingAllReduce(const std::vector<int>& order,
                         const std::vector<Range>& ranges, int first_step,
-                        int channel, std::vector<Transfer>* out) {
+                        int channel, Plan* out) {
   const int rs =
       AppendRingReduceScatter(order, ranges, first_step, channel, out);
   return rs + AppendRingAllGather(order, ranges, first_step + rs, channel, out);
@@ -99,7 +102,7 @@ int AppendRingAllReduce(const std::vector<int>& order,
 
 int AppendChainBroadcast(const std::vector<int>& order,
                          const std::vector<Range>& pieces, int first_step,
-                         int channel, std::vector<Transfer>* out) {
+                         int channel, Plan* out) {
   const int n = static_cast<int>(order.size());
   const int k = static_cast<int>(pieces.size());
   if (n <= 1 || k == 0) return 0;

@@ -13,7 +13,8 @@
 //   first_step the plan step the first transfer uses; the phase occupies
 //              steps first_step .. first_step + returned - 1.
 //   channel    written into every transfer.
-// Transfers are appended to *out (zero-count ones included; MakePlan drops
+// Ring passes are appended to out->rings (plan.h's RingPass), other
+// transfers to out->transfers (zero-count ones included; MakePlan drops
 // them). Each function returns the number of steps it used (0 when n <= 1).
 #ifndef SHARDSIM_SIM_COLLECTIVE_RING_H_
 #define SHARDSIM_SIM_COLLECTIVE_RING_H_
@@ -30,20 +31,20 @@ namespace shardsim::internal {
 // r - t (the one it received in the step before).
 int AppendRingAllGather(const std::vector<int>& order,
                         const std::vector<Range>& ranges, int first_step,
-                        int channel, std::vector<Transfer>* out);
+                        int channel, Plan* out);
 
 // Before: every member of order holds its own values for every range.
 // After: order[r] holds, in ranges[r], the sum over the members of order.
 // n - 1 steps of reduce transfers; other ranges are left partially summed.
 int AppendRingReduceScatter(const std::vector<int>& order,
                             const std::vector<Range>& ranges, int first_step,
-                            int channel, std::vector<Transfer>* out);
+                            int channel, Plan* out);
 
 // Reduce-scatter then all-gather over the same ring: after, every member of
 // order holds the sum in every range. 2 (n - 1) steps.
 int AppendRingAllReduce(const std::vector<int>& order,
                         const std::vector<Range>& ranges, int first_step,
-                        int channel, std::vector<Transfer>* out);
+                        int channel, Plan* out);
 
 // Pipelined chain from order[0] (the root) to order[n - 1]; the ring's
 // closing edge is not used. pieces[j] crosses hop h (order[h] -> order[h+1])
@@ -51,13 +52,13 @@ int AppendRingAllReduce(const std::vector<int>& order,
 // every member of order holds every piece. pieces.size() + n - 2 steps.
 int AppendChainBroadcast(const std::vector<int>& order,
                          const std::vector<Range>& pieces, int first_step,
-                         int channel, std::vector<Transfer>* out);
+                         int channel, Plan* out);
 
 // The signature the four phase builders above share, for callers that run
 // one phase over many rings.
 using RingPhase = int (*)(const std::vector<int>& order,
                           const std::vector<Range>& ranges, int first_step,
-                          int channel, std::vector<Transfer>* out);
+                          int channel, Plan* out);
 
 // The member order of NCCL-style flat ring `channel` on `shape`: nodes in
 // order, and inside each node its members starting at local index

@@ -18,7 +18,7 @@ namespace {
 // `member` sends `up` into the switch at `step` (adding it when `reduce`)
 // and gets `down` back, multicast, at step + 1.
 void ThroughSwitch(int step, int channel, int member, Range up, bool reduce,
-                   Range down, std::vector<Transfer>* out) {
+                   Range down, Plan* out) {
   AppendTransfer(step, channel, member, kSwitch, up, reduce, out);
   AppendTransfer(step + 1, channel, kSwitch, member, down, /*reduce=*/false,
                  out);
@@ -31,7 +31,7 @@ void ThroughSwitch(int step, int channel, int member, Range up, bool reduce,
 // the one switch buffer); an intra-node ring all-gather finishes. With one
 // member per node the ring phases are empty and the whole buffer goes
 // through the switch.
-int AllReduce(const ChannelGrid& grid, std::vector<Transfer>* out) {
+int AllReduce(const ChannelGrid& grid, Plan* out) {
   const int per_node = grid.per_node();
   // Intra chunk l: chunk l of the buffer cut into one chunk per local.
   const ChannelGrid intra(PlanShape{per_node, 1}, grid.count(), grid.channels(),
@@ -62,7 +62,7 @@ int AllReduce(const ChannelGrid& grid, std::vector<Transfer>* out) {
 
 // Every member adds its whole buffer into the switch, which returns to each
 // member its own chunk of the sum.
-int ReduceScatter(const ChannelGrid& grid, std::vector<Transfer>* out) {
+int ReduceScatter(const ChannelGrid& grid, Plan* out) {
   const Range all = grid.Part(Range{0, grid.count()});
   for (int m = 0; m < grid.shape().size(); ++m) {
     ThroughSwitch(0, grid.channel(), m, all, /*reduce=*/true, grid.Chunk(m),
@@ -74,7 +74,7 @@ int ReduceScatter(const ChannelGrid& grid, std::vector<Transfer>* out) {
 // Every member copies its chunk into the switch, which multicasts the whole
 // buffer (a member's own chunk comes back unchanged: multicast sends one
 // payload to all).
-int AllGather(const ChannelGrid& grid, std::vector<Transfer>* out) {
+int AllGather(const ChannelGrid& grid, Plan* out) {
   const Range all = grid.Part(Range{0, grid.count()});
   for (int m = 0; m < grid.shape().size(); ++m) {
     ThroughSwitch(0, grid.channel(), m, grid.Chunk(m), /*reduce=*/false, all,
@@ -85,7 +85,7 @@ int AllGather(const ChannelGrid& grid, std::vector<Transfer>* out) {
 
 // The root copies its buffer into the switch, which multicasts it to the
 // other members.
-int Broadcast(const ChannelGrid& grid, int root, std::vector<Transfer>* out) {
+int Broadcast(const ChannelGrid& grid, int root, Plan* out) {
   const Range all = grid.Part(Range{0, grid.count()});
   AppendTransfer(0, grid.channel(), root, kSwitch, all, /*reduce=*/false, out);
   for (int m = 0; m < grid.shape().size(); ++m) {
@@ -97,7 +97,7 @@ int Broadcast(const ChannelGrid& grid, int root, std::vector<Transfer>* out) {
 }
 
 int SharpChannel(const PlanRequest& request, const ChannelGrid& grid,
-                 std::vector<Transfer>* out) {
+                 Plan* out) {
   switch (request.op) {
     case ALL_REDUCE:
       return AllReduce(grid, out);

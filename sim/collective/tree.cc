@@ -119,7 +119,7 @@ std::vector<Range> Pieces(const Lane& lane) {
 // deepest members start, and a member sends piece j the step after all its
 // children's contributions to it arrived. Returns the steps used.
 int ReduceUp(const Lane& lane, const std::vector<Range>& pieces, int first_step,
-             std::vector<Transfer>* out) {
+             Plan* out) {
   const Tree& tree = *lane.tree;
   const int height = tree.height();
   for (int j = 0; j < static_cast<int>(pieces.size()); ++j) {
@@ -136,7 +136,7 @@ int ReduceUp(const Lane& lane, const std::vector<Range>& pieces, int first_step,
 // Piece j leaves depth d for the children at first_step + j + d, the step
 // after it arrived there. Returns the steps used.
 int BroadcastDown(const Lane& lane, const std::vector<Range>& pieces,
-                  int first_step, std::vector<Transfer>* out) {
+                  int first_step, Plan* out) {
   const Tree& tree = *lane.tree;
   const int height = tree.height();
   for (int j = 0; j < static_cast<int>(pieces.size()); ++j) {
@@ -205,7 +205,7 @@ std::vector<Range> Complement(const std::vector<Range>& runs, Range within) {
 // depth d sends each child everything the child's subtree lacks at step
 // D + d. Each datum crosses each tree edge at most once.
 int AllGather(const Lane& lane, const std::vector<std::vector<int>>& sub,
-              int64_t count, std::vector<Transfer>* out) {
+              int64_t count, Plan* out) {
   const Tree& tree = *lane.tree;
   const int p = static_cast<int>(tree.parent.size());
   const int height = tree.height();
@@ -235,7 +235,7 @@ int AllGather(const Lane& lane, const std::vector<std::vector<int>>& sub,
 // Reduce-scatter: pipelined reduce up, then depth d hands each child the
 // sums of the child's subtree's chunks, overwriting its partial sums.
 int ReduceScatter(const Lane& lane, const std::vector<std::vector<int>>& sub,
-                  int64_t count, std::vector<Transfer>* out) {
+                  int64_t count, Plan* out) {
   const Tree& tree = *lane.tree;
   const int p = static_cast<int>(tree.parent.size());
   const int up = ReduceUp(lane, Pieces(lane), 0, out);
@@ -255,7 +255,7 @@ int ReduceScatter(const Lane& lane, const std::vector<std::vector<int>>& sub,
 // All-reduce: the root forwards piece j down at step j + D, the step after
 // its last contribution arrived (ReduceUp's piece j reaches the root at
 // step j + D - 1).
-int AllReduce(const Lane& lane, std::vector<Transfer>* out) {
+int AllReduce(const Lane& lane, Plan* out) {
   const std::vector<Range> pieces = Pieces(lane);
   ReduceUp(lane, pieces, 0, out);
   return lane.tree->height() +
@@ -264,7 +264,7 @@ int AllReduce(const Lane& lane, std::vector<Transfer>* out) {
 
 int RunLane(const PlanRequest& req, const Lane& lane,
             const std::vector<std::vector<int>>& sub,
-            std::vector<Transfer>* out) {
+            Plan* out) {
   switch (req.op) {
     case ALL_GATHER:
       return AllGather(lane, sub, req.count, out);
@@ -294,7 +294,7 @@ absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
     const Range half = ChunkRange(request.count, 2, t);
     for (int c = 0; c < k; ++c) {
       const Lane lane{&*tree, SubRange(half, k, c), t * k + c};
-      steps = std::max(steps, RunLane(request, lane, sub, &plan->transfers));
+      steps = std::max(steps, RunLane(request, lane, sub, plan));
     }
   }
   plan->num_steps = steps;

@@ -70,8 +70,9 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   e->summary = Summarize(*plan);
   if (mode_ == FlowMode::kPerStep) e->plan = *std::move(plan);
   for (int rank = 0; rank < mesh.gpus(); ++rank) {
-    std::vector<int> members = GroupMembers(call.group(), mesh, rank);
-    if (members[0] == rank) e->groups.push_back(std::move(members));
+    if (GroupFirstMember(call.group(), mesh, rank) == rank) {
+      e->groups.push_back(GroupMembers(call.group(), mesh, rank));
+    }
   }
   double best = std::numeric_limits<double>::infinity();
   for (const Protocol& proto : fabric_.platform().protocols()) {
@@ -219,7 +220,7 @@ struct Inbox {
 void CollectiveEngine::RunPerStep(const Entry& e) {
   // Group the plan's transfers into messages.
   std::map<std::tuple<int, int, int, int>, int64_t> merged;
-  for (const Transfer& t : e.plan.transfers) {
+  for (const Transfer& t : ExpandTransfers(e.plan)) {
     merged[{t.step, t.channel, t.src, t.dst}] += t.count;
   }
   std::vector<Message> messages;

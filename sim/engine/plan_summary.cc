@@ -1,21 +1,60 @@
 #include "sim/engine/plan_summary.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 namespace shardsim {
 namespace {
 
-enum Kind { kIntra = 1, kInter = 2, kMixed = 3 };
+enum Kind { kIntra = 1, kInter = 2 };
 
-bool Leaves(const Plan& plan, const Transfer& t) {
-  return t.src == kSwitch || t.dst == kSwitch ||
-         plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst);
+bool Leaves(const PlanShape& shape, int src, int dst) {
+  return src == kSwitch || dst == kSwitch ||
+         shape.NodeOf(src) != shape.NodeOf(dst);
 }
 
-// Intra hops of each node, as (local src, local dst, channel, elements,
-// steps): symmetric when every node has the same set.
+int Wrap(int a, int n) { return ((a % n) + n) % n; }
+
+// Hops of one stage while they are being summed: bytes, and the steps each
+// is used in as intervals (passes on one hop may overlap in time; a hop
+// sends one message per step, so a step counts once).
+struct HopBuilder {
+  Hop hop;
+  std::vector<std::pair<int, int>> steps;  // [first, last]
+};
+using HopKey = std::tuple<int32_t, int32_t, int32_t>;
+using StageHops = std::map<HopKey, HopBuilder>;
+
+void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
+              int channel, int64_t elements, int first, int last) {
+  HopBuilder& b = (*hops)[{src, dst, channel}];
+  b.hop.src = src;
+  b.hop.dst = dst;
+  b.hop.channel = channel;
+  b.hop.inter = Leaves(shape, src, dst);
+  b.hop.elements += elements;
+  b.steps.push_back({first, last});
+}
+
+int CountSteps(std::vector<std::pair<int, int>> steps) {
+  std::sort(steps.begin(), steps.end());
+  int count = 0;
+  int covered = -1;  // last step already counted
+  for (auto [first, last] : steps) {
+    first = std::max(first, covered + 1);
+    if (first <= last) {
+      count += last - first + 1;
+      covered = last;
+    }
+  }
+  return count;
+}
+
+// Intra hops of each node, as (stage, local src, local dst, channel,
+// elements, steps): symmetric when every node has the same multiset.
 bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
   using Key = std::tuple<size_t, int, int, int, int64_t, int>;
   std::vector<std::multiset<Key>> per_node(shape.nodes);
@@ -39,44 +78,83 @@ PlanSummary Summarize(const Plan& plan) {
   PlanSummary out;
   out.volume = CountVolume(plan);
   out.num_steps = plan.num_steps;
-  using HopKey = std::tuple<int32_t, int32_t, int32_t>;
-  std::map<HopKey, Hop> hops;
-  std::set<std::pair<HopKey, int32_t>> seen_steps;
-  int stage_kind = 0;
-  auto close_stage = [&] {
-    if (hops.empty()) return;
-    Stage stage;
-    for (auto& [key, hop] : hops) stage.hops.push_back(hop);
-    out.stages.push_back(std::move(stage));
-    hops.clear();
-    seen_steps.clear();
-  };
-  size_t begin = 0;
-  const std::vector<Transfer>& ts = plan.transfers;
-  while (begin < ts.size()) {
-    size_t end = begin;
-    int kind = 0;
-    while (end < ts.size() && ts[end].step == ts[begin].step) {
-      kind |= Leaves(plan, ts[end]) ? kInter : kIntra;
-      ++end;
-    }
-    if (kind != stage_kind) close_stage();
-    stage_kind = kind;
-    for (size_t i = begin; i < end; ++i) {
-      const Transfer& t = ts[i];
-      const HopKey key{t.src, t.dst, t.channel};
-      Hop& hop = hops[key];
-      hop.src = t.src;
-      hop.dst = t.dst;
-      hop.channel = t.channel;
-      hop.inter = Leaves(plan, t);
-      hop.elements += t.count;
-      if (seen_steps.insert({key, t.step}).second) ++hop.steps;
-    }
-    begin = end;
+  const PlanShape& shape = plan.shape;
+
+  // Kind of every step: what its explicit transfers and ring passes cross.
+  std::vector<int> kind(std::max(plan.num_steps, 1), 0);
+  for (const Transfer& t : plan.transfers) {
+    kind[t.step] |= Leaves(shape, t.src, t.dst) ? kInter : kIntra;
   }
-  close_stage();
-  out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
+  std::vector<int> pass_kind(plan.rings.size(), 0);
+  for (size_t i = 0; i < plan.rings.size(); ++i) {
+    const RingPass& ring = plan.rings[i];
+    const int n = static_cast<int>(ring.order.size());
+    for (int r = 0; r < n; ++r) {
+      pass_kind[i] |=
+          Leaves(shape, ring.order[r], ring.order[(r + 1) % n]) ? kInter : kIntra;
+    }
+    for (int t = 0; t + 1 < n; ++t) kind[ring.first_step + t] |= pass_kind[i];
+  }
+  // A new stage wherever the kind changes; idle steps change nothing.
+  std::vector<int> stage_of(kind.size(), 0);
+  int stages = 0;
+  int current = 0;
+  for (size_t s = 0; s < kind.size(); ++s) {
+    if (kind[s] != 0 && kind[s] != current) {
+      current = kind[s];
+      ++stages;
+    }
+    stage_of[s] = std::max(stages - 1, 0);
+  }
+  std::vector<StageHops> hops(std::max(stages, 1));
+
+  for (const Transfer& t : plan.transfers) {
+    AddToHop(&hops[stage_of[t.step]], shape, t.src, t.dst, t.channel, t.count,
+             t.step, t.step);
+  }
+  for (const RingPass& ring : plan.rings) {
+    const int n = static_cast<int>(ring.order.size());
+    if (n < 2) continue;
+    const int first = ring.first_step;
+    const int last = first + n - 2;
+    auto hop_ends = [&](int r) {
+      std::pair<int, int> e{ring.order[r], ring.order[(r + 1) % n]};
+      if (ring.reversed) std::swap(e.first, e.second);
+      return e;
+    };
+    if (stage_of[first] == stage_of[last]) {
+      // The whole pass in one stage: hop r carries every range but the one
+      // its successor starts (or ends) with (plan.cc's CountVolume).
+      int64_t total = 0;
+      for (const Range& r : ring.ranges) total += r.count;
+      for (int r = 0; r < n; ++r) {
+        const auto [src, dst] = hop_ends(r);
+        AddToHop(&hops[stage_of[first]], shape, src, dst, ring.channel,
+                 total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
+                 last);
+      }
+      continue;
+    }
+    // Across stages (small passes, e.g. HO-Ring's rows): step by step.
+    for (int t = 0; t + 1 < n; ++t) {
+      const int step = ring.reversed ? first + n - 2 - t : first + t;
+      for (int r = 0; r < n; ++r) {
+        const auto [src, dst] = hop_ends(r);
+        AddToHop(&hops[stage_of[step]], shape, src, dst, ring.channel,
+                 ring.ranges[Wrap(r - t - ring.lag, n)].count, step, step);
+      }
+    }
+  }
+  for (StageHops& stage_hops : hops) {
+    Stage stage;
+    for (auto& [key, b] : stage_hops) {
+      if (b.hop.elements == 0) continue;
+      b.hop.steps = CountSteps(std::move(b.steps));
+      stage.hops.push_back(b.hop);
+    }
+    if (!stage.hops.empty()) out.stages.push_back(std::move(stage));
+  }
+  out.intra_symmetric = IntraSymmetric(shape, out.stages);
   return out;
 }
 

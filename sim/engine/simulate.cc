@@ -17,11 +17,7 @@
 namespace sg4 = simgrid::s4u;
 
 namespace shardsim {
-namespace {
-
-// SimGrid's engine for this (child) process, set up as SIMGRID_NOTES.md
-// says keeps the flow model honest.
-sg4::Engine* StartSimGrid() {
+void StartSimGrid() {
   static int argc = 1;
   static char arg0[] = "shardsim";
   static char* argv[] = {arg0, nullptr};
@@ -30,8 +26,9 @@ sg4::Engine* StartSimGrid() {
   engine->set_config("network/model:CM02");
   engine->set_config("network/crosstraffic:0");
   engine->set_config("network/TCP-gamma:1e18");
-  return engine;
 }
+
+namespace {
 
 absl::StatusOr<std::string> SimulatePoint(const Job& job,
                                           const std::string& spec, int gpus,

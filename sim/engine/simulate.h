@@ -12,6 +12,11 @@
 
 namespace shardsim {
 
+// Starts this process's SimGrid engine with the settings that keep the flow
+// model honest (SIMGRID_NOTES.md): CM02, no cross-traffic, no TCP-gamma cap.
+// For child processes only (isolate.h); once per process.
+void StartSimGrid();
+
 struct EngineOptions {
   FlowMode mode = FlowMode::kFast;
   int jobs = 2;            // simulations at once
