@@ -189,12 +189,25 @@ TEST(FlatRingHelpers, RingOverAnArbitraryMemberList) {
 }
 
 TEST(FlatRingHelpers, FlatRingOrderRotatesInsideNodes) {
-  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 0),
+  // As many channels as GPUs per node (or more): channel c starts at c.
+  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 0, 8),
             (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 1),
+  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 1, 8),
             (std::vector<int>{1, 2, 3, 0, 5, 6, 7, 4}));
-  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 6),
+  EXPECT_EQ(internal::FlatRingOrder({4, 2}, 6, 8),
             (std::vector<int>{2, 3, 0, 1, 6, 7, 4, 5}));
+}
+
+TEST(FlatRingHelpers, FewChannelsSpreadTheirCrossingsOverTheNode) {
+  // 4 channels on 8 GPUs per node start at 0, 2, 4, 6, so they leave a node
+  // from locals 7, 1, 3, 5: with two GPUs per NIC (0-1, 2-3, ...), four
+  // different NICs, where starting at 0, 1, 2, 3 would leave from 7, 0, 1,
+  // 2 and put two channels on NIC 0.
+  std::vector<int> leaving;
+  for (int c = 0; c < 4; ++c) {
+    leaving.push_back(internal::FlatRingOrder({8, 2}, c, 4)[7]);
+  }
+  EXPECT_EQ(leaving, (std::vector<int>{7, 1, 3, 5}));
 }
 
 // --- volumes -----------------------------------------------------------------
@@ -230,9 +243,10 @@ TEST(FlatVolume, RingMovesTheTextbookAmount) {
 }
 
 TEST(FlatVolume, RingChannelsLeaveNodesThroughDistinctGpus) {
-  // Channel c's ring leaves node n from local (c - 1) mod 8 and enters node
-  // n + 1 at local c: with k = 4 channels, locals {7, 0, 1, 2} send and
-  // {0, 1, 2, 3} receive the inter-node traffic of every node.
+  // With k = 4 channels on 8 GPUs per node, channel c starts each node at
+  // local s = 2c (ring.h: spread evenly), so its ring leaves node n from
+  // local 2c - 1 and enters node n + 1 at local 2c: locals {7, 1, 3, 5} send
+  // and {0, 2, 4, 6} receive the inter-node traffic of every node.
   const PlanShape shape{8, 8};
   absl::StatusOr<Plan> plan =
       MakePlan(Request(RING, ALL_GATHER, shape, 64000, 4));
@@ -240,15 +254,15 @@ TEST(FlatVolume, RingChannelsLeaveNodesThroughDistinctGpus) {
   std::vector<std::set<int>> senders(shape.nodes), receivers(shape.nodes);
   for (const Transfer& t : ExpandTransfers(*plan)) {
     if (shape.NodeOf(t.src) == shape.NodeOf(t.dst)) continue;
-    EXPECT_EQ(t.src % 8, (t.channel + 7) % 8);
-    EXPECT_EQ(t.dst % 8, t.channel);
+    EXPECT_EQ(t.src % 8, (2 * t.channel + 7) % 8);
+    EXPECT_EQ(t.dst % 8, 2 * t.channel);
     EXPECT_EQ(shape.NodeOf(t.dst), (shape.NodeOf(t.src) + 1) % shape.nodes);
     senders[shape.NodeOf(t.src)].insert(t.src % 8);
     receivers[shape.NodeOf(t.dst)].insert(t.dst % 8);
   }
   for (int n = 0; n < shape.nodes; ++n) {
-    EXPECT_EQ(senders[n], (std::set<int>{7, 0, 1, 2})) << "node " << n;
-    EXPECT_EQ(receivers[n], (std::set<int>{0, 1, 2, 3})) << "node " << n;
+    EXPECT_EQ(senders[n], (std::set<int>{7, 1, 3, 5})) << "node " << n;
+    EXPECT_EQ(receivers[n], (std::set<int>{0, 2, 4, 6})) << "node " << n;
   }
 }
 

@@ -46,7 +46,7 @@ std::vector<int> ChainFrom(std::vector<int> order, int root) {
 int RingChannel(const PlanRequest& request, const ChannelGrid& grid,
                 Plan* out) {
   const int c = grid.channel();
-  const std::vector<int> order = FlatRingOrder(request.shape, c);
+  const std::vector<int> order = FlatRingOrder(request.shape, c, request.channels);
   // Ranges follow the member, not the position: member m ends up with its
   // own chunk m even though the ring is rotated.
   const std::vector<Range> ranges = grid.ChunksOf(order);
@@ -66,10 +66,13 @@ int RingChannel(const PlanRequest& request, const ChannelGrid& grid,
 
 }  // namespace
 
-std::vector<int> FlatRingOrder(const PlanShape& shape, int channel) {
+std::vector<int> FlatRingOrder(const PlanShape& shape, int channel,
+                               int channels) {
   std::vector<int> order;
   order.reserve(shape.size());
-  const int start = channel % shape.per_node;
+  const int start = channels < shape.per_node
+                        ? channel * shape.per_node / channels % shape.per_node
+                        : channel % shape.per_node;
   for (int node = 0; node < shape.nodes; ++node) {
     for (int i = 0; i < shape.per_node; ++i) {
       order.push_back(node * shape.per_node + (start + i) % shape.per_node);

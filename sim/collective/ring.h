@@ -60,12 +60,15 @@ using RingPhase = int (*)(const std::vector<int>& order,
                           const std::vector<Range>& ranges, int first_step,
                           int channel, Plan* out);
 
-// The member order of NCCL-style flat ring `channel` on `shape`: nodes in
-// order, and inside each node its members starting at local index
-// channel % per_node. The edge leaving node n thus goes from local
-// (channel - 1) mod per_node of node n to local channel % per_node of node
-// n + 1, so different channels cross node boundaries through different GPUs.
-std::vector<int> FlatRingOrder(const PlanShape& shape, int channel);
+// The member order of NCCL-style flat ring `channel` of `channels` on
+// `shape`: nodes in order, and inside each node its members starting at
+// local index s = channel % per_node, or, with fewer channels than GPUs per
+// node, s = channel * per_node / channels (spread evenly). The edge leaving
+// node n thus goes from local s - 1 of node n to local s of node n + 1, so
+// different channels cross node boundaries through GPUs spread over the
+// node, and so over its NICs when GPUs share them.
+std::vector<int> FlatRingOrder(const PlanShape& shape, int channel,
+                               int channels);
 
 }  // namespace shardsim::internal
 

@@ -39,7 +39,7 @@ int AllReduce(const ChannelGrid& grid, Plan* out) {
   // The intra ring of channel c starts at local c, as the flat ring's does,
   // so chunk ownership follows the member, not the ring position.
   const std::vector<int> local_order =
-      FlatRingOrder(intra.shape(), grid.channel());
+      FlatRingOrder(intra.shape(), grid.channel(), grid.channels());
   const std::vector<Range> ranges = intra.ChunksOf(local_order);
   // The same intra ring in every node, all sharing their steps.
   auto every_node = [&](RingPhase phase, int first_step) {

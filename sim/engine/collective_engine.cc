@@ -86,12 +86,28 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   return absl::OkStatus();
 }
 
+double CollectiveEngine::StageFloor(const Stage& stage,
+                                    const Protocol& proto) const {
+  const double nic = fabric_.NicBandwidth() * proto.bandwidth_fraction();
+  const double nvlink = fabric_.NvlinkBandwidth() * proto.bandwidth_fraction();
+  const double sharp = fabric_.platform().efficiency().sharp_latency_s();
+  double t = 0;
+  for (const StepLoad& s : stage.steps) {
+    double step = 0;
+    if (s.intra > 0) step = std::max(step, s.intra / nvlink + proto.intra_alpha_s());
+    if (s.inter > 0) step = std::max(step, s.inter / nic + proto.inter_alpha_s());
+    if (s.via_switch > 0) step = std::max(step, s.via_switch / nic + sharp);
+    t += step;
+  }
+  return t;
+}
+
 double CollectiveEngine::EstimateEntry(const Entry& e,
                                        const Protocol& proto) const {
   const double sharp = fabric_.platform().efficiency().sharp_latency_s();
   double t = proto.base_latency_s();
   for (const Stage& stage : e.summary.stages) {
-    double longest = 0;
+    double longest = StageFloor(stage, proto);
     for (const Hop& h : stage.hops) {
       const bool via_switch = h.src == kSwitch || h.dst == kSwitch;
       const double bw = h.inter ? fabric_.NicBandwidth() : fabric_.NvlinkBandwidth();
@@ -176,8 +192,9 @@ void CollectiveEngine::RunFast(const Entry& e) {
         alphas.push_back(h.steps * r.alpha);
       }
     }
+    const double start = sg4::Engine::get_clock();
     sg4::Comm::wait_all(comms);
-    double end = sg4::Engine::get_clock();
+    double end = start + StageFloor(stage, *e.protocol);
     for (size_t i = 0; i < comms.size(); ++i) {
       end = std::max(end, comms[i]->get_finish_time() + alphas[i]);
     }

@@ -4,7 +4,8 @@
 //
 // Two ways to run a plan, which agree where both apply:
 //  - fast: per stage (plan_summary.h), one flow per hop with all its bytes,
-//    then the hop's steps x alpha after it; the stage ends with its last hop.
+//    then the hop's steps x alpha after it; the stage ends with its last hop,
+//    and not before its floor (the steps' slowest messages in sequence).
 //  - per-step: every message of every step is a flow; a GPU sends its
 //    step-k messages on a channel once everything addressed to it on that
 //    channel in earlier steps has arrived (a flow plus alpha). For checking.
@@ -65,6 +66,8 @@ class CollectiveEngine {
   static Key KeyOf(const CollectiveCall& call);
   const Entry& entry(const CollectiveCall& call) const;
   double EstimateEntry(const Entry& e, const Protocol& proto) const;
+  // The least time a stage takes: each step waits for its slowest message.
+  double StageFloor(const Stage& stage, const Protocol& proto) const;
   void RunFast(const Entry& e);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.

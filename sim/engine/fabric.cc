@@ -114,25 +114,26 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
   return f;
 }
 
+// One star zone holds every GPU's NVSwitch port. A node's switch is
+// non-blocking, so a port is all a GPU-to-GPU route crosses; routes between
+// GPUs of different nodes are never asked for (those go NIC to NIC). One
+// zone rather than one per node: SimGrid 3.32 checks each new link's name
+// against every zone, which made 2048 zones cost seconds.
 absl::Status Fabric::BuildNodes() {
-  sg4::NetZone* root = sg4::Engine::get_instance()->get_netzone_root();
+  sg4::NetZone* zone = sg4::create_star_zone("nvswitch");
+  zone->set_parent(sg4::Engine::get_instance()->get_netzone_root());
   const double bw = NvlinkBandwidth();
-  for (int node = 0; node < mesh_.nodes; ++node) {
-    sg4::NetZone* zone = sg4::create_star_zone(absl::StrCat("node", node));
-    zone->set_parent(root);
-    for (int l = 0; l < mesh_.gpus_per_node; ++l) {
-      const int rank = node * mesh_.gpus_per_node + l;
-      sg4::Host* host = zone->create_host(absl::StrCat("gpu", rank), 1)->seal();
-      sg4::Link* port =
-          zone->create_split_duplex_link(absl::StrCat("nvswitch", rank), bw)
-              ->set_latency(0)
-              ->seal();
-      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
-                      {{port, sg4::LinkInRoute::Direction::UP}}, true);
-      gpus_.push_back(host);
-    }
-    zone->seal();
+  for (int rank = 0; rank < mesh_.gpus(); ++rank) {
+    sg4::Host* host = zone->create_host(absl::StrCat("gpu", rank), 1)->seal();
+    sg4::Link* port =
+        zone->create_split_duplex_link(absl::StrCat("nvswitch", rank), bw)
+            ->set_latency(0)
+            ->seal();
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                    {{port, sg4::LinkInRoute::Direction::UP}}, true);
+    gpus_.push_back(host);
   }
+  zone->seal();
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 // Stage 5 (engine): a Platform built in SimGrid.
 //
-// Every GPU has two network endpoints (SIMGRID_NOTES.md): a host in its
-// node's star zone, whose private split-duplex link is its NVSwitch port,
+// Every GPU has two network endpoints (SIMGRID_NOTES.md): a host in the
+// NVSwitch star zone, whose private split-duplex link is its switch port,
 // and the host of the NIC it uses, a leaf of one fat-tree zone. Transfers
 // inside a node go GPU host to GPU host, transfers between nodes NIC host to
 // NIC host, so no route crosses zones. Links have no latency: the per-step

@@ -25,15 +25,13 @@ struct HopBuilder {
   Hop hop;
   std::vector<std::pair<int, int>> steps;  // [first, last]
 };
-using HopKey = std::tuple<int32_t, int32_t, int32_t>;
-using StageHops = std::map<HopKey, HopBuilder>;
+using StageHops = std::map<std::pair<int32_t, int32_t>, HopBuilder>;
 
 void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
-              int channel, int64_t elements, int first, int last) {
-  HopBuilder& b = (*hops)[{src, dst, channel}];
+              int64_t elements, int first, int last) {
+  HopBuilder& b = (*hops)[{src, dst}];
   b.hop.src = src;
   b.hop.dst = dst;
-  b.hop.channel = channel;
   b.hop.inter = Leaves(shape, src, dst);
   b.hop.elements += elements;
   b.steps.push_back({first, last});
@@ -53,17 +51,26 @@ int CountSteps(std::vector<std::pair<int, int>> steps) {
   return count;
 }
 
-// Intra hops of each node, as (stage, local src, local dst, channel,
-// elements, steps): symmetric when every node has the same multiset.
+// Raises the step's largest message of its kind to `elements`.
+void AddToStep(StepLoad* load, const PlanShape& shape, int src, int dst,
+               int64_t elements) {
+  int64_t& slot = src == kSwitch || dst == kSwitch ? load->via_switch
+                  : shape.NodeOf(src) != shape.NodeOf(dst) ? load->inter
+                                                           : load->intra;
+  slot = std::max(slot, elements);
+}
+
+// Intra hops of each node, as (stage, local src, local dst, elements,
+// steps): symmetric when every node has the same multiset.
 bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
-  using Key = std::tuple<size_t, int, int, int, int64_t, int>;
+  using Key = std::tuple<size_t, int, int, int64_t, int>;
   std::vector<std::multiset<Key>> per_node(shape.nodes);
   for (size_t s = 0; s < stages.size(); ++s) {
     for (const Hop& h : stages[s].hops) {
       if (h.inter) continue;
       per_node[shape.NodeOf(h.src)].insert(
-          {s, h.src % shape.per_node, h.dst % shape.per_node, h.channel,
-           h.elements, h.steps});
+          {s, h.src % shape.per_node, h.dst % shape.per_node, h.elements,
+           h.steps});
     }
   }
   for (int n = 1; n < shape.nodes; ++n) {
@@ -107,12 +114,22 @@ PlanSummary Summarize(const Plan& plan) {
     stage_of[s] = std::max(stages - 1, 0);
   }
   std::vector<StageHops> hops(std::max(stages, 1));
+  std::vector<StepLoad> load(kind.size());
 
+  // Explicit transfers: what one pair of members sends in one step, all
+  // channels together (they share the link).
+  std::map<std::tuple<int, int, int>, int64_t> messages;
   for (const Transfer& t : plan.transfers) {
-    AddToHop(&hops[stage_of[t.step]], shape, t.src, t.dst, t.channel, t.count,
-             t.step, t.step);
+    AddToHop(&hops[stage_of[t.step]], shape, t.src, t.dst, t.count, t.step,
+             t.step);
+    messages[{t.step, t.src, t.dst}] += t.count;
   }
-  for (const RingPass& ring : plan.rings) {
+  for (const auto& [key, elements] : messages) {
+    const auto& [step, src, dst] = key;
+    AddToStep(&load[step], shape, src, dst, elements);
+  }
+  for (size_t i = 0; i < plan.rings.size(); ++i) {
+    const RingPass& ring = plan.rings[i];
     const int n = static_cast<int>(ring.order.size());
     if (n < 2) continue;
     const int first = ring.first_step;
@@ -129,7 +146,7 @@ PlanSummary Summarize(const Plan& plan) {
       for (const Range& r : ring.ranges) total += r.count;
       for (int r = 0; r < n; ++r) {
         const auto [src, dst] = hop_ends(r);
-        AddToHop(&hops[stage_of[first]], shape, src, dst, ring.channel,
+        AddToHop(&hops[stage_of[first]], shape, src, dst,
                  total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
                  last);
       }
@@ -140,17 +157,20 @@ PlanSummary Summarize(const Plan& plan) {
       const int step = ring.reversed ? first + n - 2 - t : first + t;
       for (int r = 0; r < n; ++r) {
         const auto [src, dst] = hop_ends(r);
-        AddToHop(&hops[stage_of[step]], shape, src, dst, ring.channel,
+        AddToHop(&hops[stage_of[step]], shape, src, dst,
                  ring.ranges[Wrap(r - t - ring.lag, n)].count, step, step);
       }
     }
   }
-  for (StageHops& stage_hops : hops) {
+  for (int i = 0; i < static_cast<int>(hops.size()); ++i) {
     Stage stage;
-    for (auto& [key, b] : stage_hops) {
+    for (auto& [key, b] : hops[i]) {
       if (b.hop.elements == 0) continue;
       b.hop.steps = CountSteps(std::move(b.steps));
       stage.hops.push_back(b.hop);
+    }
+    for (size_t s = 0; s < kind.size(); ++s) {
+      if (kind[s] != 0 && stage_of[s] == i) stage.steps.push_back(load[s]);
     }
     if (!stage.hops.empty()) out.stages.push_back(std::move(stage));
   }

@@ -4,7 +4,14 @@
 // A stage is a maximal run of steps of one kind (inside nodes only, between
 // nodes only, or both): a hierarchical algorithm's phases run one after
 // another, while the hops of one phase (a pipelined ring, HO-Ring's
-// concurrent rings) run together.
+// concurrent rings) run together. A hop is a pair of members: the channels
+// between them are one flow, which max-min shares as their sum whenever
+// every hop carries the same number of channels, as every plan's does.
+// Hops that must wait for each other inside a stage (a chain, a tree) are
+// held back by the stage's floor: the sum over its steps of the slowest
+// message of each step (what one pair sends in a step, all channels
+// together). Ring passes need no floor: a pipelined ring is exactly its
+// hops' flows plus alpha per step.
 #ifndef SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
 #define SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
 
@@ -18,14 +25,21 @@ namespace shardsim {
 struct Hop {
   int32_t src = 0;  // member index or kSwitch
   int32_t dst = 0;
-  int32_t channel = 0;
-  int64_t elements = 0;  // over the whole stage
+  int64_t elements = 0;  // over the whole stage, all channels
   int32_t steps = 0;     // steps of the stage this hop is used in
   bool inter = false;    // leaves the node (or touches the switch)
 };
 
+// The largest message of one step, by where it goes (elements).
+struct StepLoad {
+  int64_t intra = 0;
+  int64_t inter = 0;
+  int64_t via_switch = 0;
+};
+
 struct Stage {
   std::vector<Hop> hops;
+  std::vector<StepLoad> steps;  // its steps' explicit transfers, in order
 };
 
 struct PlanSummary {
@@ -33,8 +47,7 @@ struct PlanSummary {
   PlanVolume volume;
   int num_steps = 0;
   // Every node of the group sees the same intra-node hops (same local
-  // ranks, channels, sizes, steps), so one node's NVSwitch traffic stands
-  // for all of them.
+  // ranks, sizes, steps), so one node's NVSwitch traffic stands for all.
   bool intra_symmetric = true;
 };
 

@@ -1,0 +1,549 @@
+// The timing engine against numbers derived by hand: the alpha-beta closed
+// form where nothing is shared, max-min sharing of one link, channels
+// spreading a ring over NICs, HO-Ring against a flat ring on the public
+// cloud of SPEC 6, the fast and per-step modes against each other, and
+// run-to-run determinism. Every SimGrid use runs in a child process
+// (SimulateCollective and SimulateJob fork; the flow probe uses
+// RunIsolated): SimGrid allows one engine per process.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/isolate.h"
+#include "sim/engine/simulate.h"
+#include "sim/model/model.h"
+#include "sim/scenario/scenario.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace shardsim {
+namespace {
+
+// A platform written in the test, so that every number below is in sight:
+// efficiencies 1, one wire protocol with payload fraction 1.
+struct Knobs {
+  int gpus_per_node = 8;
+  int nics_per_node = 8;
+  double nvlink = 100e9;  // B/s per GPU per direction
+  double nic = 10e9;      // B/s per NIC per direction
+  double base = 0;        // s, once per call
+  double alpha_intra = 5e-6;   // s per step over NVSwitch
+  double alpha_inter = 20e-6;  // s per step over the network
+  int channels = 1;
+};
+
+Platform TestPlatform(const Knobs& k) {
+  Platform p;
+  p.set_name("test");
+  p.set_gpus_per_node(k.gpus_per_node);
+  p.set_nodes(0);
+  p.mutable_gpu()->set_name("test-gpu");
+  p.mutable_gpu()->set_peak_flops(1e15);
+  p.mutable_gpu()->set_memory_bytes(int64_t{80} << 30);
+  p.mutable_gpu()->set_hbm_bytes_per_s(2e12);
+  p.mutable_nvswitch()->set_bandwidth(k.nvlink);
+  Network* n = p.mutable_network();
+  n->set_nics_per_node(k.nics_per_node);
+  n->set_nic_bandwidth(k.nic);
+  n->set_nics_per_leaf(0);  // one switch for every NIC
+  n->set_oversubscription(1);
+  Protocol* proto = p.add_protocols();
+  proto->set_name("Only");
+  proto->set_base_latency_s(k.base);
+  proto->set_intra_alpha_s(k.alpha_intra);
+  proto->set_inter_alpha_s(k.alpha_inter);
+  proto->set_bandwidth_fraction(1.0);
+  Efficiency* e = p.mutable_efficiency();
+  e->set_nvlink_fraction(1);
+  e->set_network_fraction(1);
+  e->set_hbm_fraction(1);
+  e->set_compute_default(1);
+  p.set_channels(k.channels);
+  return p;
+}
+
+Platform Shipped(const std::string& name) {
+  absl::StatusOr<Platform> p = LoadPlatform(name, "");
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Platform();
+}
+
+absl::StatusOr<CollectiveResults> Sweep(const Platform& p, CollectiveOp op,
+                                        Algorithm algorithm, int gpus,
+                                        int channels, int64_t min_bytes,
+                                        int64_t max_bytes, double factor,
+                                        FlowMode mode = FlowMode::kFast) {
+  CollectiveSweep s;
+  s.op = op;
+  s.algorithm = algorithm;
+  s.gpus = gpus;
+  s.channels = channels;
+  s.min_bytes = min_bytes;
+  s.max_bytes = max_bytes;
+  s.step_factor = factor;
+  s.mode = mode;
+  return SimulateCollective(p, s);
+}
+
+double Seconds(const CollectiveRow& row) { return row.time_us() * 1e-6; }
+
+std::vector<double> ParseDoubles(const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(word, &v)) << word;
+    out.push_back(v);
+  }
+  return out;
+}
+
+constexpr CollectiveOp kRingOps[] = {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE};
+
+// Ring steps: p - 1 for all-gather and reduce-scatter, 2 (p - 1) for
+// all-reduce (reduce-scatter then all-gather on the same ring).
+int RingSteps(CollectiveOp op, int p) {
+  return op == ALL_REDUCE ? 2 * (p - 1) : p - 1;
+}
+
+// ---- a. alpha-beta closed form where nothing is shared ----------------------
+//
+// A ring over p members moves, per step, one chunk of S/p bytes from every
+// member to the next; with one channel every member sends on its own link
+// and receives on another, so no link is shared, and every step costs
+// alpha + S/(p beta) on the slowest hop:
+//   t = base + (p - 1)(alpha + S/(p beta))     all-gather, reduce-scatter
+//   t = base + 2(p - 1)(alpha + S/(p beta))    all-reduce
+// Sizes 1 MiB, 16 MiB, 256 MiB: S/p is whole for p = 4, 8, 16; at 1 MiB the
+// alpha term dominates, at 256 MiB the beta term.
+
+TEST(EngineClosedForm, RingInsideOneNodeIsAlphaBetaOverNvSwitch) {
+  const Knobs k;  // NVSwitch 100e9 B/s, alpha_intra 5 us, base 0
+  const Platform p = TestPlatform(k);
+  for (CollectiveOp op : kRingOps) {
+    SCOPED_TRACE(CollectiveOp_Name(op));
+    absl::StatusOr<CollectiveResults> r =
+        Sweep(p, op, RING, 8, 1, 1 << 20, 1 << 28, 16);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->rows_size(), 3);
+    for (const CollectiveRow& row : r->rows()) {
+      const double s = static_cast<double>(row.size_bytes());
+      // e.g. all-gather of 1 MiB: 7 x (5 us + 1048576 / (8 x 100e9)) =
+      // 7 x 6.311 us = 44.18 us.
+      const double want = RingSteps(op, 8) * (k.alpha_intra + s / (8 * k.nvlink));
+      EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
+    }
+  }
+}
+
+TEST(EngineClosedForm, RingOverOneGpuNodesIsAlphaBetaOverNics) {
+  // 4 nodes of 1 GPU with 1 NIC each: ring 0 -> 1 -> 2 -> 3 -> 0, every
+  // hop through the network, each NIC sending one flow and receiving one.
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  for (CollectiveOp op : kRingOps) {
+    SCOPED_TRACE(CollectiveOp_Name(op));
+    absl::StatusOr<CollectiveResults> r =
+        Sweep(p, op, RING, 4, 1, 1 << 20, 1 << 28, 16);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->rows_size(), 3);
+    for (const CollectiveRow& row : r->rows()) {
+      const double s = static_cast<double>(row.size_bytes());
+      // e.g. all-gather of 256 MiB: 3 x (20 us + 268435456 / (4 x 10e9)) =
+      // 3 x 6.731 ms = 20.19 ms.
+      const double want = RingSteps(op, 4) * (k.alpha_inter + s / (4 * k.nic));
+      EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
+    }
+  }
+}
+
+TEST(EngineClosedForm, RingAcrossTwoNodesIsBoundByItsNetworkHop) {
+  // 2 nodes x 8 GPUs, 1 channel: the ring 0..7, 8..15 has two hops that
+  // leave a node (7 -> 8 and 15 -> 0), on different NICs and directions,
+  // and 14 over NVSwitch. Every hop carries (p - 1) chunks of S/p. The
+  // network hop costs alpha_inter + S/(p beta_nic) = 20 us + S/(16 x 10e9)
+  // per step, the NVSwitch hops 5 us + S/(16 x 100e9): the ring moves at the
+  // pace of its network hop, so
+  //   t = (p - 1)(alpha_inter + S/(p beta_nic)), p = 16 (x 2 for all-reduce).
+  const Knobs k;
+  const Platform p = TestPlatform(k);
+  for (CollectiveOp op : kRingOps) {
+    SCOPED_TRACE(CollectiveOp_Name(op));
+    absl::StatusOr<CollectiveResults> r =
+        Sweep(p, op, RING, 16, 1, 1 << 20, 1 << 28, 16);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->rows_size(), 3);
+    for (const CollectiveRow& row : r->rows()) {
+      const double s = static_cast<double>(row.size_bytes());
+      // e.g. all-reduce of 16 MiB: 30 x (20 us + 16777216 / 16e10) =
+      // 30 x 124.86 us = 3.746 ms.
+      const double want = RingSteps(op, 16) * (k.alpha_inter + s / (16 * k.nic));
+      EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
+    }
+  }
+}
+
+// ---- b. max-min sharing of one link ----------------------------------------
+
+TEST(EngineSharing, TwoFlowsOnOneLinkEachGetHalf) {
+  // a800-like: 8 GPUs and 4 NICs of 25e9 B/s per node (GPUs 2i and 2i+1
+  // share NIC i), NVSwitch 200e9 B/s, 2 nodes, efficiencies 1.
+  Knobs k;
+  k.nics_per_node = 4;
+  k.nic = 25e9;
+  k.nvlink = 200e9;
+  const Platform p = TestPlatform(k);
+  constexpr double kB = 1e9;
+  absl::StatusOr<std::string> r =
+      RunIsolated(
+          {[&]() -> absl::StatusOr<std::string> {
+            StartSimGrid();
+            absl::StatusOr<std::unique_ptr<Fabric>> f =
+                Fabric::Build(p, Mesh{8, 2});
+            if (!f.ok()) return f.status();
+            const Fabric& fab = **f;
+            std::string out;
+            auto record = [&](const std::vector<sg4::CommPtr>& comms,
+                              double start) {
+              for (const sg4::CommPtr& c : comms) {
+                absl::StrAppend(&out, absl::StrFormat(
+                                          "%.17g ", c->get_finish_time() - start));
+              }
+            };
+            auto run = [&](std::vector<std::pair<sg4::Host*, sg4::Host*>> flows) {
+              const double start = sg4::Engine::get_clock();
+              std::vector<sg4::CommPtr> comms;
+              for (auto [from, to] : flows) {
+                comms.push_back(sg4::Comm::sendto_async(from, to, kB));
+              }
+              sg4::Comm::wait_all(comms);
+              record(comms, start);
+            };
+            sg4::Actor::create("probe", fab.gpu(0), [&] {
+              // 1. One flow alone: GPU 0 -> GPU 8 over NIC 0 -> NIC 4.
+              run({{fab.nic(0), fab.nic(8)}});
+              // 2. GPUs 0 and 1 (both behind NIC 0) to GPUs 8 and 10 (NICs 4
+              //    and 5): they share NIC 0's up-link only.
+              run({{fab.nic(0), fab.nic(8)}, {fab.nic(1), fab.nic(10)}});
+              // 3. GPUs 2 and 4 (NICs 1 and 2) to GPU 8 (NIC 4): they share
+              //    NIC 4's down-link only.
+              run({{fab.nic(2), fab.nic(8)}, {fab.nic(4), fab.nic(8)}});
+              // 4. Opposite directions on one NIC pair: split-duplex, no
+              //    sharing.
+              run({{fab.nic(0), fab.nic(8)}, {fab.nic(8), fab.nic(0)}});
+              // 5. NVSwitch: GPU 0 to GPUs 1 and 2 share GPU 0's port.
+              run({{fab.gpu(0), fab.gpu(1)}, {fab.gpu(0), fab.gpu(2)}});
+              // 6. NVSwitch alone: GPU 0 -> GPU 1.
+              run({{fab.gpu(0), fab.gpu(1)}});
+            });
+            sg4::Engine::get_instance()->run();
+            return out;
+          }},
+          1)[0];
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<double> t = ParseDoubles(*r);
+  ASSERT_EQ(t.size(), 10u);
+  const double nic_alone = kB / k.nic;      // 1e9 / 25e9 = 40 ms
+  const double nic_shared = 2 * kB / k.nic;  // two flows at 12.5e9: 80 ms
+  const double nvl_alone = kB / k.nvlink;     // 1e9 / 200e9 = 5 ms
+  const double nvl_shared = 2 * kB / k.nvlink;  // 10 ms
+  auto near = [](double got, double want) {
+    EXPECT_NEAR(got, want, 1e-4 * want);
+  };
+  near(t[0], nic_alone);
+  near(t[1], nic_shared);  // shared up-link
+  near(t[2], nic_shared);
+  near(t[3], nic_shared);  // shared down-link
+  near(t[4], nic_shared);
+  near(t[5], nic_alone);  // opposite directions
+  near(t[6], nic_alone);
+  near(t[7], nvl_shared);  // shared NVSwitch port
+  near(t[8], nvl_shared);
+  near(t[9], nvl_alone);
+}
+
+// ---- c. channels spread a flat ring over NICs ----------------------------------
+
+TEST(EngineChannels, KChannelsUseKNics) {
+  // dgx_a100-like, efficiencies 1: 8 GPUs and 8 NICs of 25e9 B/s per node,
+  // NVSwitch 300e9 B/s, NCCL's Simple latencies (base 8.4 us, 3.4 us per
+  // NVSwitch step, 9.6 us per network step). All-gather of S = 2^30 B over
+  // 16 GPUs.
+  //
+  // Channel c moves S/k of the buffer on its own ring; ring c leaves node 0
+  // from local (c - 1) mod 8 and enters node 1 at local c (ring.h), so for
+  // k <= 8 each channel's two network hops use NICs no other channel uses,
+  // and each network hop carries (15/16)(S/k):
+  //   t_k = base + 15 alpha_inter + (15/16)(S/k) / 25e9
+  //   t_1 = 8.4 us + 144 us + 40.265 ms = 40.418 ms
+  //   t_8 = 8.4 us + 144 us +  5.033 ms =  5.186 ms
+  // For k = 16 channels c and c + 8 use the same NICs: each NIC carries two
+  // flows of (15/16)(S/16), the bytes of k = 8, so t_16 = t_8.
+  // NVSwitch is not the bound: a GPU's port carries at most all k channels'
+  // hops, k x (15/16)(S/k) / 300e9 = 3.36 ms < 5.03 ms.
+  Knobs k;
+  k.nvlink = 300e9;
+  k.nic = 25e9;
+  k.base = 8.4e-6;
+  k.alpha_intra = 3.4e-6;
+  k.alpha_inter = 9.6e-6;
+  k.channels = 8;
+  const Platform p = TestPlatform(k);
+  constexpr int64_t kS = int64_t{1} << 30;
+  const double alphas = k.base + 15 * k.alpha_inter;
+  std::vector<double> t;
+  for (int channels : {1, 2, 4, 8, 16}) {
+    SCOPED_TRACE(channels);
+    absl::StatusOr<CollectiveResults> r =
+        Sweep(p, ALL_GATHER, RING, 16, channels, kS, kS, 2);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->rows_size(), 1);
+    EXPECT_EQ(r->channels(), channels);
+    const double want =
+        alphas + 15.0 / 16 * kS / std::min(channels, 8) / k.nic;
+    EXPECT_NEAR(Seconds(r->rows(0)), want, 0.01 * want);
+    t.push_back(Seconds(r->rows(0)));
+  }
+  // The bandwidth part scales as 1/k up to 8 NICs: (t_1 - alphas) / (t_k -
+  // alphas) = k, and the whole time within 5% of t_1 / k (alphas are 3% of
+  // t_8).
+  const int ks[] = {1, 2, 4, 8};
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_NEAR((t[0] - alphas) / (t[i] - alphas), ks[i], 0.01 * ks[i]);
+    EXPECT_NEAR(t[0] / t[i], ks[i], 0.05 * ks[i]);
+  }
+  EXPECT_NEAR(t[4], t[3], 0.001 * t[3]);  // 16 channels: no ninth NIC
+}
+
+// ---- d. HO-Ring against a flat ring on the public cloud (SPEC 6) --------------
+
+TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
+  // cloud_a100: per GPU a 14e9 B/s virtual NIC, per node 4 x 14e9 = 56e9 B/s
+  // of up-links (platforms/cloud_a100.textproto), NVSwitch 300e9 x 0.783 =
+  // 234.9e9 B/s reachable, network_fraction 1. All-gather of S = 1e9 B over
+  // 16 GPUs (2 nodes), the platform's 8 channels. NCCL's Simple protocol
+  // (payload fraction 1, base 8.4 us, 3.4 us per NVSwitch step, 9.6 us per
+  // network step) is the fastest at 1 GB.
+  const Platform cloud = Shipped("cloud_a100");
+  constexpr double kS = 1e9;
+  const double uplink = 56e9;
+  const double nvl = 300e9 * 0.783;
+  const double base = 8.4e-6, a_intra = 3.4e-6, a_inter = 9.6e-6;
+
+  // Flat ring: every channel's ring crosses from node 0 to node 1 once and
+  // back once; each crossing carries (15/16) of the channel's S/8, so each
+  // direction of a node's up-links carries (15/16) S in all:
+  //   t_ring >= (15/16) S / 56e9 = 16.741 ms,
+  // and with nothing else in the way (the 8 crossings of one direction go
+  // to 8 different NICs, spread over the 4 up-links by d-mod-k routing;
+  // each virtual NIC's share, (15/16) S/8 / 14e9 = 8.37 ms, is lower):
+  //   t_ring <= 16.741 ms + base + 15 alpha_inter = 16.893 ms.
+  const double ring_lo = 15.0 / 16 * kS / uplink;
+  const double ring_hi = ring_lo + base + 15 * a_inter;
+  absl::StatusOr<CollectiveResults> ring =
+      Sweep(cloud, ALL_GATHER, RING, 16, 0, kS, kS, 2);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  ASSERT_EQ(ring->rows_size(), 1);
+  EXPECT_EQ(ring->rows(0).protocol(), "Simple");
+  const double t_ring = Seconds(ring->rows(0));
+  EXPECT_GE(t_ring, ring_lo);
+  EXPECT_LE(t_ring, ring_hi * 1.001);
+
+  // HO-Ring: every GPU sends its one chunk S/16 across on its column ring
+  // (g - 1 = 1 step): 8 GPUs x S/16 = S/2 per direction of a node's
+  // up-links, 8.929 ms; and every GPU forwards 2 rows x 7 chunks of S/16
+  // over NVSwitch, (14/16) S / 234.9e9 = 3.725 ms. No schedule can beat the
+  // larger of the two:
+  //   t_horing >= max(S/2 / 56e9, (14/16) S / nvl) = 8.929 ms.
+  // The plan is step-synchronous: row 1 (node n-1's chunks) can only start
+  // after the column step delivered them, so at worst everything on
+  // NVSwitch waits for the column step; with g + M - 2 = 8 steps, each at
+  // most alpha_inter:
+  //   t_horing <= base + S/2 / 56e9 + (14/16) S / nvl + 8 alpha_inter
+  //             = 12.739 ms.
+  const double horing_lo = std::max(kS / 2 / uplink, 14.0 / 16 * kS / nvl);
+  const double horing_hi =
+      base + kS / 2 / uplink + 14.0 / 16 * kS / nvl + 8 * a_inter;
+  absl::StatusOr<CollectiveResults> horing =
+      Sweep(cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2);
+  ASSERT_TRUE(horing.ok()) << horing.status();
+  ASSERT_EQ(horing->rows_size(), 1);
+  EXPECT_EQ(horing->rows(0).protocol(), "Simple");
+  const double t_horing = Seconds(horing->rows(0));
+  EXPECT_GE(t_horing, horing_lo);
+  EXPECT_LE(t_horing, horing_hi);
+  EXPECT_LT(t_horing, ring_lo);  // beats any flat ring, not just this one
+  // Where the engine lands inside the bracket: step 0 runs the column step
+  // (S/2 per node, 8.929 ms) beside row 0's first step (S/16 per GPU over
+  // NVSwitch, shorter); steps 1..7 are NVSwitch only and run row 0's last 6
+  // and row 1's 7 steps on the same intra rings: 13 chunks of S/16 per GPU.
+  //   t = base + (S/2 / 56e9 + alpha_inter) + (13/16) S / nvl + 7 alpha_intra
+  //     = 8.4 us + 8.9382 ms + 3.4589 ms + 23.8 us = 12.429 ms.
+  const double stepwise = base + kS / 2 / uplink + a_inter +
+                          13.0 / 16 * kS / nvl + 7 * a_intra;
+  EXPECT_NEAR(t_horing, stepwise, 0.01 * stepwise);
+}
+
+// ---- e. fast and per-step modes agree -----------------------------------------
+
+void ExpectModesAgree(const Platform& p, CollectiveOp op, Algorithm algorithm,
+                      int channels, double tolerance) {
+  SCOPED_TRACE(absl::StrCat(Algorithm_Name(algorithm), " ",
+                            CollectiveOp_Name(op), " channels ", channels));
+  // 1 MiB .. 256 MiB, x4.
+  absl::StatusOr<CollectiveResults> fast =
+      Sweep(p, op, algorithm, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kFast);
+  absl::StatusOr<CollectiveResults> step = Sweep(
+      p, op, algorithm, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kPerStep);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(fast->rows_size(), 5);
+  ASSERT_EQ(step->rows_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    const CollectiveRow& f = fast->rows(i);
+    const CollectiveRow& s = step->rows(i);
+    EXPECT_EQ(f.size_bytes(), s.size_bytes());
+    EXPECT_EQ(f.protocol(), s.protocol());
+    EXPECT_NEAR(f.time_us(), s.time_us(), tolerance * s.time_us())
+        << f.size_bytes() << " B: fast " << f.time_us() << " us, per-step "
+        << s.time_us() << " us";
+  }
+}
+
+TEST(EngineModes, RingFastAndPerStepAgreeWithinATenthOfAPercent) {
+  const Platform p = Shipped("dgx_a100");  // 2 nodes x 8 GPUs below
+  for (int channels : {1, 4}) {
+    for (CollectiveOp op : kRingOps) {
+      ExpectModesAgree(p, op, RING, channels, 0.001);
+    }
+  }
+}
+
+TEST(EngineModes, Torus2dAndHoRingAllGatherFastAndPerStepAgree) {
+  const Platform p = Shipped("dgx_a100");
+  for (int channels : {1, 4}) {
+    ExpectModesAgree(p, ALL_GATHER, TORUS2D, channels, 0.001);
+    ExpectModesAgree(p, ALL_GATHER, HORING, channels, 0.001);
+  }
+}
+
+// HRING all-gather, per-step, against its schedule derived by hand. On
+// 2 nodes x 8 GPUs of the dgx_a100-like test platform (NVSwitch 300e9,
+// NIC 25e9, efficiencies 1, 1 channel, alphas 3.4 / 9.6 us, base 8.4 us),
+// S = 256 MiB:
+//   1. intra ring all-gather of the node's 8 chunks: 7 steps of S/16 per GPU
+//      on its own port: 7 (alpha_intra + S/16 / 300e9)
+//   2. the 2 leaders exchange node blocks S/2 (1 step, NIC 0 of each node):
+//      alpha_inter + S/2 / 25e9
+//   3. each leader passes the other node's block S/2 down the chain
+//      0 -> 1 -> ... -> 7 as ONE piece: 7 hops one after another,
+//      7 (alpha_intra + S/2 / 300e9)
+//   t = 8.4 + 7 (3.4 + 55.92) + (9.6 + 5368.7) + 7 (3.4 + 447.4) us
+//     = 8.958 ms.
+TEST(EngineModes, HringAllGatherPerStepFollowsItsChain) {
+  Knobs k;
+  k.nvlink = 300e9;
+  k.nic = 25e9;
+  k.base = 8.4e-6;
+  k.alpha_intra = 3.4e-6;
+  k.alpha_inter = 9.6e-6;
+  const Platform p = TestPlatform(k);
+  constexpr double kS = 1 << 28;
+  const double want = k.base + 7 * (k.alpha_intra + kS / 16 / k.nvlink) +
+                      (k.alpha_inter + kS / 2 / k.nic) +
+                      7 * (k.alpha_intra + kS / 2 / k.nvlink);
+  absl::StatusOr<CollectiveResults> r =
+      Sweep(p, ALL_GATHER, HRING, 16, 1, 1 << 28, 1 << 28, 2, FlowMode::kPerStep);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->rows_size(), 1);
+  EXPECT_NEAR(Seconds(r->rows(0)), want, 0.01 * want);
+}
+
+// Disabled: the fast mode runs a stage's hops as concurrent flows, one per
+// hop with all its bytes, which is exact for a ring pass (every hop busy at
+// every step) but not for HRING's in-node chain broadcast of a single piece
+// (phase 3 above): the fast mode prices it as one hop's time, S/2 / 300e9,
+// instead of 7 of them: 6.253 ms where the per-step mode gives 8.958 ms on
+// the test platform above (dgx_a100 at 256 MiB, 4 channels: 6.768 ms
+// against 10.217 ms). Enable when sim/engine/plan_summary.cc / collective_engine.cc
+// account for pipeline fill (see the report of this test's author).
+TEST(EngineModes, HringAllGatherFastAndPerStepAgree) {
+  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 1, 0.001);
+  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 4, 0.001);
+}
+
+// ---- f. determinism, and refusals -----------------------------------------------
+
+TEST(EngineDeterminism, CollectiveSweepIsIdenticalRunToRun) {
+  const Platform p = Shipped("dgx_a100");
+  for (FlowMode mode : {FlowMode::kFast, FlowMode::kPerStep}) {
+    absl::StatusOr<CollectiveResults> a =
+        Sweep(p, ALL_REDUCE, RING, 16, 0, 1 << 20, 1 << 26, 4, mode);
+    absl::StatusOr<CollectiveResults> b =
+        Sweep(p, ALL_REDUCE, RING, 16, 0, 1 << 20, 1 << 26, 4, mode);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->rows_size(), 4);
+    EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
+  }
+}
+
+TEST(EngineDeterminism, JobIsIdenticalRunToRun) {
+  // LLaMA-7B cut to 2 layers, two strategies, 16 GPUs of dgx_a100.
+  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  Scenario sc;
+  sc.set_name("determinism");
+  *sc.mutable_model_def() = *model;
+  sc.mutable_model_def()->set_layers(2);
+  sc.set_platform("dgx_a100");
+  sc.add_strategies("zero3");
+  sc.add_strategies("zero2");
+  sc.add_gpus(16);
+  sc.set_micro_batch_size(1);
+  sc.set_micro_batches(2);
+  sc.set_seq_len(512);
+  sc.set_flash_attention(true);
+  sc.set_optimizer_bytes_per_param(12);
+  absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EngineOptions options;
+  options.jobs = 2;
+  absl::StatusOr<Results> a = SimulateJob(*job, options);
+  absl::StatusOr<Results> b = SimulateJob(*job, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->rows_size(), 2);
+  for (const ResultRow& row : a->rows()) {
+    EXPECT_FALSE(row.oom()) << row.strategy();
+    EXPECT_TRUE(row.has_step_time_s()) << row.strategy();
+    EXPECT_GT(row.step_time_s(), 0) << row.strategy();
+  }
+  EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
+}
+
+TEST(EngineRefusals, SharpOnAPlatformWithoutSharp) {
+  absl::StatusOr<CollectiveResults> r = Sweep(
+      Shipped("a800_lins"), ALL_REDUCE, SHARP, 16, 0, 1 << 20, 1 << 20, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("network.sharp"), absl::string_view::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("a800_lins"), absl::string_view::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace shardsim

@@ -1,0 +1,270 @@
+// Shipped platforms load and validate; the SimGrid fabric builds for them
+// at small and large scale with the right NIC mapping; malformed platforms
+// are refused with the field named. Every SimGrid use runs in a child
+// process (isolate.h): SimGrid allows one engine per process.
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/isolate.h"
+#include "sim/engine/simulate.h"
+#include "sim/scenario/scenario.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace shardsim {
+namespace {
+
+const char* const kShipped[] = {"dgx_a100", "dgx_h100", "a800_lins",
+                                "cloud_a100"};
+
+Platform Shipped(const std::string& name) {
+  absl::StatusOr<Platform> p = LoadPlatform(name, "");
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Platform();
+}
+
+// Runs `task` in a child process and returns what it returned.
+absl::StatusOr<std::string> InChild(ChildTask task) {
+  return RunIsolated({std::move(task)}, 1)[0];
+}
+
+std::vector<double> ParseDoubles(const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(word, &v)) << word;
+    out.push_back(v);
+  }
+  return out;
+}
+
+TEST(PlatformShipped, EveryPlatformLoadsAndPassesEngineValidation) {
+  for (const char* name : kShipped) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Platform> p = LoadPlatform(name, "");
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->name(), name);
+    const absl::Status s = ValidateEnginePlatform(*p, name);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
+  // A800: 400 GB/s bidirectional NVLink = 200e9 per direction; 4 HDR NICs
+  // of 200 Gb/s = 25e9 B/s; no SHARP (SPEC 7).
+  const Platform a800 = Shipped("a800_lins");
+  EXPECT_EQ(a800.gpus_per_node(), 8);
+  EXPECT_DOUBLE_EQ(a800.nvswitch().bandwidth(), 400e9 / 2);
+  EXPECT_EQ(a800.network().nics_per_node(), 4);
+  EXPECT_DOUBLE_EQ(a800.network().nic_bandwidth(), 200e9 / 8);
+  EXPECT_FALSE(a800.network().sharp());
+  // H100: NVLink4 900 GB/s bidirectional; ConnectX-7 400 Gb/s = 50e9 B/s.
+  const Platform h100 = Shipped("dgx_h100");
+  EXPECT_DOUBLE_EQ(h100.nvswitch().bandwidth(), 900e9 / 2);
+  EXPECT_DOUBLE_EQ(h100.network().nic_bandwidth(), 400e9 / 8);
+  EXPECT_EQ(h100.network().nics_per_node(), 8);
+  EXPECT_TRUE(h100.network().sharp());
+  // Cloud (SPEC 6): 8 virtual NICs of 14 GB/s (middle of 10-18 GB/s), and a
+  // node's up-links floor(8 / oversubscription) x 14e9 = 56e9 B/s.
+  const Platform cloud = Shipped("cloud_a100");
+  const Network& n = cloud.network();
+  EXPECT_DOUBLE_EQ(n.nic_bandwidth() * cloud.efficiency().network_fraction(),
+                   (10e9 + 18e9) / 2);
+  EXPECT_EQ(n.nics_per_leaf(), cloud.gpus_per_node());  // a node is a leaf
+  EXPECT_DOUBLE_EQ(
+      std::floor(n.nics_per_leaf() / n.oversubscription()) * n.nic_bandwidth() *
+          cloud.efficiency().network_fraction(),
+      56e9);
+  EXPECT_FALSE(n.sharp());
+  EXPECT_FALSE(n.rail_optimized());
+}
+
+// Builds `platform` for `gpus` GPUs in a child; returns each GPU's NIC
+// index and NIC host name, "i:name" separated by spaces.
+absl::StatusOr<std::string> BuildAndMapNics(const Platform& platform, int gpus,
+                                            int ranks_to_report) {
+  absl::StatusOr<Mesh> mesh = JobMesh(platform, gpus);
+  if (!mesh.ok()) return mesh.status();
+  return InChild([&platform, m = *mesh, ranks_to_report]()
+                     -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(platform, m);
+    if (!f.ok()) return f.status();
+    std::string out = absl::StrCat(
+        sg4::Engine::get_instance()->get_host_count(), " ");
+    for (int r = 0; r < ranks_to_report; ++r) {
+      absl::StrAppend(&out, (*f)->NicOf(r), ":", (*f)->nic(r)->get_name(), " ");
+    }
+    return out;
+  });
+}
+
+TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
+  absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("dgx_a100"), 16, 16);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Hosts: 16 GPU hosts + 16 NIC hosts (one leaf of 20 ports holds all 16
+  // NICs: a one-level tree, no spare ports).
+  std::string want = "32 ";
+  for (int i = 0; i < 16; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
+  EXPECT_EQ(*r, want);
+}
+
+TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
+  // 2048 nodes, 16384 NICs on leaves of 20: ceil(16384 / 20) = 820 leaves,
+  // 820 x 20 = 16400 leaf ports, so 16 spare ports get placeholder hosts.
+  // Hosts: 16384 GPUs + 16400 fat-tree leaves = 32784.
+  absl::StatusOr<std::string> r =
+      BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string want = "32784 ";
+  for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
+  EXPECT_EQ(*r, want);
+}
+
+TEST(PlatformFabric, A800TwoGpusShareEachNic) {
+  // 4 NICs for 8 GPUs: GPU l uses NIC l / 2 of its node; node 1's NICs are
+  // 4..7.
+  absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("a800_lins"), 16, 16);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string want = "24 ";  // 16 GPU hosts + 8 NIC hosts
+  for (int rank = 0; rank < 16; ++rank) {
+    const int nic = (rank / 8) * 4 + (rank % 8) / 2;
+    absl::StrAppend(&want, nic, ":nic", nic, " ");
+  }
+  EXPECT_EQ(*r, want);
+  // The first pairs spelled out: GPUs 0 and 1 on NIC 0, 2 and 3 on NIC 1.
+  EXPECT_EQ(r->substr(0, 28), "24 0:nic0 0:nic0 1:nic1 1:ni");
+}
+
+// SPEC 6's numbers as the fabric delivers them: one GPU alone reaches its
+// 14 GB/s virtual NIC; the 8 GPUs of a node together share the node's
+// 4 x 14 GB/s up-links, 56 GB/s, 7 GB/s each.
+TEST(PlatformFabric, CloudA100OneGpu14GBpsAndANode56GBps) {
+  const Platform cloud = Shipped("cloud_a100");
+  absl::StatusOr<Mesh> mesh = JobMesh(cloud, 16);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  constexpr double kBytes = 1e9;
+  absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(cloud, *mesh);
+    if (!f.ok()) return f.status();
+    const Fabric& fab = **f;
+    std::string out;
+    sg4::Actor::create("probe", fab.gpu(0), [&] {
+      // One GPU alone: GPU 0 -> GPU 8.
+      double start = sg4::Engine::get_clock();
+      sg4::Comm::sendto_async(fab.nic(0), fab.nic(8), kBytes)->wait();
+      absl::StrAppend(&out, absl::StrFormat("%.17g ",
+                                            sg4::Engine::get_clock() - start));
+      // All 8 GPUs of node 0 to their peers on node 1 at once.
+      start = sg4::Engine::get_clock();
+      std::vector<sg4::CommPtr> comms;
+      for (int l = 0; l < 8; ++l) {
+        comms.push_back(sg4::Comm::sendto_async(fab.nic(l), fab.nic(8 + l),
+                                                kBytes));
+      }
+      sg4::Comm::wait_all(comms);
+      for (const sg4::CommPtr& c : comms) {
+        absl::StrAppend(&out,
+                        absl::StrFormat("%.17g ", c->get_finish_time() - start));
+      }
+    });
+    sg4::Engine::get_instance()->run();
+    return out;
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<double> t = ParseDoubles(*r);
+  ASSERT_EQ(t.size(), 9u);
+  // Alone: 1e9 B / 14e9 B/s = 71.43 ms.
+  EXPECT_NEAR(t[0], kBytes / 14e9, 1e-4 * kBytes / 14e9);
+  // Together: 8 x 1e9 B over 56e9 B/s = 142.9 ms, every flow at 7 GB/s.
+  for (int l = 1; l <= 8; ++l) {
+    EXPECT_NEAR(t[l], 8 * kBytes / 56e9, 1e-4 * 8 * kBytes / 56e9) << l;
+  }
+}
+
+TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
+  Platform p = Shipped("dgx_a100");
+  p.set_name("two_node_lab");
+  p.set_nodes(2);
+  const std::string path = testing::TempDir() + "/two_node_lab.textproto";
+  {
+    std::ofstream out(path);
+    out << p.DebugString();
+  }
+  absl::StatusOr<Platform> loaded = LoadPlatform(path, "");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->nodes(), 2);
+  // 16 GPUs = 2 nodes fit.
+  absl::StatusOr<Mesh> fits = JobMesh(*loaded, 16);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->nodes, 2);
+  // 32 GPUs = 4 nodes of 8 do not.
+  absl::StatusOr<Mesh> mesh = JobMesh(*loaded, 32);
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_EQ(mesh.status().message(),
+            "32 GPUs need 4 nodes; platform two_node_lab has 2");
+  // The collective command says which flag is at fault.
+  CollectiveSweep sweep;
+  sweep.gpus = 32;
+  sweep.min_bytes = sweep.max_bytes = 1 << 20;
+  absl::StatusOr<CollectiveResults> r = SimulateCollective(*loaded, sweep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "--gpus: 32 GPUs need 4 nodes; platform two_node_lab has 2");
+}
+
+// A valid platform with one field broken must fail ValidateEnginePlatform
+// with that field named.
+void ExpectFieldError(const Platform& p, const std::string& field) {
+  const absl::Status s = ValidateEnginePlatform(p, "bad.textproto");
+  ASSERT_FALSE(s.ok()) << "expected an error naming " << field;
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(absl::StrCat("bad.textproto: field ", field, ":")),
+            absl::string_view::npos)
+      << s.message();
+}
+
+TEST(PlatformValidation, BadFieldsAreNamed) {
+  const Platform good = Shipped("dgx_a100");
+  ASSERT_TRUE(ValidateEnginePlatform(good, "good").ok());
+
+  Platform p = good;
+  p.mutable_network()->set_nics_per_node(3);  // 8 GPUs cannot share 3 NICs
+  ExpectFieldError(p, "network.nics_per_node");
+
+  p = good;
+  p.mutable_network()->set_nic_bandwidth(0);
+  ExpectFieldError(p, "network.nic_bandwidth");
+
+  p = good;
+  p.clear_protocols();
+  ExpectFieldError(p, "protocols");
+
+  p = good;
+  p.mutable_network()->set_oversubscription(0.5);
+  ExpectFieldError(p, "network.oversubscription");
+
+  p = good;
+  p.mutable_efficiency()->set_nvlink_fraction(1.5);
+  ExpectFieldError(p, "efficiency.nvlink_fraction");
+
+  p = good;
+  p.mutable_efficiency()->set_network_fraction(1.5);
+  ExpectFieldError(p, "efficiency.network_fraction");
+}
+
+}  // namespace
+}  // namespace shardsim
