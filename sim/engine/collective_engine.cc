@@ -13,6 +13,14 @@ namespace sg4 = simgrid::s4u;
 
 namespace shardsim {
 
+namespace {
+
+uint64_t WireBytes(int64_t payload, const Protocol& proto) {
+  return static_cast<uint64_t>(std::llround(payload / proto.bandwidth_fraction()));
+}
+
+}  // namespace
+
 CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
                                    int channels)
     : fabric_(fabric), mode_(mode), channels_(channels) {}
@@ -166,39 +174,38 @@ void CollectiveEngine::Run(const CollectiveCall& call) {
   }
 }
 
-namespace {
-
-uint64_t WireBytes(int64_t payload, const Protocol& proto) {
-  return static_cast<uint64_t>(std::llround(payload / proto.bandwidth_fraction()));
-}
-
-}  // namespace
-
-void CollectiveEngine::RunFast(const Entry& e) {
+void CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
+                                double floor) {
   const int per_node = fabric_.mesh().gpus_per_node;
   std::vector<sg4::CommPtr> comms;
   std::vector<double> alphas;
-  for (const Stage& stage : e.summary.stages) {
-    comms.clear();
-    alphas.clear();
-    for (const std::vector<int>& group : e.groups) {
-      for (const Hop& h : stage.hops) {
-        if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
-          continue;  // another node's NVSwitch traffic mirrors node 0's
-        }
-        const Route r = RouteOf(e, group, h.src, h.dst);
-        comms.push_back(sg4::Comm::sendto_async(
-            r.from, r.to, WireBytes(h.elements, *e.protocol)));
-        alphas.push_back(h.steps * r.alpha);
+  for (const std::vector<int>& group : e.groups) {
+    for (const Hop& h : hops) {
+      if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
+        continue;  // another node's NVSwitch traffic mirrors node 0's
       }
+      const Route r = RouteOf(e, group, h.src, h.dst);
+      comms.push_back(sg4::Comm::sendto_async(
+          r.from, r.to, WireBytes(h.elements, *e.protocol)));
+      alphas.push_back(h.steps * r.alpha);
     }
-    const double start = sg4::Engine::get_clock();
-    sg4::Comm::wait_all(comms);
-    double end = start + StageFloor(stage, *e.protocol);
-    for (size_t i = 0; i < comms.size(); ++i) {
-      end = std::max(end, comms[i]->get_finish_time() + alphas[i]);
+  }
+  const double start = sg4::Engine::get_clock();
+  sg4::Comm::wait_all(comms);
+  double end = start + floor;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    end = std::max(end, comms[i]->get_finish_time() + alphas[i]);
+  }
+  sg4::this_actor::sleep_until(end);
+}
+
+void CollectiveEngine::RunFast(const Entry& e) {
+  for (const Stage& stage : e.summary.stages) {
+    if (stage.by_step.empty()) {
+      RunFlows(e, stage.hops, StageFloor(stage, *e.protocol));
+    } else {
+      for (const std::vector<Hop>& step : stage.by_step) RunFlows(e, step, 0);
     }
-    sg4::this_actor::sleep_until(end);
   }
 }
 

@@ -6,6 +6,7 @@
 //  - fast: per stage (plan_summary.h), one flow per hop with all its bytes,
 //    then the hop's steps x alpha after it; the stage ends with its last hop,
 //    and not before its floor (the steps' slowest messages in sequence).
+//    Stages without ring passes run step by step, a flow per pair per step.
 //  - per-step: every message of every step is a flow; a GPU sends its
 //    step-k messages on a channel once everything addressed to it on that
 //    channel in earlier steps has arrived (a flow plus alpha). For checking.
@@ -69,6 +70,9 @@ class CollectiveEngine {
   // The least time a stage takes: each step waits for its slowest message.
   double StageFloor(const Stage& stage, const Protocol& proto) const;
   void RunFast(const Entry& e);
+  // Starts one flow per hop for every group, waits for them, then for each
+  // hop's steps x alpha, and for `floor` seconds at least.
+  void RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {

@@ -115,6 +115,12 @@ PlanSummary Summarize(const Plan& plan) {
   }
   std::vector<StageHops> hops(std::max(stages, 1));
   std::vector<StepLoad> load(kind.size());
+  std::vector<bool> has_ring(hops.size(), false);
+  for (const RingPass& ring : plan.rings) {
+    if (ring.order.size() < 2) continue;
+    const int n = static_cast<int>(ring.order.size());
+    for (int t = 0; t + 1 < n; ++t) has_ring[stage_of[ring.first_step + t]] = true;
+  }
 
   // Explicit transfers: what one pair of members sends in one step, all
   // channels together (they share the link).
@@ -171,6 +177,24 @@ PlanSummary Summarize(const Plan& plan) {
     }
     for (size_t s = 0; s < kind.size(); ++s) {
       if (kind[s] != 0 && stage_of[s] == i) stage.steps.push_back(load[s]);
+    }
+    if (!has_ring[i]) {
+      int step = -1;
+      for (const auto& [key, elements] : messages) {  // ordered by step
+        const auto& [s, src, dst] = key;
+        if (stage_of[s] != i) continue;
+        if (s != step) {
+          stage.by_step.emplace_back();
+          step = s;
+        }
+        Hop h;
+        h.src = src;
+        h.dst = dst;
+        h.elements = elements;
+        h.steps = 1;
+        h.inter = Leaves(shape, src, dst);
+        stage.by_step.back().push_back(h);
+      }
     }
     if (!stage.hops.empty()) out.stages.push_back(std::move(stage));
   }
