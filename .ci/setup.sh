@@ -26,9 +26,7 @@ cmake --build build -j "$(nproc)"
 
 case "$what" in
   run)
-    build/shardsim memory scenarios/quickstart.textproto
-    echo
-    build/shardsim volume scenarios/quickstart.textproto
+    build/shardsim run scenarios/quickstart.textproto
     ;;
   test)
     cd build && ctest --output-on-failure -j "$(nproc)"

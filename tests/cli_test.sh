@@ -78,5 +78,49 @@ grep -q "REDUCE_SCATTER over 8x2, HORING" "$tmp/sched" && ok || fail "paro-IGG R
 "$bin" schedule "$quick" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "one --strategy" "$tmp/err" && ok || fail "schedule needs one point"
 
+# run: timed rows, an OOM row without times, a Perfetto-readable trace.
+"$bin" run "$quick" --strategy ddp,zero3 --gpus 16 --micro-batches 1 \
+  --json "$tmp/run.json" --trace "$tmp/trace.json" >"$tmp/run" || fail "run"
+grep -q "^ddp .*OOM" "$tmp/run" && ok || fail "run: ddp must be OOM"
+python3 - "$tmp/run.json" "$tmp" <<'PY' && ok || fail "run json and trace"
+import json, os, sys
+rows = {r["strategy"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+assert "step_time_s" not in rows["ddp"], "an OOM row is not timed"
+z = rows["zero3"]
+for k in ["step_time_s", "tokens_per_gpu_per_s", "mfu", "tflops_per_gpu"]:
+    assert k in z, k
+# tokens/s per GPU = micro-batch 10 x sequence 512 x 1 micro-batch / step.
+assert abs(z["tokens_per_gpu_per_s"] * z["step_time_s"] - 10 * 512) < 1e-6 * 5120
+assert 0 < z["mfu"] < 1
+trace = json.load(open(os.path.join(sys.argv[2], "trace.zero3.16.json")))
+events = trace["traceEvents"]
+slices = [e for e in events if e.get("ph") == "X"]
+assert {e["tid"] for e in slices} == {1, 2, 3}, "compute, gather, reduce"
+coll = [e for e in slices if "bytes" in e["args"]]
+assert coll and all("group" in e["args"] for e in coll)
+end = max(e["ts"] + e["dur"] for e in slices) / 1e6
+assert abs(end - z["step_time_s"]) < 1e-6 * z["step_time_s"], (end, z)
+PY
+
+# collective: nccl-tests layout and JSON; busbw = algbw x (n-1)/n.
+"$bin" collective --platform dgx_a100 --op all_gather --algorithm ring \
+  --gpus 16 --min-bytes 1048576 --max-bytes 4194304 --json "$tmp/c.json" \
+  >"$tmp/coll" || fail "collective"
+grep -q "algbw" "$tmp/coll" && [ "$(grep -vc '^#' "$tmp/coll")" -eq 3 ] && ok \
+  || fail "collective table: $(cat "$tmp/coll")"
+python3 - "$tmp/c.json" <<'PY' && ok || fail "collective json"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert [int(r["size_bytes"]) for r in rows] == [1048576, 2097152, 4194304]
+for r in rows:
+    assert abs(r["algbw_gbps"] - int(r["size_bytes"]) / r["time_us"] / 1e3) < 1e-6 * r["algbw_gbps"]
+    assert abs(r["busbw_gbps"] - r["algbw_gbps"] * 15 / 16) < 1e-9 * r["algbw_gbps"]
+PY
+"$bin" collective --platform dgx_a100 --op all_scatter --gpus 16 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "--op" "$tmp/err" && ok || fail "bad --op"
+"$bin" collective --platform a800_lins --algorithm sharp --op all_reduce \
+  --gpus 16 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "network.sharp" "$tmp/err" && ok || fail "sharp without SHARP"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Engine speed and memory benchmarks (issue targets in brackets).
+
+usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
+
+Prints one markdown row per benchmark: wall seconds and peak resident memory
+of the largest process (shardsim runs each simulation in a child process).
+Run it on an idle machine; the README quotes its numbers.
+"""
+import resource
+import subprocess
+import sys
+import time
+
+NAMED = ["ddp", "zero1", "zero2", "zero3", "fsdp:FULL_SHARD",
+         "fsdp:SHARD_GRAD_OP", "fsdp:HYBRID_SHARD", "fsdp:_HYBRID_SHARD_ZERO2",
+         "mics", "zeropp", "paro-IGG", "paro-IIG", "paro-NIG",
+         "lins:p=1x1:g=1x1:os=8x1"]
+GPUS = "8,16,32,64,128,256,512,1024"
+
+
+def measure(argv):
+    """Wall seconds and peak RSS (MB) of argv and its descendants."""
+    probe = ("import resource, subprocess, sys, time\n"
+             "t = time.time()\n"
+             "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+             "print(time.time() - t, "
+             "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+             "r.returncode)\n")
+    out = subprocess.run([sys.executable, "-c", probe] + argv,
+                         capture_output=True, text=True, check=True).stdout
+    seconds, kb, rc = out.split()
+    if int(rc) != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}")
+    return float(seconds), int(kb) / 1024
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    shardsim = sys.argv[1]
+    at_scale = "--with-zeropp-at-scale" in sys.argv
+    quick = "scenarios/quickstart.textproto"
+    benches = [
+        ("1 GiB ring all-gather, 4096 GPUs, dgx_a100, 8 channels [< 0.5 s]",
+         [shardsim, "collective", "--platform", "dgx_a100", "--op",
+          "all_gather", "--algorithm", "ring", "--gpus", "4096",
+          "--min-bytes", "1073741824", "--max-bytes", "1073741824"]),
+        ("LLaMA-7B ZeRO-3 step, 1 micro-batch, 1024 GPUs [< 1 s]",
+         [shardsim, "run", quick, "--strategy", "zero3", "--gpus", "1024",
+          "--micro-batches", "1"]),
+        ("quickstart, every named strategy but zeropp, 8..1024 GPUs",
+         [shardsim, "run", quick, "--gpus", GPUS, "--strategy",
+          ",".join(s for s in NAMED if s != "zeropp")]),
+        ("quickstart, zeropp, 8..256 GPUs",
+         [shardsim, "run", quick, "--gpus", "8,16,32,64,128,256",
+          "--strategy", "zeropp"]),
+    ]
+    if at_scale:
+        benches.append(("quickstart, zeropp, 512 and 1024 GPUs",
+                        [shardsim, "run", quick, "--gpus", "512,1024",
+                         "--strategy", "zeropp"]))
+    print("| benchmark | wall s | peak MB |")
+    print("|---|---|---|")
+    for name, argv in benches:
+        seconds, mb = measure(argv)
+        print(f"| {name} | {seconds:.2f} | {mb:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
