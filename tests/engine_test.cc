@@ -127,23 +127,30 @@ int RingSteps(CollectiveOp op, int p) {
 // Sizes 1 MiB, 16 MiB, 256 MiB: S/p is whole for p = 4, 8, 16; at 1 MiB the
 // alpha term dominates, at 256 MiB the beta term.
 
-TEST(EngineClosedForm, RingInsideOneNodeIsAlphaBetaOverNvSwitch) {
-  const Knobs k;  // NVSwitch 100e9 B/s, alpha_intra 5 us, base 0
-  const Platform p = TestPlatform(k);
+// Ring all-gather, reduce-scatter and all-reduce of 1, 16 and 256 MiB over
+// `gpus`, one channel: each within 1% of steps x (alpha + S/(p beta)).
+void ExpectRingClosedForm(const Platform& p, int gpus, double alpha,
+                          double beta) {
   for (CollectiveOp op : kRingOps) {
     SCOPED_TRACE(CollectiveOp_Name(op));
     absl::StatusOr<CollectiveResults> r =
-        Sweep(p, op, RING, 8, 1, 1 << 20, 1 << 28, 16);
+        Sweep(p, op, RING, gpus, 1, 1 << 20, 1 << 28, 16);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->rows_size(), 3);
     for (const CollectiveRow& row : r->rows()) {
       const double s = static_cast<double>(row.size_bytes());
-      // e.g. all-gather of 1 MiB: 7 x (5 us + 1048576 / (8 x 100e9)) =
-      // 7 x 6.311 us = 44.18 us.
-      const double want = RingSteps(op, 8) * (k.alpha_intra + s / (8 * k.nvlink));
+      const double want = RingSteps(op, gpus) * (alpha + s / (gpus * beta));
       EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
     }
   }
+}
+
+TEST(EngineClosedForm, RingInsideOneNodeIsAlphaBetaOverNvSwitch) {
+  const Knobs k;  // NVSwitch 100e9 B/s, alpha_intra 5 us, base 0
+  const Platform p = TestPlatform(k);
+  // e.g. all-gather of 1 MiB: 7 x (5 us + 1048576 / (8 x 100e9)) =
+  // 7 x 6.311 us = 44.18 us.
+  ExpectRingClosedForm(p, 8, k.alpha_intra, k.nvlink);
 }
 
 TEST(EngineClosedForm, RingOverOneGpuNodesIsAlphaBetaOverNics) {
@@ -153,20 +160,9 @@ TEST(EngineClosedForm, RingOverOneGpuNodesIsAlphaBetaOverNics) {
   k.gpus_per_node = 1;
   k.nics_per_node = 1;
   const Platform p = TestPlatform(k);
-  for (CollectiveOp op : kRingOps) {
-    SCOPED_TRACE(CollectiveOp_Name(op));
-    absl::StatusOr<CollectiveResults> r =
-        Sweep(p, op, RING, 4, 1, 1 << 20, 1 << 28, 16);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->rows_size(), 3);
-    for (const CollectiveRow& row : r->rows()) {
-      const double s = static_cast<double>(row.size_bytes());
-      // e.g. all-gather of 256 MiB: 3 x (20 us + 268435456 / (4 x 10e9)) =
-      // 3 x 6.731 ms = 20.19 ms.
-      const double want = RingSteps(op, 4) * (k.alpha_inter + s / (4 * k.nic));
-      EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
-    }
-  }
+  // e.g. all-gather of 256 MiB: 3 x (20 us + 268435456 / (4 x 10e9)) =
+  // 3 x 6.731 ms = 20.19 ms.
+  ExpectRingClosedForm(p, 4, k.alpha_inter, k.nic);
 }
 
 TEST(EngineClosedForm, RingAcrossTwoNodesIsBoundByItsNetworkHop) {
@@ -179,20 +175,9 @@ TEST(EngineClosedForm, RingAcrossTwoNodesIsBoundByItsNetworkHop) {
   //   t = (p - 1)(alpha_inter + S/(p beta_nic)), p = 16 (x 2 for all-reduce).
   const Knobs k;
   const Platform p = TestPlatform(k);
-  for (CollectiveOp op : kRingOps) {
-    SCOPED_TRACE(CollectiveOp_Name(op));
-    absl::StatusOr<CollectiveResults> r =
-        Sweep(p, op, RING, 16, 1, 1 << 20, 1 << 28, 16);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->rows_size(), 3);
-    for (const CollectiveRow& row : r->rows()) {
-      const double s = static_cast<double>(row.size_bytes());
-      // e.g. all-reduce of 16 MiB: 30 x (20 us + 16777216 / 16e10) =
-      // 30 x 124.86 us = 3.746 ms.
-      const double want = RingSteps(op, 16) * (k.alpha_inter + s / (16 * k.nic));
-      EXPECT_NEAR(Seconds(row), want, 0.01 * want) << row.size_bytes();
-    }
-  }
+  // e.g. all-reduce of 16 MiB: 30 x (20 us + 16777216 / 16e10) =
+  // 30 x 124.86 us = 3.746 ms.
+  ExpectRingClosedForm(p, 16, k.alpha_inter, k.nic);
 }
 
 // ---- b. max-min sharing of one link ----------------------------------------

@@ -130,11 +130,6 @@ double CollectiveEngine::EstimateEntry(const Entry& e,
   return t;
 }
 
-double CollectiveEngine::Estimate(const CollectiveCall& call,
-                                  const Protocol& proto) const {
-  return EstimateEntry(entry(call), proto);
-}
-
 // SHARP's switch reduces in the fabric. Its load is modelled as what it
 // is on the NICs: a member's contribution leaves through its NIC and the
 // result comes back through it; the flow runs to (from) the member of the

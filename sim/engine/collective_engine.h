@@ -52,8 +52,6 @@ class CollectiveEngine {
 
   const PlanSummary& summary(const CollectiveCall& call) const;
   const Protocol& protocol(const CollectiveCall& call) const;
-  // Closed-form alpha-beta time of `call` with `proto`, no contention.
-  double Estimate(const CollectiveCall& call, const Protocol& proto) const;
 
  private:
   using Key = std::tuple<int, int, int, int, int, int, int64_t, int>;

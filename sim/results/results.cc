@@ -15,11 +15,6 @@
 namespace shardsim {
 namespace {
 
-std::string DirName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 double GB(int64_t bytes) { return bytes / 1e9; }
 
 }  // namespace
@@ -33,7 +28,7 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
   if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat(
       job.path, ": field gpus: ", mesh.status().message()));
   absl::StatusOr<Strategy> strategy =
-      ParseStrategy(spec, *mesh, DirName(job.path));
+      ParseStrategy(spec, *mesh, job.base_dir);
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, strategy.status().message()));

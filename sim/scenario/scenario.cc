@@ -156,7 +156,7 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
 absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
   if (absl::Status s = ValidateScenario(scenario, path); !s.ok()) return s;
   const std::string dir = DirName(path);
-  Job job{path, std::move(scenario), {}, {}};
+  Job job{path, dir, std::move(scenario), {}, {}};
   const Scenario& s = job.scenario;
 
   if (s.has_model_def() == !s.model().empty()) {

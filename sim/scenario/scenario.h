@@ -18,7 +18,8 @@ namespace shardsim {
 
 // A scenario with everything it refers to loaded.
 struct Job {
-  std::string path;  // the scenario file, for messages
+  std::string path;      // the scenario file, for messages
+  std::string base_dir;  // its directory: relative paths start here
   Scenario scenario;
   Model model;
   Platform platform;
