@@ -1,0 +1,83 @@
+// What shardsim-hw runs the schedule IR on: one rank's view of a machine.
+//
+// Two backends implement it: the CPU backend (hw/cpu) moves host buffers
+// between MPI ranks, the CUDA backend (hw/cuda) runs cuBLAS GEMMs and NCCL
+// on a GPU. Both execute collectives from the simulator's own plans
+// (sim/collective/plan.h): a collective algorithm is written once, there.
+// Ops are enqueued on streams (the IR's COMPUTE, GATHER, REDUCE) and run in
+// order per stream; cross-stream dependencies go through Record/WaitFor,
+// like CUDA events. The CPU backend may run everything synchronously.
+#ifndef SHARDSIM_HW_BACKEND_H_
+#define SHARDSIM_HW_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/collective/group.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim::hw {
+
+// Measured start and end of one op on this rank, seconds since Start().
+struct OpTiming {
+  int op_id = -1;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+// A collective's data check: elements that differ from the expected result.
+struct CheckResult {
+  int64_t checked = 0;
+  int64_t wrong = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "nccl"
+  // This process's place in the job.
+  virtual int rank() const = 0;
+  virtual const Mesh& mesh() const = 0;
+
+  // Begins timing; op timings are relative to this.
+  virtual absl::Status Start() = 0;
+
+  // Enqueues op `op_id` of the IR on its stream. Compute runs work of the
+  // op's shape (GEMMs, or a busy loop of the calibrated length); a
+  // collective runs its plan over this rank's group of its shape on a
+  // buffer of call.bytes() that the backend owns.
+  virtual absl::Status Compute(int op_id, const ComputeOp& op,
+                               Stream stream) = 0;
+  virtual absl::Status Collective(int op_id, const CollectiveCall& call,
+                                  Stream stream) = 0;
+  // Cross-stream dependency: `stream` waits until op `op_id` is done.
+  virtual absl::Status WaitFor(int op_id, Stream stream) = 0;
+
+  // Waits for everything enqueued and returns each op's measured times.
+  virtual absl::StatusOr<std::vector<OpTiming>> Finish() = 0;
+
+  // Runs one collective with data checking: fills the inputs with known
+  // values, runs the plan, compares with the expected result (plan.h's
+  // data contract). Used by `shardsim-hw collective` and verify mode.
+  virtual absl::StatusOr<CheckResult> RunChecked(const CollectiveCall& call,
+                                                 int channels) = 0;
+  // Times `iters` runs of a collective after `warmup` (no checking),
+  // returns the mean seconds per run, max over ranks.
+  virtual absl::StatusOr<double> TimeCollective(const CollectiveCall& call,
+                                                int channels, int warmup,
+                                                int iters) = 0;
+
+  // GPU, driver, library versions, NCCL_* variables, topology: what a
+  // results file needs to say where it was measured.
+  virtual std::vector<std::pair<std::string, std::string>> Environment()
+      const = 0;
+};
+
+}  // namespace shardsim::hw
+
+#endif  // SHARDSIM_HW_BACKEND_H_

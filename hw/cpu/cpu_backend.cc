@@ -1,0 +1,374 @@
+#include "hw/cpu/cpu_backend.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "sim/collective/plan.h"
+#include "sim/engine/replay.h"
+
+namespace shardsim::hw {
+namespace {
+
+constexpr int kTagSpan = 32000;  // MPI guarantees tags up to 32767
+
+// Same value scheme as sim/collective/executor.cc's CheckPlan.
+int64_t Input(int m, int64_t e) { return int64_t{m + 1} * 1000003 + e * 7 + 1; }
+constexpr int64_t kPoison = -999999937;
+
+// One transfer of a step that involves this rank.
+struct Item {
+  enum Role { kSend, kRecv, kLocal } role;
+  int peer = -1;       // world rank of the other end (kSend / kRecv)
+  int tag = 0;
+  bool src_switch = false;  // read from the switch buffer (member 0 only)
+  bool dst_switch = false;  // write into the switch buffer (member 0 only)
+  bool reduce = false;
+  int64_t offset = 0;  // range in the source and destination buffers
+  int64_t count = 0;
+  int64_t slot = 0;    // where the payload sits in the step's payload buffer
+};
+
+struct MyStep {
+  std::vector<Item> items;  // in transfer order
+  int64_t payload = 0;      // elements
+  int requests = 0;
+};
+
+// This rank's part of one plan.
+struct MyPlan {
+  CollectiveOp op = OP_UNSPECIFIED;
+  int64_t count = 0;
+  int member = 0;  // this rank's index in its group
+  int size = 0;
+  int root = 0;
+  bool has_switch = false;
+  std::vector<MyStep> steps;
+};
+
+using PlanKey = std::tuple<int, int, int, int, int, int64_t, int, int, int>;
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(const Mesh& mesh, const Platform& platform,
+             const CpuOptions& options, int rank)
+      : mesh_(mesh), platform_(platform), options_(options), rank_(rank) {}
+
+  std::string name() const override { return "cpu"; }
+  int rank() const override { return rank_; }
+  const Mesh& mesh() const override { return mesh_; }
+
+  absl::Status Start() override {
+    timings_.clear();
+    done_.clear();
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0_ = MPI_Wtime();
+    return absl::OkStatus();
+  }
+
+  absl::Status Compute(int op_id, const ComputeOp& op, Stream) override {
+    const double start = MPI_Wtime() - t0_;
+    const double s = ComputeSeconds(op, platform_) * options_.compute_scale;
+    if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_});
+    done_.insert(op_id);
+    return absl::OkStatus();
+  }
+
+  absl::Status Collective(int op_id, const CollectiveCall& call,
+                          Stream) override {
+    const double start = MPI_Wtime() - t0_;
+    const int channels =
+        options_.channels > 0 ? options_.channels : platform_.channels();
+    absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
+    if (!plan.ok()) return plan.status();
+    std::vector<int64_t>& buffer = Buffer((*plan)->count);
+    if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_});
+    done_.insert(op_id);
+    return absl::OkStatus();
+  }
+
+  absl::Status WaitFor(int op_id, Stream) override {
+    // Streams are serialized: an op enqueued earlier is already done.
+    if (!done_.count(op_id)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cpu backend: wait for op ", op_id, ", which was never enqueued"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<OpTiming>> Finish() override { return timings_; }
+
+  absl::StatusOr<CheckResult> RunChecked(const CollectiveCall& call,
+                                         int channels) override {
+    absl::StatusOr<const MyPlan*> got = PlanFor(call, channels);
+    if (!got.ok()) return got.status();
+    const MyPlan& plan = **got;
+    const int64_t n = plan.count;
+    const int m = plan.member, p = plan.size;
+    std::vector<int64_t> buffer(n);
+    const Range own = ChunkRange(n, p, m);
+    for (int64_t e = 0; e < n; ++e) {
+      const bool in_own = e >= own.offset && e < own.offset + own.count;
+      const bool is_input = plan.op == REDUCE_SCATTER ||
+                            plan.op == ALL_REDUCE ||
+                            (plan.op == ALL_GATHER && in_own) ||
+                            (plan.op == BROADCAST && m == plan.root);
+      buffer[e] = is_input ? Input(m, e) : kPoison;
+    }
+    if (absl::Status s = Execute(plan, &buffer); !s.ok()) return s;
+    // Expected values need no communication: every input is known.
+    int64_t counts[2] = {0, 0};  // checked, wrong
+    int owner = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      while (e >= ChunkRange(n, p, owner).offset + ChunkRange(n, p, owner).count) {
+        ++owner;
+      }
+      int64_t want = 0;
+      switch (plan.op) {
+        case ALL_GATHER: want = Input(owner, e); break;
+        case REDUCE_SCATTER:
+          if (owner != m) continue;
+          [[fallthrough]];
+        case ALL_REDUCE:
+          for (int k = 0; k < p; ++k) want += Input(k, e);
+          break;
+        case BROADCAST: want = Input(plan.root, e); break;
+        default:
+          return absl::InvalidArgumentError("cpu backend: unknown op");
+      }
+      ++counts[0];
+      if (buffer[e] != want) ++counts[1];
+    }
+    int64_t total[2];
+    MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return CheckResult{total[0], total[1]};
+  }
+
+  absl::StatusOr<double> TimeCollective(const CollectiveCall& call,
+                                        int channels, int warmup,
+                                        int iters) override {
+    if (iters < 1) return absl::InvalidArgumentError("--iters: must be >= 1");
+    absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
+    if (!plan.ok()) return plan.status();
+    std::vector<int64_t> buffer((*plan)->count, 1);
+    for (int i = 0; i < warmup; ++i) {
+      if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) {
+      if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+    }
+    double mine = (MPI_Wtime() - start) / iters, worst = 0;
+    MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+  }
+
+  std::vector<std::pair<std::string, std::string>> Environment()
+      const override {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    std::string mpi(version, len);
+    while (!mpi.empty() && (mpi.back() == '\n' || mpi.back() == '\0')) {
+      mpi.pop_back();
+    }
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Get_processor_name(host, &len);
+    return {{"backend", "cpu (MPI host buffers, int64 elements)"},
+            {"mpi", mpi},
+            {"host", std::string(host, len)},
+            {"ranks", absl::StrCat(mesh_.gpus())},
+            {"mesh", absl::StrCat(mesh_.nodes, " nodes x ",
+                                  mesh_.gpus_per_node, " ranks")},
+            {"compute_scale", absl::StrCat(options_.compute_scale)}};
+  }
+
+ private:
+  std::vector<int64_t>& Buffer(int64_t count) {
+    if (static_cast<int64_t>(scratch_.size()) < count) scratch_.resize(count);
+    scratch_.resize(count);
+    return scratch_;
+  }
+
+  absl::StatusOr<const MyPlan*> PlanFor(const CollectiveCall& call,
+                                        int channels) {
+    const Group& g = call.group();
+    const int64_t count = std::max<int64_t>(1, (call.bytes() + 7) / 8);
+    const PlanKey key{call.op(),         call.algorithm(), g.intra_size(),
+                      g.intra_stride(),  g.inter_size(),   count,
+                      channels,          call.root(),      g.inter_stride()};
+    if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
+    if (absl::Status s = ValidateGroup(g, mesh_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", GroupName(g), ": ", s.message()));
+    }
+    if (call.algorithm() == SHARP && !platform_.network().sharp()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "algorithm SHARP: platform ", platform_.name(),
+          " has no SHARP-capable switches (network.sharp)"));
+    }
+    PlanRequest req;
+    req.op = call.op();
+    req.algorithm = call.algorithm();
+    req.shape = {g.intra_size(), g.inter_size()};
+    req.count = count;
+    req.channels = channels;
+    req.root = call.root();
+    absl::StatusOr<Plan> plan = MakePlan(req);
+    if (!plan.ok()) return plan.status();
+
+    const std::vector<int> members = GroupMembers(g, mesh_, rank_);
+    MyPlan mine;
+    mine.op = call.op();
+    mine.count = count;
+    mine.size = static_cast<int>(members.size());
+    mine.root = call.root();
+    for (int i = 0; i < mine.size; ++i) {
+      if (members[i] == rank_) mine.member = i;
+    }
+    auto world = [&](int who) { return who == kSwitch ? members[0] : members[who]; };
+    const std::vector<Transfer> transfers = ExpandTransfers(*plan);
+    size_t begin = 0;
+    while (begin < transfers.size()) {
+      size_t end = begin;
+      while (end < transfers.size() &&
+             transfers[end].step == transfers[begin].step) {
+        ++end;
+      }
+      MyStep step;
+      for (size_t i = begin; i < end; ++i) {
+        const Transfer& t = transfers[i];
+        if (t.src == kSwitch || t.dst == kSwitch) mine.has_switch = true;
+        const int src = world(t.src), dst = world(t.dst);
+        if (src != rank_ && dst != rank_) continue;
+        if (t.offset < 0 || t.offset + t.count > count) {
+          return absl::InternalError(absl::StrCat(
+              "cpu backend: plan range outside the buffer at step ", t.step));
+        }
+        Item item;
+        item.role = src == dst ? Item::kLocal
+                    : src == rank_ ? Item::kSend
+                                   : Item::kRecv;
+        item.peer = src == rank_ ? dst : src;
+        item.tag = static_cast<int>((i - begin) % kTagSpan);
+        item.src_switch = t.src == kSwitch;
+        item.dst_switch = t.dst == kSwitch;
+        item.reduce = t.reduce;
+        item.offset = t.offset;
+        item.count = t.count;
+        item.slot = step.payload;
+        step.payload += t.count;
+        if (item.role != Item::kLocal) ++step.requests;
+        step.items.push_back(item);
+      }
+      if (!step.items.empty()) mine.steps.push_back(std::move(step));
+      begin = end;
+    }
+    return &plans_.emplace(key, std::move(mine)).first->second;
+  }
+
+  absl::Status Execute(const MyPlan& plan, std::vector<int64_t>* buffer) {
+    int64_t* buf = buffer->data();
+    if (plan.has_switch && plan.member == 0) {
+      switch_.assign(plan.count, 0);
+    }
+    for (const MyStep& step : plan.steps) {
+      if (static_cast<int64_t>(payload_.size()) < step.payload) {
+        payload_.resize(step.payload);
+      }
+      int64_t* pay = payload_.data();
+      // Snapshot: everything this rank sends leaves before anything lands.
+      for (const Item& it : step.items) {
+        if (it.role == Item::kRecv) continue;
+        const int64_t* src = it.src_switch ? switch_.data() : buf;
+        std::memcpy(pay + it.slot, src + it.offset, it.count * sizeof(int64_t));
+      }
+      requests_.clear();
+      for (const Item& it : step.items) {
+        if (it.role == Item::kLocal) continue;
+        requests_.emplace_back();
+        int rc = it.role == Item::kSend
+                     ? MPI_Isend(pay + it.slot, static_cast<int>(it.count),
+                                 MPI_INT64_T, it.peer, it.tag, MPI_COMM_WORLD,
+                                 &requests_.back())
+                     : MPI_Irecv(pay + it.slot, static_cast<int>(it.count),
+                                 MPI_INT64_T, it.peer, it.tag, MPI_COMM_WORLD,
+                                 &requests_.back());
+        if (rc != MPI_SUCCESS) {
+          return absl::InternalError(absl::StrCat(
+              "cpu backend: MPI send/recv to rank ", it.peer, " failed"));
+        }
+      }
+      if (!requests_.empty() &&
+          MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
+                      MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        return absl::InternalError("cpu backend: MPI_Waitall failed");
+      }
+      for (const Item& it : step.items) {
+        if (it.role == Item::kSend) continue;
+        int64_t* dst = (it.dst_switch ? switch_.data() : buf) + it.offset;
+        const int64_t* src = pay + it.slot;
+        if (it.reduce) {
+          // Unsigned adds: timed runs repeat on the same buffer and may wrap.
+          for (int64_t e = 0; e < it.count; ++e) {
+            dst[e] = static_cast<int64_t>(static_cast<uint64_t>(dst[e]) +
+                                          static_cast<uint64_t>(src[e]));
+          }
+        } else {
+          std::memcpy(dst, src, it.count * sizeof(int64_t));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Mesh mesh_;
+  Platform platform_;
+  CpuOptions options_;
+  int rank_ = 0;
+  double t0_ = 0;
+  std::vector<OpTiming> timings_;
+  std::unordered_set<int> done_;
+  std::map<PlanKey, MyPlan> plans_;
+  std::vector<int64_t> scratch_, switch_, payload_;
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(
+    const Mesh& mesh, const Platform& platform, const CpuOptions& options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    return absl::FailedPreconditionError("cpu backend: MPI is not initialized");
+  }
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != mesh.gpus()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cpu backend: the MPI world has ", size, " ranks but the mesh has ",
+        mesh.gpus(), " GPUs (", mesh.nodes, " nodes x ", mesh.gpus_per_node,
+        "); launch one rank per GPU"));
+  }
+  if (options.compute_scale < 0) {
+    return absl::InvalidArgumentError("--compute-scale: must be >= 0");
+  }
+  return std::unique_ptr<Backend>(
+      new CpuBackend(mesh, platform, options, rank));
+}
+
+}  // namespace shardsim::hw

@@ -1,0 +1,422 @@
+// shardsim-hw: the simulator's schedules and collective plans on a real
+// machine, one MPI rank per GPU (or per CPU stand-in).
+//
+//   shardsim-hw collective   a collective over a size sweep, data-checked
+//   shardsim-hw run SCENARIO one training step of the lowered schedule
+//   shardsim-hw help
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "hw/backend.h"
+#include "hw/cpu/cpu_backend.h"
+#include "hw/runtime/runtime.h"
+#include "sim/results/results.h"
+#include "sim/results/trace.h"
+#include "sim/scenario/scenario.h"
+
+#if defined(SHARDSIM_HAVE_CUDA)
+#include <cuda_runtime.h>
+#if defined(SHARDSIM_HW_CUDA_BACKEND) && __has_include("hw/cuda/cuda_backend.h")
+#include "hw/cuda/cuda_backend.h"
+#define SHARDSIM_HW_NCCL 1
+#endif
+#endif
+
+ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,
+          "shipped platform name or platform .textproto");
+ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
+          "run: built-in model name or model .textproto (overrides the "
+          "scenario)");
+ABSL_FLAG(std::optional<std::string>, strategy, std::nullopt,
+          "run: one strategy spec (zero3, paro-IGG, ...)");
+ABSL_FLAG(std::string, op, "all_gather",
+          "collective: all_gather, reduce_scatter, all_reduce, broadcast");
+ABSL_FLAG(std::string, algorithm, "ring",
+          "collective: ring, hring, horing, torus2d, tree, direct, sharp");
+ABSL_FLAG(std::string, min_bytes, "1024", "collective: first size");
+ABSL_FLAG(std::string, max_bytes, "1048576", "collective: last size");
+ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
+ABSL_FLAG(int, iters, 10, "collective: timed runs per size");
+ABSL_FLAG(int, warmup, 2, "collective: untimed runs per size");
+ABSL_FLAG(int, channels, 0, "parallel rings (0 = the platform's)");
+ABSL_FLAG(std::string, transport, "",
+          "cpu or nccl (default: nccl when built with CUDA and a GPU is "
+          "visible, else cpu)");
+ABSL_FLAG(int, gpus_per_node, 0,
+          "ranks per node of the mesh (0 = the platform's gpus_per_node)");
+ABSL_FLAG(double, compute_scale, 0,
+          "cpu transport: compute ops sleep their simulated time x this");
+ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
+ABSL_FLAG(std::string, trace, "", "run: write rank 0's measured timeline");
+ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
+
+namespace shardsim::hw {
+namespace {
+
+constexpr char kUsage[] =
+    "shardsim-hw: run shardsim's schedules and collective plans on real "
+    "machines\n"
+    "\n"
+    "launch one rank per GPU: mpirun -np N shardsim-hw COMMAND ...\n"
+    "\n"
+    "commands:\n"
+    "  collective --platform P --op OP --algorithm A --min-bytes A\n"
+    "            --max-bytes B [--step-factor F] [--iters N --warmup W]\n"
+    "            [--channels K]: a data-checked collective sweep over all\n"
+    "            ranks in nccl-tests' layout, with a #wrong column\n"
+    "  run SCENARIO --strategy X [--model M] [--steps N] [--trace FILE]:\n"
+    "            replay one lowered training step; the MPI world size is the\n"
+    "            GPU count\n"
+    "  help      this text\n"
+    "\n"
+    "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
+    "  --compute-scale S (cpu: compute ops sleep S x their simulated time)\n";
+
+std::vector<char*> Undash(int argc, char** argv,
+                          std::vector<std::string>* keep) {
+  keep->reserve(argc);
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t k = 2; k < end; ++k) {
+        if (arg[k] == '-') arg[k] = '_';
+      }
+    }
+    keep->push_back(std::move(arg));
+  }
+  std::vector<char*> out;
+  for (std::string& s : *keep) out.push_back(s.data());
+  return out;
+}
+
+template <typename Enum>
+absl::StatusOr<Enum> ParseEnum(const char* flag, const std::string& text,
+                               bool (*parse)(const std::string&, Enum*)) {
+  Enum value;
+  if (!parse(absl::AsciiStrToUpper(text), &value) ||
+      static_cast<int>(value) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": unknown value \"", text, "\""));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> ParseBytes(const char* flag, const std::string& text) {
+  double value;
+  if (!absl::SimpleAtod(text, &value) || value < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": \"", text, "\" is not a byte count"));
+  }
+  return static_cast<int64_t>(value);
+}
+
+int VisibleGpus() {
+#if defined(SHARDSIM_HAVE_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+#else
+  return 0;
+#endif
+}
+
+// Picks the transport and makes the backend. Every rank decides alike
+// except for GPU visibility, which AnyFailed then agrees on.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Mesh& mesh,
+                                                     const Platform& platform) {
+  std::string transport = absl::GetFlag(FLAGS_transport);
+#if defined(SHARDSIM_HW_NCCL)
+  const bool built_nccl = true;
+#else
+  const bool built_nccl = false;
+#endif
+  if (transport.empty()) {
+    transport = built_nccl && VisibleGpus() > 0 ? "nccl" : "cpu";
+  }
+  if (transport == "cpu") {
+    CpuOptions options;
+    options.compute_scale = absl::GetFlag(FLAGS_compute_scale);
+    options.channels = absl::GetFlag(FLAGS_channels);
+    return MakeCpuBackend(mesh, platform, options);
+  }
+  if (transport != "nccl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--transport: \"", transport, "\" is neither cpu nor nccl"));
+  }
+  if (!built_nccl) {
+    return absl::FailedPreconditionError(
+        "--transport nccl: this shardsim-hw was built without the CUDA/NCCL "
+        "backend (needs nvcc, NCCL and hw/cuda at build time); use "
+        "--transport cpu");
+  }
+  if (VisibleGpus() == 0) {
+    return absl::FailedPreconditionError(
+        "--transport nccl: no GPU is visible to this rank "
+        "(CUDA_VISIBLE_DEVICES, driver)");
+  }
+#if defined(SHARDSIM_HW_NCCL)
+  return MakeCudaBackend(mesh, platform, CudaOptions{});
+#else
+  return absl::InternalError("unreachable");
+#endif
+}
+
+int GpusPerNode(const Platform& platform) {
+  const int flag = absl::GetFlag(FLAGS_gpus_per_node);
+  return flag > 0 ? flag : platform.gpus_per_node();
+}
+
+void PrintEnvironment(const Backend& backend) {
+  for (const auto& [key, value] : backend.Environment()) {
+    std::printf("# env %s: %s\n", key.c_str(), value.c_str());
+  }
+}
+
+std::string EnvPath(const std::string& json) {
+  return absl::StrCat(json, ".env.json");
+}
+
+// Returns the exit code.
+int RunCollective(const MpiSession& mpi) {
+  const int rank = mpi.rank();
+  SweepOptions sweep;
+  Platform platform;
+  Mesh mesh;
+  std::unique_ptr<Backend> backend;
+  absl::Status setup = [&]() -> absl::Status {
+    absl::StatusOr<CollectiveOp> op = ParseEnum<CollectiveOp>(
+        "op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
+    if (!op.ok()) return op.status();
+    absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
+        "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
+    if (!algorithm.ok()) return algorithm.status();
+    const std::optional<std::string> name = absl::GetFlag(FLAGS_platform);
+    if (!name) return absl::InvalidArgumentError("--platform: required");
+    absl::StatusOr<Platform> p = LoadPlatform(*name, ".");
+    if (!p.ok()) return p.status();
+    platform = *p;
+    absl::StatusOr<int64_t> min =
+        ParseBytes("min-bytes", absl::GetFlag(FLAGS_min_bytes));
+    if (!min.ok()) return min.status();
+    absl::StatusOr<int64_t> max =
+        ParseBytes("max-bytes", absl::GetFlag(FLAGS_max_bytes));
+    if (!max.ok()) return max.status();
+    if (mpi.size() < 2) {
+      return absl::InvalidArgumentError(
+          "collective: launch at least 2 ranks (mpirun -np N)");
+    }
+    absl::StatusOr<Mesh> m = MeshFromWorld(mpi.size(), GpusPerNode(platform));
+    if (!m.ok()) return m.status();
+    mesh = *m;
+    sweep.op = *op;
+    sweep.algorithm = *algorithm;
+    sweep.min_bytes = *min;
+    sweep.max_bytes = *max;
+    sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
+    sweep.iters = absl::GetFlag(FLAGS_iters);
+    sweep.warmup = absl::GetFlag(FLAGS_warmup);
+    const int channels = absl::GetFlag(FLAGS_channels);
+    sweep.channels = channels > 0 ? channels : platform.channels();
+    absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(mesh, platform);
+    if (!b.ok()) return b.status();
+    backend = *std::move(b);
+    return absl::OkStatus();
+  }();
+  if (AnyFailed(rank, setup)) return 1;
+
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(backend.get(), sweep);
+  // Plan errors (an algorithm that cannot run this op on this shape) come
+  // before any message and are the same on every rank.
+  if (AnyFailed(rank, rows.status())) return 1;
+  if (rank == 0) {
+    PrintEnvironment(*backend);
+    std::fputs(FormatSweepTable(platform.name(), backend->name(), sweep,
+                                mesh.gpus(), *rows)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+    if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+      if (absl::Status s =
+              WriteSweepJson(json, platform.name(), backend->name(), sweep,
+                             mesh.gpus(), *rows, backend->Environment());
+          !s.ok()) {
+        AbortAll(rank, s);
+      }
+    }
+  }
+  for (const SweepRow& row : *rows) {
+    if (row.wrong != 0) return 3;  // data errors: a distinct exit code
+  }
+  return 0;
+}
+
+int RunStep(const MpiSession& mpi, const std::string& path) {
+  const int rank = mpi.rank();
+  Job job;
+  Point point;
+  std::string spec;
+  std::unique_ptr<Backend> backend;
+  absl::Status setup = [&]() -> absl::Status {
+    absl::StatusOr<Scenario> scenario = ReadScenario(path);
+    if (!scenario.ok()) return scenario.status();
+    if (auto v = absl::GetFlag(FLAGS_model)) {
+      scenario->clear_model_def();
+      scenario->set_model(*v);
+    }
+    if (auto v = absl::GetFlag(FLAGS_platform)) {
+      scenario->clear_platform_def();
+      scenario->set_platform(*v);
+    }
+    if (auto v = absl::GetFlag(FLAGS_strategy)) {
+      scenario->clear_strategies();
+      scenario->add_strategies(*v);
+    }
+    if (scenario->strategies_size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "run replays one strategy; the scenario has ",
+          scenario->strategies_size(), ": give one --strategy"));
+    }
+    spec = scenario->strategies(0);
+    // The GPU count is the MPI world size, whatever the scenario says.
+    scenario->clear_gpus();
+    scenario->add_gpus(mpi.size());
+    absl::StatusOr<Job> j = ResolveJob(path, *std::move(scenario));
+    if (!j.ok()) return j.status();
+    job = *std::move(j);
+    const int gpn = GpusPerNode(job.platform);
+    absl::StatusOr<Mesh> mesh = MeshFromWorld(mpi.size(), gpn);
+    if (!mesh.ok()) return mesh.status();
+    job.platform.set_gpus_per_node(gpn);
+    absl::StatusOr<Point> p = AnalyzePoint(job, spec, mpi.size());
+    if (!p.ok()) return p.status();
+    point = *std::move(p);
+    if (point.mesh.gpus() != mesh->gpus() ||
+        point.mesh.gpus_per_node != mesh->gpus_per_node) {
+      return absl::InternalError(absl::StrCat(
+          "the lowered schedule's mesh (", point.mesh.nodes, "x",
+          point.mesh.gpus_per_node, ") is not the world's (", mesh->nodes,
+          "x", mesh->gpus_per_node, ")"));
+    }
+    absl::StatusOr<std::unique_ptr<Backend>> b =
+        MakeBackend(point.mesh, job.platform);
+    if (!b.ok()) return b.status();
+    backend = *std::move(b);
+    return absl::OkStatus();
+  }();
+  if (AnyFailed(rank, setup)) return 1;
+  if (rank == 0) {
+    std::printf("# %s: %s on %d ranks (the MPI world size is the GPU count), "
+                "%d nodes x %d, %s transport\n",
+                path.c_str(), spec.c_str(), mpi.size(), point.mesh.nodes,
+                point.mesh.gpus_per_node, backend->name().c_str());
+    if (point.row.oom()) {
+      std::printf("# note: the simulator predicts this point does not fit in "
+                  "GPU memory\n");
+    }
+  }
+
+  const int steps = std::max(1, absl::GetFlag(FLAGS_steps));
+  double total = 0;
+  std::vector<OpTiming> last;
+  for (int i = 0; i < steps; ++i) {
+    const double start = MPI_Wtime();
+    absl::StatusOr<std::vector<OpTiming>> t =
+        ReplaySchedule(point.schedule, backend.get());
+    if (!t.ok()) AbortAll(rank, t.status());
+    total += MPI_Wtime() - start;
+    last = *std::move(t);
+  }
+  double mine = total / steps, step_time = 0;
+  MPI_Allreduce(&mine, &step_time, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+  if (rank != 0) return 0;
+  ResultRow row = point.row;
+  row.set_step_time_s(step_time);
+  if (step_time > 0) {
+    row.set_tokens_per_gpu_per_s(static_cast<double>(
+                                     point.schedule.tokens_per_step()) /
+                                 point.mesh.gpus() / step_time);
+  }
+  PrintEnvironment(*backend);
+  std::printf("%-24s %6s %14s %16s\n", "strategy", "gpus", "step time (s)",
+              "tokens/s/GPU");
+  std::printf("%-24s %6d %14.6f %16.1f\n", spec.c_str(), point.mesh.gpus(),
+              step_time, row.tokens_per_gpu_per_s());
+  std::fflush(stdout);
+  Results results;
+  results.set_scenario(path);
+  *results.add_rows() = row;
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = WriteJson(results, json); !s.ok()) AbortAll(rank, s);
+    if (absl::Status s =
+            WriteEnvironmentJson(EnvPath(json), backend->Environment());
+        !s.ok()) {
+      AbortAll(rank, s);
+    }
+  }
+  if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
+    int max_id = -1;
+    for (const Op& op : point.schedule.ops()) max_id = std::max(max_id, op.id());
+    std::vector<std::pair<double, double>> times(max_id + 1, {0.0, 0.0});
+    for (const OpTiming& t : last) {
+      if (t.op_id >= 0 && t.op_id <= max_id) times[t.op_id] = {t.start_s, t.end_s};
+    }
+    if (absl::Status s = WriteChromeTrace(
+            point.schedule, times,
+            absl::StrCat(spec, " on ", point.mesh.gpus(), " ranks (measured, ",
+                         backend->name(), ", rank 0)"),
+            trace);
+        !s.ok()) {
+      AbortAll(rank, s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardsim::hw
+
+int main(int argc, char** argv) {
+  shardsim::hw::MpiSession mpi(&argc, &argv);
+  absl::SetProgramUsageMessage(shardsim::hw::kUsage);
+  std::vector<std::string> keep;
+  std::vector<char*> args_in = shardsim::hw::Undash(argc, argv, &keep);
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
+  const std::string command = args.size() > 1 ? args[1] : "help";
+  if (command == "help" || command == "--help") {
+    if (mpi.rank() == 0) std::fputs(shardsim::hw::kUsage, stdout);
+    return 0;
+  }
+  auto usage_error = [&](const std::string& message) {
+    if (mpi.rank() == 0) {
+      std::fprintf(stderr, "shardsim-hw: error: rank 0: %s\n\n%s",
+                   message.c_str(), shardsim::hw::kUsage);
+    }
+    return 2;
+  };
+  if (command == "collective") {
+    if (args.size() != 2) return usage_error("collective takes flags only");
+    return shardsim::hw::RunCollective(mpi);
+  }
+  if (command == "run") {
+    if (args.size() != 3) return usage_error("run: give one scenario file");
+    return shardsim::hw::RunStep(mpi, args[2]);
+  }
+  return usage_error("unknown command \"" + command + "\"");
+}

@@ -1,0 +1,99 @@
+#!/bin/bash
+# shardsim-hw on the CPU transport: 16 MPI ranks (2 nodes of 8) on this
+# machine. Every algorithm x op runs data-checked; a scenario step replays;
+# a wrong world size is refused.
+# usage: hw_cpu_test.sh PATH/TO/shardsim-hw SOURCE_DIR
+set -u
+HW="$1"
+SRC="$2"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# rows_ok JSON N: N rows, each with "wrong": 0.
+rows_ok() {
+  local rows wrong zero
+  rows=$(grep -c '"size_bytes"' "$1")
+  wrong=$(grep -c '"wrong"' "$1")
+  zero=$(grep -Ec '"wrong": 0,?$' "$1")
+  [[ "$rows" == "$2" && "$wrong" == "$2" && "$zero" == "$2" ]]
+}
+
+# Every algorithm x op; 1000..64000 B by 4: 125, 500, 2000, 8000 int64
+# elements, the first two not divisible by 16 ranks. dgx_a100 has SHARP.
+for alg in ring hring horing torus2d tree direct sharp; do
+  for op in all_gather reduce_scatter all_reduce broadcast; do
+    out="$TMP/$alg.$op"
+    if "${MPIRUN[@]}" -np 16 "$HW" collective --platform dgx_a100 --op "$op" \
+        --algorithm "$alg" --min-bytes 1000 --max-bytes 64000 \
+        --step-factor 4 --iters 2 --warmup 1 --transport cpu \
+        --json "$out.json" >"$out.log" 2>&1 &&
+        rows_ok "$out.json" 4 && grep -q '#wrong' "$out.log" &&
+        grep -q 'Out of bounds values : 0 OK' "$out.log"; then
+      ok
+    else
+      bad "collective $alg $op"; tail -5 "$out.log"
+    fi
+  done
+done
+
+# Powers of two, 1 KiB .. 64 KiB, and the table's rows.
+if "${MPIRUN[@]}" -np 16 "$HW" collective --platform dgx_a100 --op all_reduce \
+    --algorithm hring --min-bytes 1024 --max-bytes 65536 --iters 2 \
+    --warmup 1 --transport cpu --json "$TMP/p2.json" >"$TMP/p2.log" 2>&1 &&
+    rows_ok "$TMP/p2.json" 7 && grep -Eq '^ +65536 +8192 +int64' "$TMP/p2.log"; then
+  ok
+else
+  bad "collective powers of two"; tail -5 "$TMP/p2.log"
+fi
+
+# One training step of zero3 on the tiny model, replayed.
+if "${MPIRUN[@]}" -np 16 "$HW" run "$SRC/scenarios/quickstart.textproto" \
+    --strategy zero3 --model "$SRC/tests/data/tiny_model.textproto" \
+    --transport cpu --json "$TMP/run.json" --trace "$TMP/trace.json" \
+    >"$TMP/run.log" 2>&1 &&
+    grep -q '"step_time_s"' "$TMP/run.json" &&
+    grep -q '"strategy": "zero3"' "$TMP/run.json" &&
+    grep -q '"traceEvents"' "$TMP/trace.json" &&
+    grep -q '"backend"' "$TMP/run.json.env.json"; then
+  ok
+else
+  bad "run zero3"; tail -5 "$TMP/run.log"
+fi
+
+# Refusal: 12 ranks are not whole nodes of 8.
+if "${MPIRUN[@]}" -np 12 "$HW" collective --platform dgx_a100 \
+    --gpus-per-node 8 --transport cpu >"$TMP/r.log" 2>&1; then
+  bad "12 ranks with --gpus-per-node 8 accepted"
+elif grep -q 'shardsim-hw: error: rank 0: the MPI world has 12 ranks, which is not whole nodes of 8' "$TMP/r.log"; then
+  ok
+else
+  bad "12 ranks: unclear error"; cat "$TMP/r.log"
+fi
+
+# Refusal: an algorithm the plan cannot run errors cleanly, not a hang.
+if "${MPIRUN[@]}" -np 16 "$HW" collective --platform cloud_a100 \
+    --algorithm sharp --op all_reduce --transport cpu >"$TMP/s.log" 2>&1; then
+  bad "sharp on a platform without SHARP accepted"
+elif grep -q 'shardsim-hw: error: rank 0: .*SHARP' "$TMP/s.log"; then
+  ok
+else
+  bad "sharp refusal: unclear error"; cat "$TMP/s.log"
+fi
+
+# Refusal: nccl without a GPU or without the CUDA backend.
+if "${MPIRUN[@]}" -np 2 env CUDA_VISIBLE_DEVICES= "$HW" collective \
+    --platform dgx_a100 --transport nccl >"$TMP/n.log" 2>&1; then
+  bad "nccl without a GPU accepted"
+elif grep -q 'shardsim-hw: error: rank 0: --transport nccl' "$TMP/n.log"; then
+  ok
+else
+  bad "nccl refusal: unclear error"; cat "$TMP/n.log"
+fi
+
+echo "hw: $pass passed, $fail failed"
+[[ $fail == 0 ]]
