@@ -30,10 +30,9 @@
 
 #if defined(SHARDSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
-#if defined(SHARDSIM_HW_CUDA_BACKEND) && __has_include("hw/cuda/cuda_backend.h")
+
 #include "hw/cuda/cuda_backend.h"
 #define SHARDSIM_HW_NCCL 1
-#endif
 #endif
 
 ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,

@@ -1,0 +1,957 @@
+#include "hw/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "hw/cuda/check.h"
+#include "hw/cuda/kernels.h"
+#include "hw/cuda/program.h"
+#include "sim/collective/plan.h"
+#include "sim/engine/replay.h"
+
+extern char** environ;
+
+namespace shardsim::hw {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How one element of a call moves and adds.
+struct ElemInfo {
+  ncclDataType_t nccl;
+  ElemType elem;
+  int bytes;
+};
+
+ElemInfo InfoOf(DType dtype) {
+  switch (dtype) {
+    case FP32: return {ncclFloat32, ElemType::kFloat32, 4};
+    case INT8: return {ncclInt8, ElemType::kInt8, 1};
+    // Two int4 values a byte: moved (and, meaninglessly, summed) as bytes.
+    case INT4: return {ncclUint8, ElemType::kUint8, 1};
+    case BF16:
+    default: return {ncclBfloat16, ElemType::kBfloat16, 2};
+  }
+}
+// Checked runs use float: small integer inputs add exactly.
+constexpr ElemInfo kCheckInfo = {ncclFloat32, ElemType::kFloat32, 4};
+
+// GEMM shape of compute ops.
+constexpr int64_t kGemmN = 4096;
+constexpr int64_t kGemmK = 4096;
+constexpr int64_t kGemmMaxRows = 8192;
+
+// Streams: COMPUTE, GATHER, REDUCE.
+constexpr int kStreams = 3;
+
+absl::StatusOr<int> StreamIndex(Stream s) {
+  switch (s) {
+    case COMPUTE: return 0;
+    case GATHER: return 1;
+    case REDUCE: return 2;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("stream ", Stream_Name(s), " is not COMPUTE, GATHER or "
+                       "REDUCE"));
+  }
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// Checked runs' input: member m's element e. Distinct across members (for
+// one e) and across elements modulo `period`; every partial sum stays below
+// 2^24, so float adds are exact (period = 2^24 / p^2, at least 1).
+int64_t CheckPeriod(int p) {
+  const int64_t pp = static_cast<int64_t>(p) * p;
+  return std::max<int64_t>(1, (int64_t{1} << 24) / pp);
+}
+float CheckInput(int p, int64_t period, int m, int64_t e) {
+  return static_cast<float>((m + 1) + static_cast<int64_t>(p) * (e % period));
+}
+constexpr float kPoison = -1.0f;  // inputs and sums are >= 1
+
+// Aborts every communicator and exits when an armed wait makes no progress
+// for `timeout_s`, or when NCCL reports an asynchronous error.
+class Watchdog {
+ public:
+  Watchdog(int rank, double timeout_s, std::function<void()> abort_all,
+           std::function<std::string()> async_error)
+      : rank_(rank),
+        timeout_s_(timeout_s),
+        abort_all_(std::move(abort_all)),
+        async_error_(std::move(async_error)),
+        thread_([this] { Loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Arm() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (depth_++ == 0) armed_at_ = Clock::now();
+  }
+  void Disarm() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (depth_ > 0) --depth_;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      cv_.wait_for(l, std::chrono::milliseconds(200));
+      if (stop_ || depth_ == 0) continue;
+      const double idle =
+          std::chrono::duration<double>(Clock::now() - armed_at_).count();
+      const std::string error = async_error_();
+      if (error.empty() && idle <= timeout_s_) continue;
+      std::string why =
+          error.empty()
+              ? absl::StrCat("rank ", rank_, ": watchdog: no progress for ",
+                             timeout_s_, " s, communicators aborted")
+              : absl::StrCat("rank ", rank_, ": watchdog: NCCL error (",
+                             error, "), communicators aborted");
+      abort_all_();
+      std::fprintf(stderr, "%s\n", why.c_str());
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
+
+  const int rank_;
+  const double timeout_s_;
+  std::function<void()> abort_all_;
+  std::function<std::string()> async_error_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int depth_ = 0;
+  Clock::time_point armed_at_;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+class ArmScope {
+ public:
+  explicit ArmScope(Watchdog* w) : w_(w) { w_->Arm(); }
+  ~ArmScope() { w_->Disarm(); }
+
+ private:
+  Watchdog* w_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(const Mesh& mesh, const Platform& platform,
+              const CudaOptions& options, int rank, int world)
+      : mesh_(mesh),
+        platform_(platform),
+        options_(options),
+        rank_(rank),
+        world_(world) {}
+  ~CudaBackend() override;
+
+  absl::Status Init(int local_rank);
+
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  const Mesh& mesh() const override { return mesh_; }
+
+  absl::Status Start() override;
+  absl::Status Compute(int op_id, const ComputeOp& op, Stream stream) override;
+  absl::Status Collective(int op_id, const CollectiveCall& call,
+                          Stream stream) override;
+  absl::Status WaitFor(int op_id, Stream stream) override;
+  absl::StatusOr<std::vector<OpTiming>> Finish() override;
+  absl::StatusOr<CheckResult> RunChecked(const CollectiveCall& call,
+                                         int channels) override;
+  absl::StatusOr<double> TimeCollective(const CollectiveCall& call,
+                                        int channels, int warmup,
+                                        int iters) override;
+  std::vector<std::pair<std::string, std::string>> Environment()
+      const override;
+
+ private:
+  struct GroupComm {
+    ncclComm_t comm = nullptr;
+    int size = 0;
+    int member = 0;  // this rank's index = its plan member index
+  };
+  struct OpEvents {
+    int op_id;
+    cudaEvent_t start;
+    cudaEvent_t end;
+  };
+  // Per stream: the collective data, receive staging and switch buffers.
+  struct StreamBuffers {
+    DeviceBuffer data, stage, sw;
+  };
+
+  absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
+  absl::StatusOr<const Program*> GetProgram(const CollectiveCall& call,
+                                            int p, int member, int channels,
+                                            int64_t count);
+  absl::Status Ensure(DeviceBuffer* b, size_t bytes, cudaStream_t stream);
+  // Enqueues one collective on stream `si` over `count` elements of the
+  // stream's data buffer (allocated by the caller).
+  absl::Status Enqueue(const CollectiveCall& call, int si, const ElemInfo& ei,
+                       int64_t count, int channels);
+  absl::Status EnqueuePlan(const Program& prog, int si, const ElemInfo& ei,
+                           int64_t count, GroupComm* main, GroupComm* aux);
+  absl::Status NewOpEvents(int op_id, OpEvents** out);
+  absl::Status Synchronize();
+  void AbortAll();
+  std::string AsyncError();
+
+  const Mesh mesh_;
+  const Platform platform_;
+  const CudaOptions options_;
+  const int rank_;
+  const int world_;
+  int device_ = -1;
+
+  ncclComm_t world_comm_ = nullptr;
+  std::mutex comms_mu_;  // guards comms_ against the watchdog
+  std::map<std::tuple<int, int, int, int, int>, GroupComm> comms_;
+  std::map<std::tuple<int, int, int, int64_t, int, int, int>, Program>
+      programs_;
+
+  cudaStream_t streams_[kStreams] = {};
+  cudaStream_t aux_streams_[kStreams] = {};  // HO-Ring's inter-node ring
+  cudaEvent_t fork_[kStreams] = {};
+  cudaEvent_t join_[kStreams] = {};
+  cublasHandle_t cublas_[kStreams] = {};
+  StreamBuffers buffers_[kStreams];
+  std::vector<void*> retired_;  // grown-out buffers, freed once idle
+  DeviceBuffer gemm_a_, gemm_b_, gemm_c_;
+
+  cudaEvent_t start_event_ = nullptr;
+  bool started_ = false;
+  std::vector<OpEvents> events_;
+  std::map<int, size_t> event_index_;  // op id -> events_ index
+
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+CudaBackend::~CudaBackend() {
+  watchdog_.reset();
+  if (device_ >= 0) {
+    cudaDeviceSynchronize();
+    for (auto& [key, gc] : comms_) ncclCommDestroy(gc.comm);
+    if (world_comm_ != nullptr) ncclCommDestroy(world_comm_);
+    for (OpEvents& e : events_) {
+      cudaEventDestroy(e.start);
+      cudaEventDestroy(e.end);
+    }
+    if (start_event_ != nullptr) cudaEventDestroy(start_event_);
+    for (void* p : retired_) cudaFree(p);
+    for (StreamBuffers& b : buffers_) {
+      cudaFree(b.data.ptr);
+      cudaFree(b.stage.ptr);
+      cudaFree(b.sw.ptr);
+    }
+    cudaFree(gemm_a_.ptr);
+    cudaFree(gemm_b_.ptr);
+    cudaFree(gemm_c_.ptr);
+    for (int i = 0; i < kStreams; ++i) {
+      if (cublas_[i] != nullptr) cublasDestroy(cublas_[i]);
+      if (fork_[i] != nullptr) cudaEventDestroy(fork_[i]);
+      if (join_[i] != nullptr) cudaEventDestroy(join_[i]);
+      if (streams_[i] != nullptr) cudaStreamDestroy(streams_[i]);
+      if (aux_streams_[i] != nullptr) cudaStreamDestroy(aux_streams_[i]);
+    }
+  }
+}
+
+absl::Status CudaBackend::Init(int local_rank) {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess || devices == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": no CUDA device visible (cudaGetDeviceCount: ",
+        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", ")"));
+  }
+  const int device = local_rank % devices;
+  CUDA_CHECK(cudaSetDevice(device));
+  device_ = device;
+  for (int i = 0; i < kStreams; ++i) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+    CUDA_CHECK(
+        cudaStreamCreateWithFlags(&aux_streams_[i], cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_[i], cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join_[i], cudaEventDisableTiming));
+    CUBLAS_CHECK(cublasCreate(&cublas_[i]));
+    CUBLAS_CHECK(cublasSetStream(cublas_[i], streams_[i]));
+  }
+  CUDA_CHECK(cudaEventCreate(&start_event_));
+
+  watchdog_ = std::make_unique<Watchdog>(
+      rank_, options_.watchdog_s, [this] { AbortAll(); },
+      [this] { return AsyncError(); });
+  ArmScope arm(watchdog_.get());
+  ncclUniqueId id;
+  if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+  NCCL_CHECK(ncclCommInitRank(&world_comm_, world_, id, rank_));
+  return absl::OkStatus();
+}
+
+void CudaBackend::AbortAll() {
+  std::lock_guard<std::mutex> l(comms_mu_);
+  for (auto& [key, gc] : comms_) ncclCommAbort(gc.comm);
+  if (world_comm_ != nullptr) ncclCommAbort(world_comm_);
+}
+
+std::string CudaBackend::AsyncError() {
+  std::lock_guard<std::mutex> l(comms_mu_);
+  auto check = [](ncclComm_t c) -> std::string {
+    ncclResult_t r = ncclSuccess;
+    if (ncclCommGetAsyncError(c, &r) != ncclSuccess) return "";
+    if (r == ncclSuccess || r == ncclInProgress) return "";
+    return ncclGetErrorString(r);
+  };
+  if (world_comm_ != nullptr) {
+    if (std::string s = check(world_comm_); !s.empty()) return s;
+  }
+  for (auto& [key, gc] : comms_) {
+    if (std::string s = check(gc.comm); !s.empty()) return s;
+  }
+  return "";
+}
+
+// One communicator per group shape and lane (lanes 0..2: the streams'
+// collectives; 3..5: HO-Ring's inter-node transfers of stream lane - 3), so
+// that concurrent streams never share a communicator. Created on first use,
+// in program order, which every rank shares: ncclCommSplit is collective
+// over the world communicator.
+absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
+    const Group& group, int lane) {
+  const auto key = std::make_tuple(group.intra_size(), group.intra_stride(),
+                                   group.inter_size(), group.inter_stride(),
+                                   lane);
+  {
+    std::lock_guard<std::mutex> l(comms_mu_);
+    auto it = comms_.find(key);
+    if (it != comms_.end()) return &it->second;
+  }
+  if (absl::Status s = ValidateGroup(group, mesh_); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": group ", GroupName(group), ": ", s.message()));
+  }
+  const std::vector<int> members = GroupMembers(group, mesh_, rank_);
+  const int color = GroupFirstMember(group, mesh_, rank_);
+  GroupComm gc;
+  NCCL_CHECK(ncclCommSplit(world_comm_, color, rank_, &gc.comm, nullptr));
+  NCCL_CHECK(ncclCommCount(gc.comm, &gc.size));
+  NCCL_CHECK(ncclCommUserRank(gc.comm, &gc.member));
+  const int expected = static_cast<int>(
+      std::find(members.begin(), members.end(), rank_) - members.begin());
+  if (gc.size != static_cast<int>(members.size()) || gc.member != expected) {
+    return absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": communicator of group ", GroupName(group),
+        " has rank ", gc.member, " of ", gc.size, ", expected member ",
+        expected, " of ", members.size()));
+  }
+  std::lock_guard<std::mutex> l(comms_mu_);
+  return &comms_.emplace(key, gc).first->second;
+}
+
+absl::StatusOr<const Program*> CudaBackend::GetProgram(
+    const CollectiveCall& call, int p, int member, int channels,
+    int64_t count) {
+  const auto key = std::make_tuple(
+      static_cast<int>(call.op()), static_cast<int>(call.algorithm()),
+      call.group().intra_size(), count, channels, call.root(),
+      call.group().inter_size());
+  auto it = programs_.find(key);
+  if (it != programs_.end()) return &it->second;
+  PlanRequest req;
+  req.op = call.op();
+  req.algorithm = call.algorithm();
+  req.shape = {call.group().intra_size(), call.group().inter_size()};
+  req.count = count;
+  req.channels = channels;
+  req.root = call.root();
+  if (req.shape.size() != p) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": group of ", p,
+                                            " members, plan shape of ",
+                                            req.shape.size()));
+  }
+  absl::StatusOr<Plan> plan = MakePlan(req);
+  if (!plan.ok()) {
+    return absl::Status(plan.status().code(),
+                        absl::StrCat("rank ", rank_, ": ",
+                                     plan.status().message()));
+  }
+  return &programs_.emplace(key, BuildProgram(*plan, member)).first->second;
+}
+
+// Grows a buffer, zeroed on `stream` (the stream that will use it; a plain
+// cudaMemset would not be ordered with non-blocking streams). The old one
+// may still be used by enqueued work, so it is kept until the next
+// Synchronize().
+absl::Status CudaBackend::Ensure(DeviceBuffer* b, size_t bytes,
+                                 cudaStream_t stream) {
+  if (b->bytes >= bytes) return absl::OkStatus();
+  if (b->ptr != nullptr) retired_.push_back(b->ptr);
+  b->ptr = nullptr;
+  b->bytes = 0;
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, bytes));
+  // Zeros: timed runs of bf16 sums never meet NaNs.
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
+  b->ptr = p;
+  b->bytes = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
+                                  const ElemInfo& ei, int64_t count,
+                                  int channels) {
+  absl::StatusOr<GroupComm*> gc = GetComm(call.group(), si);
+  if (!gc.ok()) return gc.status();
+  const int p = (*gc)->size;
+  const int me = (*gc)->member;
+  if (call.op() == BROADCAST && (call.root() < 0 || call.root() >= p)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": BROADCAST root ", call.root(), " outside group of ",
+        p));
+  }
+  if (count <= 0) return absl::OkStatus();
+  cudaStream_t s = streams_[si];
+  char* buf = static_cast<char*>(buffers_[si].data.ptr);
+  ncclComm_t comm = (*gc)->comm;
+  // NCCL's collectives need equal chunks; other counts run the RING plan.
+  const bool native =
+      call.algorithm() == RING && (call.op() == BROADCAST || count % p == 0);
+  if (native) {
+    const int64_t per = count / p;
+    switch (call.op()) {
+      case ALL_GATHER:
+        NCCL_CHECK(ncclAllGather(buf + me * per * ei.bytes, buf, per, ei.nccl,
+                                 comm, s));
+        return absl::OkStatus();
+      case REDUCE_SCATTER:
+        NCCL_CHECK(ncclReduceScatter(buf, buf + me * per * ei.bytes, per,
+                                     ei.nccl, ncclSum, comm, s));
+        return absl::OkStatus();
+      case ALL_REDUCE:
+        NCCL_CHECK(ncclAllReduce(buf, buf, count, ei.nccl, ncclSum, comm, s));
+        return absl::OkStatus();
+      case BROADCAST:
+        NCCL_CHECK(
+            ncclBroadcast(buf, buf, count, ei.nccl, call.root(), comm, s));
+        return absl::OkStatus();
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", rank_, ": collective op ",
+                         CollectiveOp_Name(call.op()), " unknown"));
+    }
+  }
+  absl::StatusOr<const Program*> prog =
+      GetProgram(call, p, me, channels, count);
+  if (!prog.ok()) return prog.status();
+  GroupComm* aux = nullptr;
+  if ((*prog)->split_streams) {
+    absl::StatusOr<GroupComm*> a = GetComm(call.group(), kStreams + si);
+    if (!a.ok()) return a.status();
+    aux = *a;
+  }
+  return EnqueuePlan(**prog, si, ei, count, *gc, aux);
+}
+
+absl::Status CudaBackend::EnqueuePlan(const Program& prog, int si,
+                                      const ElemInfo& ei, int64_t count,
+                                      GroupComm* main, GroupComm* aux) {
+  StreamBuffers& b = buffers_[si];
+  const size_t esz = ei.bytes;
+  cudaStream_t s = streams_[si];
+  cudaStream_t as = aux_streams_[si];
+  HW_RETURN_IF_ERROR(Ensure(
+      &b.stage, std::max<int64_t>(prog.stage_elems, 1) * esz, s));
+  if (prog.uses_switch) {
+    HW_RETURN_IF_ERROR(Ensure(&b.sw, count * esz, s));
+  }
+  char* data = static_cast<char*>(b.data.ptr);
+  char* stage = static_cast<char*>(b.stage.ptr);
+  char* sw = static_cast<char*>(b.sw.ptr);
+  if (prog.uses_switch) {
+    CUDA_CHECK(cudaMemsetAsync(sw, 0, count * esz, s));
+  }
+  auto src_of = [&](const XferOp& op) {
+    return (op.src_switch ? sw : data) + op.offset * esz;
+  };
+  auto dst_of = [&](const XferOp& op) {
+    return (op.dst_switch ? sw : data) + op.offset * esz;
+  };
+  // Posts the sends and receives of `ops` with inter == `inter` (all of them
+  // when `inter` < 0) as one NCCL group.
+  auto post = [&](const std::vector<XferOp>& ops, int inter, ncclComm_t comm,
+                  cudaStream_t stream) -> absl::Status {
+    bool any = false;
+    for (const XferOp& op : ops) {
+      if (op.kind != XferOp::kLocal && (inter < 0 || op.inter == (inter == 1)))
+        any = true;
+    }
+    if (!any) return absl::OkStatus();
+    NCCL_CHECK(ncclGroupStart());
+    for (const XferOp& op : ops) {
+      if (op.kind == XferOp::kLocal) continue;
+      if (inter >= 0 && op.inter != (inter == 1)) continue;
+      if (op.kind == XferOp::kSend) {
+        const ncclResult_t r =
+            ncclSend(src_of(op), op.count, ei.nccl, op.peer, comm, stream);
+        if (r != ncclSuccess) {
+          ncclGroupEnd();
+          NCCL_CHECK(r);
+        }
+      } else {
+        const ncclResult_t r = ncclRecv(stage + op.stage_off * esz, op.count,
+                                        ei.nccl, op.peer, comm, stream);
+        if (r != ncclSuccess) {
+          ncclGroupEnd();
+          NCCL_CHECK(r);
+        }
+      }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    return absl::OkStatus();
+  };
+
+  for (const std::vector<XferOp>& ops : prog.steps) {
+    // Sources are read as the step found them: sends read the buffers
+    // directly, because every write of the step comes after the NCCL kernel
+    // (receives land in staging); local moves are snapshot first.
+    for (const XferOp& op : ops) {
+      if (op.kind != XferOp::kLocal) continue;
+      CUDA_CHECK(cudaMemcpyAsync(stage + op.stage_off * esz, src_of(op),
+                                 op.count * esz, cudaMemcpyDeviceToDevice, s));
+    }
+    if (aux != nullptr) {
+      // HO-Ring: intra-node transfers on the stream, inter-node ones on the
+      // auxiliary stream and communicator, both in flight at once.
+      CUDA_CHECK(cudaEventRecord(fork_[si], s));
+      CUDA_CHECK(cudaStreamWaitEvent(as, fork_[si], 0));
+      HW_RETURN_IF_ERROR(post(ops, 0, main->comm, s));
+      HW_RETURN_IF_ERROR(post(ops, 1, aux->comm, as));
+      CUDA_CHECK(cudaEventRecord(join_[si], as));
+      CUDA_CHECK(cudaStreamWaitEvent(s, join_[si], 0));
+    } else {
+      HW_RETURN_IF_ERROR(post(ops, -1, main->comm, s));
+    }
+    // Then write: copies overwrite, reduces add (never both on one element
+    // in one step, so the order does not matter).
+    for (const XferOp& op : ops) {
+      if (op.kind == XferOp::kSend) continue;
+      const char* from = stage + op.stage_off * esz;
+      if (op.reduce) {
+        CUDA_CHECK(LaunchAdd(ei.elem, dst_of(op), from, op.count, s));
+      } else {
+        CUDA_CHECK(cudaMemcpyAsync(dst_of(op), from, op.count * esz,
+                                   cudaMemcpyDeviceToDevice, s));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Start() {
+  ArmScope arm(watchdog_.get());
+  HW_RETURN_IF_ERROR(Synchronize());
+  for (OpEvents& e : events_) {
+    CUDA_CHECK(cudaEventDestroy(e.start));
+    CUDA_CHECK(cudaEventDestroy(e.end));
+  }
+  events_.clear();
+  event_index_.clear();
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  CUDA_CHECK(cudaEventRecord(start_event_, streams_[0]));
+  // Every stream starts after the start event.
+  for (int i = 1; i < kStreams; ++i) {
+    CUDA_CHECK(cudaStreamWaitEvent(streams_[i], start_event_, 0));
+  }
+  started_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::NewOpEvents(int op_id, OpEvents** out) {
+  if (!started_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank_, ": op ", op_id, " before Start()"));
+  }
+  if (event_index_.count(op_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": op ", op_id, " enqueued twice"));
+  }
+  OpEvents e{op_id, nullptr, nullptr};
+  CUDA_CHECK(cudaEventCreate(&e.start));
+  CUDA_CHECK(cudaEventCreate(&e.end));
+  event_index_[op_id] = events_.size();
+  events_.push_back(e);
+  *out = &events_.back();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Compute(int op_id, const ComputeOp& op,
+                                  Stream stream) {
+  absl::StatusOr<int> si = StreamIndex(stream);
+  if (!si.ok()) return si.status();
+  cudaStream_t s = streams_[*si];
+  OpEvents* ev = nullptr;
+  HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
+  const cudaEvent_t start = ev->start, end = ev->end;
+  CUDA_CHECK(cudaEventRecord(start, s));
+  if (options_.gemm_compute) {
+    const double per_row = 2.0 * kGemmN * kGemmK;
+    int64_t rows = op.flops() > 0
+                       ? std::max<int64_t>(1, std::llround(op.flops() / per_row))
+                       : 0;
+    if (rows > 0) {
+      const size_t bf16 = 2;
+      HW_RETURN_IF_ERROR(Ensure(&gemm_a_, kGemmMaxRows * kGemmK * bf16, s));
+      HW_RETURN_IF_ERROR(Ensure(&gemm_b_, kGemmK * kGemmN * bf16, s));
+      HW_RETURN_IF_ERROR(Ensure(&gemm_c_, kGemmMaxRows * kGemmN * bf16, s));
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    while (rows > 0) {
+      const int m = static_cast<int>(std::min(rows, kGemmMaxRows));
+      // Column-major C(m x n) = A(m x k) * B(k x n).
+      CUBLAS_CHECK(cublasGemmEx(
+          cublas_[*si], CUBLAS_OP_N, CUBLAS_OP_N, m, kGemmN, kGemmK, &alpha,
+          gemm_a_.ptr, CUDA_R_16BF, m, gemm_b_.ptr, CUDA_R_16BF, kGemmK,
+          &beta, gemm_c_.ptr, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
+          CUBLAS_GEMM_DEFAULT));
+      rows -= m;
+    }
+  } else {
+    const double seconds = ComputeSeconds(op, platform_);
+    CUDA_CHECK(LaunchSpin(static_cast<int64_t>(seconds * 1e9), s));
+  }
+  CUDA_CHECK(cudaEventRecord(end, s));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Collective(int op_id, const CollectiveCall& call,
+                                     Stream stream) {
+  absl::StatusOr<int> si = StreamIndex(stream);
+  if (!si.ok()) return si.status();
+  ArmScope arm(watchdog_.get());  // first use of a shape splits a communicator
+  OpEvents* ev = nullptr;
+  HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
+  const cudaEvent_t start = ev->start, end = ev->end;
+  const ElemInfo ei = InfoOf(call.dtype());
+  const int64_t count = call.bytes() / ei.bytes;
+  const int channels = platform_.channels() > 0 ? platform_.channels() : 1;
+  cudaStream_t s = streams_[*si];
+  HW_RETURN_IF_ERROR(Ensure(&buffers_[*si].data,
+                            std::max<int64_t>(count, 1) * ei.bytes, s));
+  CUDA_CHECK(cudaEventRecord(start, s));
+  HW_RETURN_IF_ERROR(Enqueue(call, *si, ei, count, channels));
+  CUDA_CHECK(cudaEventRecord(end, s));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::WaitFor(int op_id, Stream stream) {
+  absl::StatusOr<int> si = StreamIndex(stream);
+  if (!si.ok()) return si.status();
+  auto it = event_index_.find(op_id);
+  if (it == event_index_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": WaitFor op ", op_id, ", which was not enqueued"));
+  }
+  CUDA_CHECK(cudaStreamWaitEvent(streams_[*si], events_[it->second].end, 0));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  for (int i = 0; i < kStreams; ++i) {
+    CUDA_CHECK(cudaStreamSynchronize(streams_[i]));
+    CUDA_CHECK(cudaStreamSynchronize(aux_streams_[i]));
+  }
+  for (void* p : retired_) CUDA_CHECK(cudaFree(p));
+  retired_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<OpTiming>> CudaBackend::Finish() {
+  ArmScope arm(watchdog_.get());
+  HW_RETURN_IF_ERROR(Synchronize());
+  std::vector<OpTiming> out;
+  out.reserve(events_.size());
+  for (const OpEvents& e : events_) {
+    float start_ms = 0, end_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&start_ms, start_event_, e.start));
+    CUDA_CHECK(cudaEventElapsedTime(&end_ms, start_event_, e.end));
+    out.push_back({e.op_id, start_ms * 1e-3, end_ms * 1e-3});
+  }
+  started_ = false;
+  return out;
+}
+
+absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
+                                                    int channels) {
+  ArmScope arm(watchdog_.get());
+  HW_RETURN_IF_ERROR(Synchronize());
+  absl::StatusOr<GroupComm*> gc = GetComm(call.group(), 0);
+  if (!gc.ok()) return gc.status();
+  const int p = (*gc)->size;
+  const int me = (*gc)->member;
+  const int64_t n = call.bytes() / kCheckInfo.bytes;
+  if (n <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": checked run of ", call.bytes(),
+        " bytes: fewer than one float element"));
+  }
+  const int64_t period = CheckPeriod(p);
+  const Range own = ChunkRange(n, p, me);
+  std::vector<float> host(n);
+  for (int64_t e = 0; e < n; ++e) {
+    const bool is_input =
+        call.op() == REDUCE_SCATTER || call.op() == ALL_REDUCE ||
+        (call.op() == ALL_GATHER && e >= own.offset &&
+         e < own.offset + own.count) ||
+        (call.op() == BROADCAST && me == call.root());
+    host[e] = is_input ? CheckInput(p, period, me, e) : kPoison;
+  }
+  StreamBuffers& b = buffers_[0];
+  cudaStream_t s = streams_[0];
+  HW_RETURN_IF_ERROR(Ensure(&b.data, n * kCheckInfo.bytes, s));
+  CUDA_CHECK(cudaMemcpyAsync(b.data.ptr, host.data(), n * kCheckInfo.bytes,
+                             cudaMemcpyHostToDevice, s));
+  HW_RETURN_IF_ERROR(Synchronize());
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  HW_RETURN_IF_ERROR(Enqueue(call, 0, kCheckInfo, n, channels));
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), b.data.ptr, n * kCheckInfo.bytes,
+                             cudaMemcpyDeviceToHost, s));
+  HW_RETURN_IF_ERROR(Synchronize());
+
+  // owner of element e: the member whose chunk holds it.
+  std::vector<int> owner(n);
+  for (int m = 0; m < p; ++m) {
+    const Range r = ChunkRange(n, p, m);
+    for (int64_t e = r.offset; e < r.offset + r.count; ++e) owner[e] = m;
+  }
+  int64_t counts[2] = {0, 0};  // checked, wrong
+  const int64_t base_sum = static_cast<int64_t>(p) * (p + 1) / 2;
+  const int64_t pp = static_cast<int64_t>(p) * p;
+  for (int64_t e = 0; e < n; ++e) {
+    float want;
+    switch (call.op()) {
+      case ALL_GATHER: want = CheckInput(p, period, owner[e], e); break;
+      case REDUCE_SCATTER:
+        if (e < own.offset || e >= own.offset + own.count) continue;
+        want = static_cast<float>(base_sum + pp * (e % period));
+        break;
+      case ALL_REDUCE:
+        want = static_cast<float>(base_sum + pp * (e % period));
+        break;
+      case BROADCAST: want = CheckInput(p, period, call.root(), e); break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", rank_, ": collective op ",
+                         CollectiveOp_Name(call.op()), " unknown"));
+    }
+    ++counts[0];
+    if (host[e] != want) ++counts[1];
+  }
+  int64_t total[2] = {0, 0};
+  MPI_CHECK(MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM,
+                          MPI_COMM_WORLD));
+  CheckResult result;
+  result.checked = total[0];
+  result.wrong = total[1];
+  return result;
+}
+
+absl::StatusOr<double> CudaBackend::TimeCollective(const CollectiveCall& call,
+                                                   int channels, int warmup,
+                                                   int iters) {
+  if (iters < 1 || warmup < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": TimeCollective needs iters >= 1 and warmup >= 0, "
+        "got ", iters, " and ", warmup));
+  }
+  ArmScope arm(watchdog_.get());
+  HW_RETURN_IF_ERROR(Synchronize());
+  const ElemInfo ei = InfoOf(call.dtype());
+  const int64_t count = call.bytes() / ei.bytes;
+  cudaStream_t s = streams_[0];
+  HW_RETURN_IF_ERROR(
+      Ensure(&buffers_[0].data, std::max<int64_t>(count, 1) * ei.bytes, s));
+  for (int i = 0; i < warmup; ++i) {
+    HW_RETURN_IF_ERROR(Enqueue(call, 0, ei, count, channels));
+  }
+  HW_RETURN_IF_ERROR(Synchronize());
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  cudaEvent_t t0 = nullptr, t1 = nullptr;
+  CUDA_CHECK(cudaEventCreate(&t0));
+  CUDA_CHECK(cudaEventCreate(&t1));
+  absl::Status status = [&]() -> absl::Status {
+    CUDA_CHECK(cudaEventRecord(t0, s));
+    for (int i = 0; i < iters; ++i) {
+      HW_RETURN_IF_ERROR(Enqueue(call, 0, ei, count, channels));
+    }
+    CUDA_CHECK(cudaEventRecord(t1, s));
+    return Synchronize();
+  }();
+  float ms = 0;
+  if (status.ok()) {
+    status = cuda_check::Check(cudaEventElapsedTime(&ms, t0, t1), rank_,
+                               "cudaEventElapsedTime(&ms, t0, t1)");
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  if (!status.ok()) return status;
+  const double mean = ms * 1e-3 / iters;
+  double max_mean = 0;
+  MPI_CHECK(MPI_Allreduce(&mean, &max_mean, 1, MPI_DOUBLE, MPI_MAX,
+                          MPI_COMM_WORLD));
+  return max_mean;
+}
+
+std::vector<std::pair<std::string, std::string>> CudaBackend::Environment()
+    const {
+  std::vector<std::pair<std::string, std::string>> env;
+  auto add = [&](std::string k, std::string v) {
+    env.emplace_back(std::move(k), std::move(v));
+  };
+  add("backend", "nccl");
+  add("rank", absl::StrCat(rank_));
+  add("world_size", absl::StrCat(world_));
+  add("mesh", absl::StrCat(mesh_.nodes, " nodes x ", mesh_.gpus_per_node,
+                           " GPUs"));
+  add("cuda.device", absl::StrCat(device_));
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) {
+    add("gpu", prop.name);
+    add("gpu.compute_capability", absl::StrCat(prop.major, ".", prop.minor));
+    add("gpu.memory_bytes", absl::StrCat(prop.totalGlobalMem));
+    add("gpu.sms", absl::StrCat(prop.multiProcessorCount));
+  } else {
+    add("gpu", "unknown (cudaGetDeviceProperties failed)");
+  }
+  char bus[64] = {0};
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_) == cudaSuccess) {
+    add("gpu.pci_bus_id", bus);
+  }
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) {
+    add("cuda.driver", absl::StrCat(v / 1000, ".", (v % 1000) / 10));
+  }
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) {
+    add("cuda.runtime", absl::StrCat(v / 1000, ".", (v % 1000) / 10));
+  }
+  if (ncclGetVersion(&v) == ncclSuccess) {
+    // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch (>= 2.9).
+    add("nccl.version",
+        absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100));
+  }
+  if (cublas_[0] != nullptr &&
+      cublasGetVersion(cublas_[0], &v) == CUBLAS_STATUS_SUCCESS) {
+    add("cublas.version", absl::StrCat(v));
+  }
+  add("compute", options_.gemm_compute
+                     ? absl::StrCat("cuBLAS bf16 GEMM, n = k = ", kGemmN)
+                     : std::string("spin for the simulator's ComputeSeconds"));
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "NCCL_", 5) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    add(absl::StrCat("env.", std::string(*e, eq - *e)), std::string(eq + 1));
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess) {
+    add("local.device_count", absl::StrCat(devices));
+    // Peer access between local GPUs; native atomics over a peer link
+    // usually means NVLink (PCIe peers rarely have them).
+    std::string p2p;
+    for (int a = 0; a < devices; ++a) {
+      for (int b = 0; b < devices; ++b) {
+        if (a == b) continue;
+        int access = 0, atomics = 0, rank = 0;
+        cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, a,
+                                  b);
+        cudaDeviceGetP2PAttribute(&atomics,
+                                  cudaDevP2PAttrNativeAtomicSupported, a, b);
+        cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b);
+        absl::StrAppend(&p2p, p2p.empty() ? "" : " ", a, "-", b,
+                        ":access=", access, ",atomics=", atomics,
+                        ",perf_rank=", rank);
+      }
+    }
+    add("local.p2p", p2p.empty() ? "none (one device)" : p2p);
+    std::string buses;
+    for (int d = 0; d < devices; ++d) {
+      char id[64] = {0};
+      if (cudaDeviceGetPCIBusId(id, sizeof(id), d) == cudaSuccess) {
+        absl::StrAppend(&buses, buses.empty() ? "" : " ", d, "=", id);
+      }
+    }
+    add("local.pci_bus_ids", buses);
+  }
+  return env;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
+    const Mesh& mesh, const Platform& platform, const CudaOptions& options) {
+  int rank_ = -1;  // MPI_CHECK names it
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  const int rank = rank_;
+  int world = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (world != mesh.gpus()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, ": ", world, " MPI ranks for a mesh of ", mesh.gpus(),
+        " GPUs (", mesh.nodes, " nodes x ", mesh.gpus_per_node,
+        "); launch one rank per GPU"));
+  }
+  if (options.watchdog_s <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, ": watchdog_s must be positive, got ",
+        options.watchdog_s));
+  }
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                                MPI_INFO_NULL, &local));
+  int local_rank = 0;
+  const absl::Status s = cuda_check::Check(
+      cuda_check::MpiResult{MPI_Comm_rank(local, &local_rank)}, rank_,
+      "MPI_Comm_rank(local, &local_rank)");
+  MPI_Comm_free(&local);
+  if (!s.ok()) return s;
+  auto backend =
+      std::make_unique<CudaBackend>(mesh, platform, options, rank, world);
+  HW_RETURN_IF_ERROR(backend->Init(local_rank));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace shardsim::hw
