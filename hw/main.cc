@@ -60,7 +60,8 @@ ABSL_FLAG(int, gpus_per_node, 0,
 ABSL_FLAG(double, compute_scale, 0,
           "cpu transport: compute ops sleep their simulated time x this");
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
-ABSL_FLAG(std::string, trace, "", "run: write rank 0's measured timeline");
+ABSL_FLAG(std::string, trace, "",
+          "run: write every rank's measured timeline (a process per rank)");
 ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
 
 namespace shardsim::hw {
@@ -343,6 +344,22 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   double mine = total / steps, step_time = 0;
   MPI_Allreduce(&mine, &step_time, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
+  // Every rank's measured op times, gathered on rank 0 for the trace:
+  // (start, end) per op id, -1 where an op did not run here.
+  int max_id = -1;
+  for (const Op& op : point.schedule.ops()) max_id = std::max(max_id, op.id());
+  std::vector<double> mine_times(2 * (max_id + 1), -1.0);
+  for (const OpTiming& t : last) {
+    if (t.op_id >= 0 && t.op_id <= max_id) {
+      mine_times[2 * t.op_id] = t.start_s;
+      mine_times[2 * t.op_id + 1] = t.end_s;
+    }
+  }
+  std::vector<double> all_times(rank == 0 ? mine_times.size() * mpi.size() : 0);
+  MPI_Gather(mine_times.data(), static_cast<int>(mine_times.size()), MPI_DOUBLE,
+             all_times.data(), static_cast<int>(mine_times.size()), MPI_DOUBLE,
+             0, MPI_COMM_WORLD);
+
   if (rank != 0) return 0;
   ResultRow row = point.row;
   row.set_step_time_s(step_time);
@@ -369,16 +386,19 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     }
   }
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
-    int max_id = -1;
-    for (const Op& op : point.schedule.ops()) max_id = std::max(max_id, op.id());
-    std::vector<std::pair<double, double>> times(max_id + 1, {0.0, 0.0});
-    for (const OpTiming& t : last) {
-      if (t.op_id >= 0 && t.op_id <= max_id) times[t.op_id] = {t.start_s, t.end_s};
+    std::vector<TraceProcess> ranks;
+    for (int r = 0; r < mpi.size(); ++r) {
+      TraceProcess proc{absl::StrCat("rank ", r), {}};
+      for (int id = 0; id <= max_id; ++id) {
+        const double* t = &all_times[r * mine_times.size() + 2 * id];
+        proc.times.push_back({std::max(t[0], 0.0), std::max(t[1], 0.0)});
+      }
+      ranks.push_back(std::move(proc));
     }
     if (absl::Status s = WriteChromeTrace(
-            point.schedule, times,
+            point.schedule, ranks,
             absl::StrCat(spec, " on ", point.mesh.gpus(), " ranks (measured, ",
-                         backend->name(), ", rank 0)"),
+                         backend->name(), ")"),
             trace);
         !s.ok()) {
       AbortAll(rank, s);

@@ -64,6 +64,18 @@ if "${MPIRUN[@]}" -np 16 "$HW" run "$SRC/scenarios/quickstart.textproto" \
 else
   bad "run zero3"; tail -5 "$TMP/run.log"
 fi
+# The trace holds every rank's measured times: 16 processes, each with the
+# same collectives, each slice inside the measured step.
+if python3 - "$TMP/trace.json" <<'PY'
+import collections, json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+slices = [e for e in events if e.get("ph") == "X"]
+per_rank = collections.Counter(e["pid"] for e in slices if "bytes" in e["args"])
+assert sorted(per_rank) == list(range(16)), per_rank
+assert len(set(per_rank.values())) == 1, per_rank
+assert all(e["dur"] >= 0 for e in slices)
+PY
+then ok; else bad "trace per rank"; fi
 
 # Refusal: 12 ranks are not whole nodes of 8.
 if "${MPIRUN[@]}" -np 12 "$HW" collective --platform dgx_a100 \

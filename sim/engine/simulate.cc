@@ -61,10 +61,10 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_compute_s(t->compute_busy_s);
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
     if (!options.trace_path.empty()) {
-      std::vector<std::pair<double, double>> times;
-      for (const OpTime& o : t->ops) times.push_back({o.start, o.end});
+      TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}};
+      for (const OpTime& o : t->ops) gpu.times.push_back({o.start, o.end});
       if (absl::Status s = WriteChromeTrace(
-              point->schedule, times,
+              point->schedule, {gpu},
               absl::StrCat(job.model.name(), " ", spec, " on ", gpus, " GPUs of ",
                            job.platform.name()),
               TracePathFor(options.trace_path, spec, gpus, single));

@@ -25,11 +25,11 @@ Value Num(double d) {
   return v;
 }
 
-Struct ThreadName(int tid, const std::string& name) {
+Struct ThreadName(int pid, int tid, const std::string& name) {
   Struct e;
   (*e.mutable_fields())["ph"] = Str("M");
   (*e.mutable_fields())["name"] = Str("thread_name");
-  (*e.mutable_fields())["pid"] = Num(0);
+  (*e.mutable_fields())["pid"] = Num(pid);
   (*e.mutable_fields())["tid"] = Num(tid);
   (*(*e.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
       ["name"] = Str(name);
@@ -38,47 +38,52 @@ Struct ThreadName(int tid, const std::string& name) {
 
 }  // namespace
 
-absl::Status WriteChromeTrace(
-    const Schedule& schedule,
-    const std::vector<std::pair<double, double>>& times,
-    const std::string& title, const std::string& path) {
+absl::Status WriteChromeTrace(const Schedule& schedule,
+                              const std::vector<TraceProcess>& processes,
+                              const std::string& title,
+                              const std::string& path) {
   Struct root;
   auto* events = (*root.mutable_fields())["traceEvents"].mutable_list_value();
-  Struct process;
-  (*process.mutable_fields())["ph"] = Str("M");
-  (*process.mutable_fields())["name"] = Str("process_name");
-  (*process.mutable_fields())["pid"] = Num(0);
-  (*(*process.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
-      ["name"] = Str(absl::StrCat("GPU 0 (every GPU) - ", title));
-  *events->add_values()->mutable_struct_value() = process;
-  for (int s = COMPUTE; s <= REDUCE; ++s) {
-    *events->add_values()->mutable_struct_value() =
-        ThreadName(s, absl::AsciiStrToLower(Stream_Name(static_cast<Stream>(s))));
-  }
-  for (const Op& op : schedule.ops()) {
-    if (op.body_case() == Op::kMemory) continue;
-    const auto& [start, end] = times[op.id()];
-    Struct e;
-    auto& f = *e.mutable_fields();
-    f["name"] = Str(op.label());
-    f["ph"] = Str("X");
-    f["pid"] = Num(0);
-    f["tid"] = Num(op.stream());
-    f["ts"] = Num(start * 1e6);  // microseconds
-    f["dur"] = Num((end - start) * 1e6);
-    auto& args = *f["args"].mutable_struct_value()->mutable_fields();
-    args["phase"] = Str(absl::AsciiStrToLower(Phase_Name(op.phase())));
-    args["micro_batch"] = Num(op.micro_batch());
-    if (op.has_compute()) {
-      args["flops"] = Num(op.compute().flops());
-    } else if (op.has_collective()) {
-      const CollectiveCall& c = op.collective();
-      args["op"] = Str(CollectiveOp_Name(c.op()));
-      args["bytes"] = Num(static_cast<double>(c.bytes()));
-      args["group"] = Str(GroupName(c.group()));
-      args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
+  for (size_t pid = 0; pid < processes.size(); ++pid) {
+    const TraceProcess& proc = processes[pid];
+    Struct process;
+    (*process.mutable_fields())["ph"] = Str("M");
+    (*process.mutable_fields())["name"] = Str("process_name");
+    (*process.mutable_fields())["pid"] = Num(pid);
+    (*(*process.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
+        ["name"] = Str(absl::StrCat(proc.name, " - ", title));
+    *events->add_values()->mutable_struct_value() = process;
+    for (int s = COMPUTE; s <= REDUCE; ++s) {
+      *events->add_values()->mutable_struct_value() = ThreadName(
+          pid, s, absl::AsciiStrToLower(Stream_Name(static_cast<Stream>(s))));
     }
-    *events->add_values()->mutable_struct_value() = std::move(e);
+    for (const Op& op : schedule.ops()) {
+      if (op.body_case() == Op::kMemory) continue;
+      if (op.id() >= static_cast<int>(proc.times.size())) continue;
+      const auto& [start, end] = proc.times[op.id()];
+      Struct e;
+      auto& f = *e.mutable_fields();
+      f["name"] = Str(op.label());
+      f["ph"] = Str("X");
+      f["pid"] = Num(pid);
+      f["tid"] = Num(op.stream());
+      f["ts"] = Num(start * 1e6);  // microseconds
+      f["dur"] = Num((end - start) * 1e6);
+      auto& args = *f["args"].mutable_struct_value()->mutable_fields();
+      args["op_id"] = Num(op.id());
+      args["phase"] = Str(absl::AsciiStrToLower(Phase_Name(op.phase())));
+      args["micro_batch"] = Num(op.micro_batch());
+      if (op.has_compute()) {
+        args["flops"] = Num(op.compute().flops());
+      } else if (op.has_collective()) {
+        const CollectiveCall& c = op.collective();
+        args["op"] = Str(CollectiveOp_Name(c.op()));
+        args["bytes"] = Num(static_cast<double>(c.bytes()));
+        args["group"] = Str(GroupName(c.group()));
+        args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
+      }
+      *events->add_values()->mutable_struct_value() = std::move(e);
+    }
   }
   std::string json;
   if (auto s = google::protobuf::util::MessageToJsonString(root, &json);
