@@ -39,6 +39,16 @@ expect_error unknown_platform.textproto "field platform" "dgx_z9"
 expect_error missing_k.textproto "field optimizer_bytes_per_param"
 expect_error bad_model_file.textproto "field model" "broken_model.textproto" "model.hidden"
 expect_error too_many_gpus.textproto "field gpus" "has 2"
+expect_error both_batches.textproto "field micro_batches" "not both"
+
+# A global batch: 4M tokens per step at 8 GPUs (128 micro-batches of one
+# 4096-token sequence per GPU) and at 1024 (1 micro-batch).
+for g in 8 1024; do
+  "$bin" schedule "$root/tests/data/global_batch.textproto" --gpus $g 2>&1 \
+    | head -1 | grep -q "4194304 tokens per step" && ok || fail "global batch at $g GPUs"
+done
+"$bin" memory "$root/tests/data/global_batch.textproto" --gpus 3 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "global_batch_tokens" "$tmp/err" && ok || fail "global batch not whole"
 
 "$bin" help | grep -q "memory" && ok || fail "help lists no commands"
 "$bin" frobnicate "$quick" >/dev/null 2>&1; [ $? -eq 2 ] && ok || fail "unknown command: want exit 2"

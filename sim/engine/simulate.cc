@@ -51,8 +51,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
           job.path, ": \"", spec, "\" at ", gpus, " GPUs: ", t.status().message()));
     }
     const double flops_per_gpu =
-        ModelFlopsPerMicroBatch(job.model, ScenarioBatch(job.scenario)) *
-        job.scenario.micro_batches();
+        ModelFlopsPerMicroBatch(job.model, ScenarioBatch(point->scenario)) *
+        point->scenario.micro_batches();
     row.set_step_time_s(t->step_time_s);
     row.set_tokens_per_gpu_per_s(point->schedule.tokens_per_step() /
                                  static_cast<double>(gpus) / t->step_time_s);

@@ -33,10 +33,15 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
     return absl::InvalidArgumentError(
         absl::StrCat(where, strategy.status().message()));
   }
+  absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
+  if (!scenario.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        job.path, ": field global_batch_tokens: ", scenario.status().message()));
+  }
   const std::vector<Layer> layers =
-      ModelLayers(job.model, ScenarioBatch(job.scenario));
+      ModelLayers(job.model, ScenarioBatch(*scenario));
   absl::StatusOr<Schedule> schedule =
-      LowerStep(layers, *strategy, *mesh, job.scenario);
+      LowerStep(layers, *strategy, *mesh, *scenario);
   if (!schedule.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, schedule.status().message()));
@@ -47,14 +52,14 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
     return absl::InternalError(absl::StrCat(where, traffic.status().message()));
   }
 
-  Point point{*strategy, *mesh, *std::move(schedule), {}};
+  Point point{*scenario, *strategy, *mesh, *std::move(schedule), {}};
   ResultRow& row = point.row;
   row.set_strategy(spec);
   row.set_gpus(gpus);
   row.set_model(job.model.name());
   row.set_platform(job.platform.name());
   const MemoryBreakdown mem =
-      EstimateMemory(layers, *strategy, *mesh, job.scenario, job.platform);
+      EstimateMemory(layers, *strategy, *mesh, *scenario, job.platform);
   row.set_param_bytes(mem.states.params);
   row.set_grad_bytes(mem.states.grads);
   row.set_optimizer_bytes(mem.states.optimizer);

@@ -15,6 +15,7 @@ namespace shardsim {
 
 // Everything about one (strategy, GPU count) point that needs no timing.
 struct Point {
+  Scenario scenario;  // as it runs at this GPU count (ScenarioAt)
   Strategy strategy;
   Mesh mesh;
   Schedule schedule;

@@ -92,7 +92,14 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view file) {
     return FieldError(file, "micro_batch_size",
                       absl::StrCat("must be >= 1, got ", s.micro_batch_size()));
   }
-  if (s.micro_batches() < 1) {
+  if (s.global_batch_tokens() != 0 && s.micro_batches() != 0) {
+    return FieldError(file, "micro_batches",
+                      "give micro_batches or global_batch_tokens, not both");
+  }
+  if (s.global_batch_tokens() < 0) {
+    return FieldError(file, "global_batch_tokens", "must be > 0");
+  }
+  if (s.global_batch_tokens() == 0 && s.micro_batches() < 1) {
     return FieldError(file, "micro_batches",
                       absl::StrCat("must be >= 1, got ", s.micro_batches()));
   }
@@ -193,8 +200,29 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
     if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
       return FieldError(path, "gpus", mesh.status().message());
     }
+    if (absl::StatusOr<Scenario> at = ScenarioAt(s, gpus); !at.ok()) {
+      return FieldError(path, "global_batch_tokens", at.status().message());
+    }
   }
   return job;
+}
+
+absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {
+  Scenario s = scenario;
+  if (s.global_batch_tokens() == 0) return s;
+  const int64_t per_micro_batch =
+      int64_t{gpus} * s.micro_batch_size() * s.seq_len();
+  if (s.global_batch_tokens() % per_micro_batch != 0 ||
+      s.global_batch_tokens() < per_micro_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.global_batch_tokens(), " tokens are not a whole number of "
+        "micro-batches of ", gpus, " GPUs x ", s.micro_batch_size(),
+        " sequences x ", s.seq_len(), " tokens"));
+  }
+  s.set_micro_batches(
+      static_cast<int32_t>(s.global_batch_tokens() / per_micro_batch));
+  s.clear_global_batch_tokens();
+  return s;
 }
 
 absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus) {

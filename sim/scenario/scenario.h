@@ -43,6 +43,10 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
 // of one node when gpus < GPUs per node.
 absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus);
 
+// The scenario as it runs on `gpus` GPUs: micro_batches set from
+// global_batch_tokens where that is given.
+absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus);
+
 // The micro-batch one GPU runs.
 Batch ScenarioBatch(const Scenario& scenario);
 
