@@ -26,6 +26,8 @@
 #include "hw/runtime/runtime.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
+#include "sim/scenario/args.h"
+#include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 
 #if defined(SHARDSIM_HAVE_CUDA)
@@ -85,45 +87,6 @@ constexpr char kUsage[] =
     "\n"
     "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
     "  --compute-scale S (cpu: compute ops sleep S x their simulated time)\n";
-
-std::vector<char*> Undash(int argc, char** argv,
-                          std::vector<std::string>* keep) {
-  keep->reserve(argc);
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t k = 2; k < end; ++k) {
-        if (arg[k] == '-') arg[k] = '_';
-      }
-    }
-    keep->push_back(std::move(arg));
-  }
-  std::vector<char*> out;
-  for (std::string& s : *keep) out.push_back(s.data());
-  return out;
-}
-
-template <typename Enum>
-absl::StatusOr<Enum> ParseEnum(const char* flag, const std::string& text,
-                               bool (*parse)(const std::string&, Enum*)) {
-  Enum value;
-  if (!parse(absl::AsciiStrToUpper(text), &value) ||
-      static_cast<int>(value) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": unknown value \"", text, "\""));
-  }
-  return value;
-}
-
-absl::StatusOr<int64_t> ParseBytes(const char* flag, const std::string& text) {
-  double value;
-  if (!absl::SimpleAtod(text, &value) || value < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": \"", text, "\" is not a byte count"));
-  }
-  return static_cast<int64_t>(value);
-}
 
 int VisibleGpus() {
 #if defined(SHARDSIM_HAVE_CUDA)
@@ -274,18 +237,13 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   absl::Status setup = [&]() -> absl::Status {
     absl::StatusOr<Scenario> scenario = ReadScenario(path);
     if (!scenario.ok()) return scenario.status();
-    if (auto v = absl::GetFlag(FLAGS_model)) {
-      scenario->clear_model_def();
-      scenario->set_model(*v);
-    }
-    if (auto v = absl::GetFlag(FLAGS_platform)) {
-      scenario->clear_platform_def();
-      scenario->set_platform(*v);
-    }
+    ScenarioOverrides o;
+    o.model = absl::GetFlag(FLAGS_model);
+    o.platform = absl::GetFlag(FLAGS_platform);
     if (auto v = absl::GetFlag(FLAGS_strategy)) {
-      scenario->clear_strategies();
-      scenario->add_strategies(*v);
+      o.strategies = std::vector<std::string>{*v};
     }
+    if (absl::Status s = ApplyOverrides(o, &*scenario); !s.ok()) return s;
     if (scenario->strategies_size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "run replays one strategy; the scenario has ",
@@ -414,7 +372,7 @@ int main(int argc, char** argv) {
   shardsim::hw::MpiSession mpi(&argc, &argv);
   absl::SetProgramUsageMessage(shardsim::hw::kUsage);
   std::vector<std::string> keep;
-  std::vector<char*> args_in = shardsim::hw::Undash(argc, argv, &keep);
+  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep);
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";

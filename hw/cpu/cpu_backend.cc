@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hw/runtime/rank_program.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/replay.h"
 
@@ -25,34 +26,19 @@ constexpr int kTagSpan = 32000;  // MPI guarantees tags up to 32767
 int64_t Input(int m, int64_t e) { return int64_t{m + 1} * 1000003 + e * 7 + 1; }
 constexpr int64_t kPoison = -999999937;
 
-// One transfer of a step that involves this rank.
-struct Item {
-  enum Role { kSend, kRecv, kLocal } role;
-  int peer = -1;       // world rank of the other end (kSend / kRecv)
-  int tag = 0;
-  bool src_switch = false;  // read from the switch buffer (member 0 only)
-  bool dst_switch = false;  // write into the switch buffer (member 0 only)
-  bool reduce = false;
-  int64_t offset = 0;  // range in the source and destination buffers
-  int64_t count = 0;
-  int64_t slot = 0;    // where the payload sits in the step's payload buffer
-};
-
-struct MyStep {
-  std::vector<Item> items;  // in transfer order
-  int64_t payload = 0;      // elements
-  int requests = 0;
-};
-
-// This rank's part of one plan.
+// This rank's part of one plan: the rank program (hw/runtime/rank_program.h)
+// and where each of its transfers sits in its step's payload buffer (every
+// transfer is staged there, sends and local moves included).
 struct MyPlan {
   CollectiveOp op = OP_UNSPECIFIED;
   int64_t count = 0;
   int member = 0;  // this rank's index in its group
   int size = 0;
   int root = 0;
-  bool has_switch = false;
-  std::vector<MyStep> steps;
+  std::vector<int> members;  // world rank of each member
+  RankProgram program;
+  std::vector<std::vector<int64_t>> slots;  // by step, by transfer
+  std::vector<int64_t> payload;             // elements, by step
 };
 
 using PlanKey = std::tuple<int, int, int, int, int, int64_t, int, int, int>;
@@ -238,77 +224,62 @@ class CpuBackend : public Backend {
     for (int i = 0; i < mine.size; ++i) {
       if (members[i] == rank_) mine.member = i;
     }
-    auto world = [&](int who) { return who == kSwitch ? members[0] : members[who]; };
-    const std::vector<Transfer> transfers = ExpandTransfers(*plan);
-    size_t begin = 0;
-    while (begin < transfers.size()) {
-      size_t end = begin;
-      while (end < transfers.size() &&
-             transfers[end].step == transfers[begin].step) {
-        ++end;
-      }
-      MyStep step;
-      for (size_t i = begin; i < end; ++i) {
-        const Transfer& t = transfers[i];
-        if (t.src == kSwitch || t.dst == kSwitch) mine.has_switch = true;
-        const int src = world(t.src), dst = world(t.dst);
-        if (src != rank_ && dst != rank_) continue;
-        if (t.offset < 0 || t.offset + t.count > count) {
-          return absl::InternalError(absl::StrCat(
-              "cpu backend: plan range outside the buffer at step ", t.step));
+    mine.members = members;
+    mine.program = BuildRankProgram(*plan, mine.member);
+    for (size_t k = 0; k < mine.program.steps.size(); ++k) {
+      std::vector<int64_t> slots;
+      int64_t payload = 0;
+      for (const RankOp& op : mine.program.steps[k]) {
+        if (op.offset < 0 || op.offset + op.count > count) {
+          return absl::InternalError(
+              absl::StrCat("cpu backend: plan range outside the buffer at "
+                           "step ",
+                           mine.program.step_ids[k]));
         }
-        Item item;
-        item.role = src == dst ? Item::kLocal
-                    : src == rank_ ? Item::kSend
-                                   : Item::kRecv;
-        item.peer = src == rank_ ? dst : src;
-        item.tag = static_cast<int>((i - begin) % kTagSpan);
-        item.src_switch = t.src == kSwitch;
-        item.dst_switch = t.dst == kSwitch;
-        item.reduce = t.reduce;
-        item.offset = t.offset;
-        item.count = t.count;
-        item.slot = step.payload;
-        step.payload += t.count;
-        if (item.role != Item::kLocal) ++step.requests;
-        step.items.push_back(item);
+        slots.push_back(payload);
+        payload += op.count;
       }
-      if (!step.items.empty()) mine.steps.push_back(std::move(step));
-      begin = end;
+      mine.slots.push_back(std::move(slots));
+      mine.payload.push_back(payload);
     }
     return &plans_.emplace(key, std::move(mine)).first->second;
   }
 
   absl::Status Execute(const MyPlan& plan, std::vector<int64_t>* buffer) {
     int64_t* buf = buffer->data();
-    if (plan.has_switch && plan.member == 0) {
-      switch_.assign(plan.count, 0);
-    }
-    for (const MyStep& step : plan.steps) {
-      if (static_cast<int64_t>(payload_.size()) < step.payload) {
-        payload_.resize(step.payload);
+    const RankProgram& prog = plan.program;
+    if (prog.uses_switch) switch_.assign(plan.count, 0);  // member 0 only
+    for (size_t k = 0; k < prog.steps.size(); ++k) {
+      const std::vector<RankOp>& ops = prog.steps[k];
+      const std::vector<int64_t>& slot = plan.slots[k];
+      if (static_cast<int64_t>(payload_.size()) < plan.payload[k]) {
+        payload_.resize(plan.payload[k]);
       }
       int64_t* pay = payload_.data();
       // Snapshot: everything this rank sends leaves before anything lands.
-      for (const Item& it : step.items) {
-        if (it.role == Item::kRecv) continue;
-        const int64_t* src = it.src_switch ? switch_.data() : buf;
-        std::memcpy(pay + it.slot, src + it.offset, it.count * sizeof(int64_t));
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const RankOp& op = ops[i];
+        if (op.kind == RankOp::kRecv) continue;
+        const int64_t* src = op.src_switch ? switch_.data() : buf;
+        std::memcpy(pay + slot[i], src + op.offset, op.count * sizeof(int64_t));
       }
       requests_.clear();
-      for (const Item& it : step.items) {
-        if (it.role == Item::kLocal) continue;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const RankOp& op = ops[i];
+        if (op.kind == RankOp::kLocal) continue;
+        const int peer = plan.members[op.peer];
+        const int tag = static_cast<int>(op.index % kTagSpan);
         requests_.emplace_back();
-        int rc = it.role == Item::kSend
-                     ? MPI_Isend(pay + it.slot, static_cast<int>(it.count),
-                                 MPI_INT64_T, it.peer, it.tag, MPI_COMM_WORLD,
+        int rc = op.kind == RankOp::kSend
+                     ? MPI_Isend(pay + slot[i], static_cast<int>(op.count),
+                                 MPI_INT64_T, peer, tag, MPI_COMM_WORLD,
                                  &requests_.back())
-                     : MPI_Irecv(pay + it.slot, static_cast<int>(it.count),
-                                 MPI_INT64_T, it.peer, it.tag, MPI_COMM_WORLD,
+                     : MPI_Irecv(pay + slot[i], static_cast<int>(op.count),
+                                 MPI_INT64_T, peer, tag, MPI_COMM_WORLD,
                                  &requests_.back());
         if (rc != MPI_SUCCESS) {
           return absl::InternalError(absl::StrCat(
-              "cpu backend: MPI send/recv to rank ", it.peer, " failed"));
+              "cpu backend: MPI send/recv to rank ", peer, " failed"));
         }
       }
       if (!requests_.empty() &&
@@ -316,18 +287,19 @@ class CpuBackend : public Backend {
                       MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
         return absl::InternalError("cpu backend: MPI_Waitall failed");
       }
-      for (const Item& it : step.items) {
-        if (it.role == Item::kSend) continue;
-        int64_t* dst = (it.dst_switch ? switch_.data() : buf) + it.offset;
-        const int64_t* src = pay + it.slot;
-        if (it.reduce) {
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const RankOp& op = ops[i];
+        if (op.kind == RankOp::kSend) continue;
+        int64_t* dst = (op.dst_switch ? switch_.data() : buf) + op.offset;
+        const int64_t* src = pay + slot[i];
+        if (op.reduce) {
           // Unsigned adds: timed runs repeat on the same buffer and may wrap.
-          for (int64_t e = 0; e < it.count; ++e) {
+          for (int64_t e = 0; e < op.count; ++e) {
             dst[e] = static_cast<int64_t>(static_cast<uint64_t>(dst[e]) +
                                           static_cast<uint64_t>(src[e]));
           }
         } else {
-          std::memcpy(dst, src, it.count * sizeof(int64_t));
+          std::memcpy(dst, src, op.count * sizeof(int64_t));
         }
       }
     }

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "hw/cuda/check.h"
 #include "hw/cuda/kernels.h"
-#include "hw/cuda/program.h"
+#include "hw/runtime/rank_program.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/replay.h"
 
@@ -215,16 +215,17 @@ class CudaBackend : public Backend {
   };
 
   absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
-  absl::StatusOr<const Program*> GetProgram(const CollectiveCall& call,
-                                            int p, int member, int channels,
-                                            int64_t count);
+  absl::StatusOr<const RankProgram*> GetProgram(const CollectiveCall& call,
+                                                int p, int member,
+                                                int channels, int64_t count);
   absl::Status Ensure(DeviceBuffer* b, size_t bytes, cudaStream_t stream);
   // Enqueues one collective on stream `si` over `count` elements of the
   // stream's data buffer (allocated by the caller).
   absl::Status Enqueue(const CollectiveCall& call, int si, const ElemInfo& ei,
                        int64_t count, int channels);
-  absl::Status EnqueuePlan(const Program& prog, int si, const ElemInfo& ei,
-                           int64_t count, GroupComm* main, GroupComm* aux);
+  absl::Status EnqueuePlan(const RankProgram& prog, int si,
+                           const ElemInfo& ei, int64_t count, GroupComm* main,
+                           GroupComm* aux);
   absl::Status NewOpEvents(int op_id, OpEvents** out);
   absl::Status Synchronize();
   void AbortAll();
@@ -240,7 +241,7 @@ class CudaBackend : public Backend {
   ncclComm_t world_comm_ = nullptr;
   std::mutex comms_mu_;  // guards comms_ against the watchdog
   std::map<std::tuple<int, int, int, int, int>, GroupComm> comms_;
-  std::map<std::tuple<int, int, int, int64_t, int, int, int>, Program>
+  std::map<std::tuple<int, int, int, int64_t, int, int, int>, RankProgram>
       programs_;
 
   cudaStream_t streams_[kStreams] = {};
@@ -383,7 +384,7 @@ absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
   return &comms_.emplace(key, gc).first->second;
 }
 
-absl::StatusOr<const Program*> CudaBackend::GetProgram(
+absl::StatusOr<const RankProgram*> CudaBackend::GetProgram(
     const CollectiveCall& call, int p, int member, int channels,
     int64_t count) {
   const auto key = std::make_tuple(
@@ -410,7 +411,8 @@ absl::StatusOr<const Program*> CudaBackend::GetProgram(
                         absl::StrCat("rank ", rank_, ": ",
                                      plan.status().message()));
   }
-  return &programs_.emplace(key, BuildProgram(*plan, member)).first->second;
+  return &programs_.emplace(key, BuildRankProgram(*plan, member))
+              .first->second;
 }
 
 // Grows a buffer, zeroed on `stream` (the stream that will use it; a plain
@@ -475,7 +477,7 @@ absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
                          CollectiveOp_Name(call.op()), " unknown"));
     }
   }
-  absl::StatusOr<const Program*> prog =
+  absl::StatusOr<const RankProgram*> prog =
       GetProgram(call, p, me, channels, count);
   if (!prog.ok()) return prog.status();
   GroupComm* aux = nullptr;
@@ -487,7 +489,7 @@ absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
   return EnqueuePlan(**prog, si, ei, count, *gc, aux);
 }
 
-absl::Status CudaBackend::EnqueuePlan(const Program& prog, int si,
+absl::Status CudaBackend::EnqueuePlan(const RankProgram& prog, int si,
                                       const ElemInfo& ei, int64_t count,
                                       GroupComm* main, GroupComm* aux) {
   StreamBuffers& b = buffers_[si];
@@ -505,27 +507,27 @@ absl::Status CudaBackend::EnqueuePlan(const Program& prog, int si,
   if (prog.uses_switch) {
     CUDA_CHECK(cudaMemsetAsync(sw, 0, count * esz, s));
   }
-  auto src_of = [&](const XferOp& op) {
+  auto src_of = [&](const RankOp& op) {
     return (op.src_switch ? sw : data) + op.offset * esz;
   };
-  auto dst_of = [&](const XferOp& op) {
+  auto dst_of = [&](const RankOp& op) {
     return (op.dst_switch ? sw : data) + op.offset * esz;
   };
   // Posts the sends and receives of `ops` with inter == `inter` (all of them
   // when `inter` < 0) as one NCCL group.
-  auto post = [&](const std::vector<XferOp>& ops, int inter, ncclComm_t comm,
+  auto post = [&](const std::vector<RankOp>& ops, int inter, ncclComm_t comm,
                   cudaStream_t stream) -> absl::Status {
     bool any = false;
-    for (const XferOp& op : ops) {
-      if (op.kind != XferOp::kLocal && (inter < 0 || op.inter == (inter == 1)))
+    for (const RankOp& op : ops) {
+      if (op.kind != RankOp::kLocal && (inter < 0 || op.inter == (inter == 1)))
         any = true;
     }
     if (!any) return absl::OkStatus();
     NCCL_CHECK(ncclGroupStart());
-    for (const XferOp& op : ops) {
-      if (op.kind == XferOp::kLocal) continue;
+    for (const RankOp& op : ops) {
+      if (op.kind == RankOp::kLocal) continue;
       if (inter >= 0 && op.inter != (inter == 1)) continue;
-      if (op.kind == XferOp::kSend) {
+      if (op.kind == RankOp::kSend) {
         const ncclResult_t r =
             ncclSend(src_of(op), op.count, ei.nccl, op.peer, comm, stream);
         if (r != ncclSuccess) {
@@ -545,12 +547,12 @@ absl::Status CudaBackend::EnqueuePlan(const Program& prog, int si,
     return absl::OkStatus();
   };
 
-  for (const std::vector<XferOp>& ops : prog.steps) {
+  for (const std::vector<RankOp>& ops : prog.steps) {
     // Sources are read as the step found them: sends read the buffers
     // directly, because every write of the step comes after the NCCL kernel
     // (receives land in staging); local moves are snapshot first.
-    for (const XferOp& op : ops) {
-      if (op.kind != XferOp::kLocal) continue;
+    for (const RankOp& op : ops) {
+      if (op.kind != RankOp::kLocal) continue;
       CUDA_CHECK(cudaMemcpyAsync(stage + op.stage_off * esz, src_of(op),
                                  op.count * esz, cudaMemcpyDeviceToDevice, s));
     }
@@ -568,8 +570,8 @@ absl::Status CudaBackend::EnqueuePlan(const Program& prog, int si,
     }
     // Then write: copies overwrite, reduces add (never both on one element
     // in one step, so the order does not matter).
-    for (const XferOp& op : ops) {
-      if (op.kind == XferOp::kSend) continue;
+    for (const RankOp& op : ops) {
+      if (op.kind == RankOp::kSend) continue;
       const char* from = stage + op.stage_off * esz;
       if (op.reduce) {
         CUDA_CHECK(LaunchAdd(ei.elem, dst_of(op), from, op.count, s));

@@ -6,9 +6,11 @@
 //   shardsim volume   SCENARIO   bytes on the wire per step, intra/inter
 //   shardsim schedule SCENARIO   one step's schedule IR, op by op
 //   shardsim help
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -21,6 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "sim/engine/simulate.h"
 #include "sim/results/results.h"
+#include "sim/scenario/args.h"
+#include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 
@@ -81,61 +85,22 @@ constexpr char kUsage[] =
     "--micro-batches\n"
     "  --micro-batch-size --seq-len --recompute; --json FILE writes results\n";
 
-// Abseil flag names are identifiers; accept the dashed spellings too. A bool
-// flag has no "unset" state, so note here whether --recompute was given.
-std::vector<char*> Undash(int argc, char** argv, std::vector<std::string>* keep,
-                          bool* recompute_given) {
-  keep->reserve(argc);
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t k = 2; k < end; ++k) {
-        if (arg[k] == '-') arg[k] = '_';
-      }
-      const std::string name = arg.substr(2, end - 2);
-      if (name == "recompute" || name == "norecompute") *recompute_given = true;
-    }
-    keep->push_back(std::move(arg));
-  }
-  std::vector<char*> out;
-  for (std::string& s : *keep) out.push_back(s.data());
-  return out;
-}
-
-absl::Status ApplyOverrides(Scenario* s, bool recompute_given) {
-  if (auto v = absl::GetFlag(FLAGS_model)) {
-    s->clear_model_def();
-    s->set_model(*v);
-  }
-  if (auto v = absl::GetFlag(FLAGS_platform)) {
-    s->clear_platform_def();
-    s->set_platform(*v);
-  }
+// A bool flag has no "unset" state, so Undash's names tell whether
+// --recompute was given.
+absl::Status ApplyFlagOverrides(Scenario* s, bool recompute_given) {
+  ScenarioOverrides o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.platform = absl::GetFlag(FLAGS_platform);
   if (auto v = absl::GetFlag(FLAGS_strategy)) {
-    s->clear_strategies();
-    for (absl::string_view spec : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
-      s->add_strategies(std::string(spec));
-    }
+    std::vector<std::string> specs = absl::StrSplit(*v, ',', absl::SkipEmpty());
+    o.strategies = std::move(specs);
   }
-  if (auto v = absl::GetFlag(FLAGS_gpus)) {
-    s->clear_gpus();
-    for (absl::string_view n : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
-      int gpus;
-      if (!absl::SimpleAtoi(n, &gpus)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--gpus: \"", n, "\" is not a number"));
-      }
-      s->add_gpus(gpus);
-    }
-  }
-  if (auto v = absl::GetFlag(FLAGS_micro_batches)) s->set_micro_batches(*v);
-  if (auto v = absl::GetFlag(FLAGS_micro_batch_size)) {
-    s->set_micro_batch_size(*v);
-  }
-  if (auto v = absl::GetFlag(FLAGS_seq_len)) s->set_seq_len(*v);
-  if (recompute_given) s->set_recompute(absl::GetFlag(FLAGS_recompute));
-  return absl::OkStatus();
+  o.gpus = absl::GetFlag(FLAGS_gpus);
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  o.micro_batch_size = absl::GetFlag(FLAGS_micro_batch_size);
+  o.seq_len = absl::GetFlag(FLAGS_seq_len);
+  if (recompute_given) o.recompute = absl::GetFlag(FLAGS_recompute);
+  return ApplyOverrides(o, s);
 }
 
 absl::StatusOr<FlowMode> ParseMode() {
@@ -146,26 +111,10 @@ absl::StatusOr<FlowMode> ParseMode() {
       absl::StrCat("--mode: \"", mode, "\" is neither fast nor per-step"));
 }
 
-template <typename Enum>
-absl::StatusOr<Enum> ParseEnum(const char* flag, const std::string& text,
-                               bool (*parse)(const std::string&, Enum*)) {
-  Enum value;
-  if (!parse(absl::AsciiStrToUpper(text), &value) || static_cast<int>(value) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": unknown value \"", text, "\""));
-  }
-  return value;
-}
-
 absl::StatusOr<int64_t> ParseBytes(const char* flag) {
   const std::string text = absl::GetFlag(
       std::string(flag) == "min-bytes" ? FLAGS_min_bytes : FLAGS_max_bytes);
-  double value;
-  if (!absl::SimpleAtod(text, &value) || value < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": \"", text, "\" is not a byte count"));
-  }
-  return static_cast<int64_t>(value);
+  return shardsim::ParseBytes(flag, text);
 }
 
 // `shardsim collective`: no scenario, a platform and a size sweep.
@@ -211,7 +160,8 @@ absl::Status RunCollective() {
 absl::StatusOr<Job> LoadJob(const std::string& path, bool recompute_given) {
   absl::StatusOr<Scenario> scenario = ReadScenario(path);
   if (!scenario.ok()) return scenario.status();
-  if (absl::Status s = ApplyOverrides(&*scenario, recompute_given); !s.ok()) {
+  if (absl::Status s = ApplyFlagOverrides(&*scenario, recompute_given);
+      !s.ok()) {
     return s;
   }
   return ResolveJob(path, *std::move(scenario));
@@ -270,10 +220,11 @@ absl::Status Run(const std::string& command, const std::string& path,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(shardsim::kUsage);
-  std::vector<std::string> keep;
-  bool recompute_given = false;
-  std::vector<char*> args_in =
-      shardsim::Undash(argc, argv, &keep, &recompute_given);
+  std::vector<std::string> keep, names;
+  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep, &names);
+  const bool recompute_given =
+      std::find(names.begin(), names.end(), "recompute") != names.end() ||
+      std::find(names.begin(), names.end(), "norecompute") != names.end();
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
