@@ -370,15 +370,27 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   EXPECT_GE(t_horing, horing_lo);
   EXPECT_LE(t_horing, horing_hi);
   EXPECT_LT(t_horing, ring_lo);  // beats any flat ring, not just this one
-  // Where the engine lands inside the bracket: step 0 runs the column step
-  // (S/2 per node, 8.929 ms) beside row 0's first step (S/16 per GPU over
-  // NVSwitch, shorter); steps 1..7 are NVSwitch only and run row 0's last 6
-  // and row 1's 7 steps on the same intra rings: 13 chunks of S/16 per GPU.
+  // Where the engine lands inside the bracket: the data flow of the plan.
+  // Row 0 (the node's own chunks) needs nothing from the other node, so its
+  // 7 intra steps (7 chunks of S/16 per GPU over NVSwitch, 1.862 ms) run
+  // beside the column step (S/2 per node direction, 8.929 ms). Row 1 needs
+  // the chunks the column step delivers, so its 7 intra steps follow it:
+  //   t = base + (S/2 / 56e9 + alpha_inter) + 7 (S/16 / nvl + alpha_intra)
+  //     = 8.4 us + 8.9382 ms + 1.8862 ms = 10.833 ms.
+  const double dataflow = base + kS / 2 / uplink + a_inter +
+                          7 * (kS / 16 / nvl + a_intra);
+  EXPECT_NEAR(t_horing, dataflow, 0.01 * dataflow);
+  // Per-step mode runs each intra link's steps in order, so row 0's steps
+  // 1..6 queue behind row 1's, which wait for the column step: 13 chunks
+  // of S/16 per GPU after it (lock-step):
   //   t = base + (S/2 / 56e9 + alpha_inter) + (13/16) S / nvl + 7 alpha_intra
   //     = 8.4 us + 8.9382 ms + 3.4589 ms + 23.8 us = 12.429 ms.
-  const double stepwise = base + kS / 2 / uplink + a_inter +
+  absl::StatusOr<CollectiveResults> in_order = Sweep(
+      cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2, FlowMode::kPerStep);
+  ASSERT_TRUE(in_order.ok()) << in_order.status();
+  const double lockstep = base + kS / 2 / uplink + a_inter +
                           13.0 / 16 * kS / nvl + 7 * a_intra;
-  EXPECT_NEAR(t_horing, stepwise, 0.01 * stepwise);
+  EXPECT_NEAR(Seconds(in_order->rows(0)), lockstep, 0.01 * lockstep);
 }
 
 // ---- e. fast and per-step modes agree -----------------------------------------
@@ -416,11 +428,40 @@ TEST(EngineModes, RingFastAndPerStepAgreeWithinATenthOfAPercent) {
   }
 }
 
-TEST(EngineModes, Torus2dAndHoRingAllGatherFastAndPerStepAgree) {
+// Hierarchical algorithms run phase after phase. Fast mode ends a phase
+// when its last flow ends everywhere; per-step lets each GPU start its next
+// phase as soon as its own inputs are in, which is up to a few % sooner.
+TEST(EngineModes, Torus2dAllGatherFastAndPerStepAgreeWithinFivePercent) {
   const Platform p = Shipped("dgx_a100");
   for (int channels : {1, 4}) {
-    ExpectModesAgree(p, ALL_GATHER, TORUS2D, channels, 0.001);
-    ExpectModesAgree(p, ALL_GATHER, HORING, channels, 0.001);
+    ExpectModesAgree(p, ALL_GATHER, TORUS2D, channels, 0.05);
+  }
+}
+
+// HO-Ring's modes bracket the truth rather than agree. Fast mode places
+// each row where its data is ready (row 0 beside the column step), as an
+// implementation that forwards rows out of order would run. Per-step mode
+// runs each connection's steps in order, as an NCCL channel does, so on an
+// intra link row 0's later steps queue behind row 1's first, which waits
+// for the column step: per-step is the lock-step schedule. On cloud_a100
+// at 1 GB that is 10.83 ms against 12.43 ms (both derived in
+// EngineHoRing); on dgx_a100 over 1..256 MiB fast mode is 0.74-0.85 of
+// per-step. Measure the real HO-Ring with shardsim-hw to know which it is.
+TEST(EngineModes, HoRingPerStepIsTheInOrderBoundOfFastMode) {
+  const Platform p = Shipped("dgx_a100");
+  for (int channels : {1, 4}) {
+    SCOPED_TRACE(channels);
+    absl::StatusOr<CollectiveResults> fast = Sweep(
+        p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kFast);
+    absl::StatusOr<CollectiveResults> step = Sweep(
+        p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4,
+        FlowMode::kPerStep);
+    ASSERT_TRUE(fast.ok() && step.ok());
+    for (int i = 0; i < fast->rows_size(); ++i) {
+      const double f = fast->rows(i).time_us(), s = step->rows(i).time_us();
+      EXPECT_LE(f, s * 1.001) << fast->rows(i).size_bytes();
+      EXPECT_GE(f, s * 0.7) << fast->rows(i).size_bytes();
+    }
   }
 }
 
@@ -464,9 +505,10 @@ TEST(EngineModes, HringAllGatherPerStepFollowsItsChain) {
 // the test platform above (dgx_a100 at 256 MiB, 4 channels: 6.768 ms
 // against 10.217 ms). Enable when sim/engine/plan_summary.cc / collective_engine.cc
 // account for pipeline fill (see the report of this test's author).
-TEST(EngineModes, HringAllGatherFastAndPerStepAgree) {
-  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 1, 0.001);
-  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 4, 0.001);
+// As the 2D torus: phase by phase, within a few %.
+TEST(EngineModes, HringAllGatherFastAndPerStepAgreeWithinFivePercent) {
+  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 1, 0.05);
+  ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 4, 0.05);
 }
 
 // ---- f. determinism, and refusals -----------------------------------------------

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/engine/simulate.h"
 #include "sim/results/results.h"
+#include "validate/cli.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
@@ -59,6 +60,12 @@ ABSL_FLAG(int, channels, 0, "collective: parallel rings (0 = platform's)");
 ABSL_FLAG(std::string, min_bytes, "1048576", "collective: first size");
 ABSL_FLAG(std::string, max_bytes, "1073741824", "collective: last size");
 ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
+ABSL_FLAG(std::string, measurements, "",
+          "calibrate, validate: comma-separated measurement files "
+          "(nccl-tests text or -J JSON, shardsim-hw JSON); PATH:op=...");
+ABSL_FLAG(std::string, out, "", "calibrate: the calibrated platform file");
+ABSL_FLAG(double, max_median_error, -1,
+          "validate: exit non-zero when a file's median error exceeds this");
 
 namespace shardsim {
 namespace {
@@ -74,7 +81,14 @@ constexpr char kUsage[] =
     "            communication, traffic, memory (--trace FILE: timeline)\n"
     "  collective --platform P --op OP --algorithm A --gpus N [--channels K]\n"
     "            --min-bytes A --max-bytes B [--step-factor F]: a simulated\n"
-    "            collective in nccl-tests' layout (no scenario file)\n"
+    "            collective in nccl-tests' layout; or\n"
+    "  collective FILE  a CollectiveScenario (platform, op, algorithms,\n"
+    "            gpus, sizes): one sweep per algorithm\n"
+    "  calibrate --platform P --measurements F1,F2 --out FILE: fit the\n"
+    "            platform's latencies and reachable bandwidths to nccl-tests\n"
+    "            or shardsim-hw measurements\n"
+    "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
+    "            [--json FILE]: predicted vs measured, per file\n"
     "  memory    per-GPU memory (P, G, OS, activations, buffers) and OOM\n"
     "  volume    bytes sent per step, intra-/inter-node, from the plans\n"
     "            (--detail: per collective and phase)\n"
@@ -118,6 +132,50 @@ absl::StatusOr<int64_t> ParseBytes(const char* flag) {
 }
 
 // `shardsim collective`: no scenario, a platform and a size sweep.
+// `shardsim collective FILE`: a CollectiveScenario, one sweep per algorithm.
+absl::Status RunCollectiveScenario(const std::string& path) {
+  absl::StatusOr<CollectiveScenario> sc = ReadCollectiveScenario(path);
+  if (!sc.ok()) return sc.status();
+  auto field_error = [&](const char* field, absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": field ", field, ": ", why));
+  };
+  absl::StatusOr<Platform> platform = LoadPlatform(sc->platform(), DirOf(path));
+  if (!platform.ok()) return field_error("platform", platform.status().message());
+  absl::StatusOr<CollectiveOp> op =
+      ParseEnum<CollectiveOp>("op", sc->op(), CollectiveOp_Parse);
+  if (!op.ok()) return field_error("op", op.status().message());
+  if (sc->algorithms().empty()) return field_error("algorithms", "none given");
+  if (sc->gpus() < 2) return field_error("gpus", "must be >= 2");
+  absl::StatusOr<FlowMode> mode = ParseMode();
+  if (!mode.ok()) return mode.status();
+  CollectiveBenchmark out;
+  out.set_scenario(path);
+  for (const std::string& name : sc->algorithms()) {
+    absl::StatusOr<Algorithm> algorithm =
+        ParseEnum<Algorithm>("algorithm", name, Algorithm_Parse);
+    if (!algorithm.ok()) return field_error("algorithms", algorithm.status().message());
+    CollectiveSweep sweep;
+    sweep.op = *op;
+    sweep.algorithm = *algorithm;
+    sweep.gpus = sc->gpus();
+    sweep.channels = sc->channels();
+    sweep.min_bytes = sc->min_bytes();
+    sweep.max_bytes = sc->max_bytes();
+    sweep.step_factor = sc->step_factor() > 0 ? sc->step_factor() : 2;
+    sweep.mode = *mode;
+    absl::StatusOr<CollectiveResults> results =
+        SimulateCollective(*platform, sweep);
+    if (!results.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", results.status().message()));
+    std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
+    *out.add_runs() = *std::move(results);
+  }
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    return WriteJson(out, json);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCollective() {
   CollectiveSweep sweep;
   absl::StatusOr<CollectiveOp> op =
@@ -232,13 +290,47 @@ int main(int argc, char** argv) {
     std::fputs(shardsim::kUsage, stdout);
     return 0;
   }
-  if (command == "collective") {
+  if (command == "calibrate" || command == "validate") {
     if (args.size() != 2) {
-      std::fprintf(stderr, "shardsim collective takes flags only\n\n%s",
-                   shardsim::kUsage);
+      std::fprintf(stderr, "shardsim %s takes flags only\n\n%s",
+                   command.c_str(), shardsim::kUsage);
       return 2;
     }
-    if (absl::Status s = shardsim::RunCollective(); !s.ok()) {
+    const std::optional<std::string> platform = absl::GetFlag(FLAGS_platform);
+    const std::vector<std::string> files = absl::StrSplit(
+        absl::GetFlag(FLAGS_measurements), ',', absl::SkipEmpty());
+    absl::Status s;
+    if (!platform) {
+      s = absl::InvalidArgumentError("--platform: required");
+    } else if (files.empty()) {
+      s = absl::InvalidArgumentError("--measurements: give at least one file");
+    } else if (command == "calibrate") {
+      s = absl::GetFlag(FLAGS_out).empty()
+              ? absl::InvalidArgumentError("--out: required")
+              : shardsim::RunCalibrateCommand(*platform, files,
+                                              absl::GetFlag(FLAGS_out));
+    } else {
+      s = shardsim::RunValidateCommand(*platform, files,
+                                       absl::GetFlag(FLAGS_max_median_error),
+                                       absl::GetFlag(FLAGS_json));
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "shardsim: error: %s\n",
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+    return 0;
+  }
+  if (command == "collective") {
+    if (args.size() > 3) {
+      std::fprintf(stderr, "shardsim collective takes flags or one "
+                   "collective scenario\n\n%s", shardsim::kUsage);
+      return 2;
+    }
+    const absl::Status s = args.size() == 3
+                               ? shardsim::RunCollectiveScenario(args[2])
+                               : shardsim::RunCollective();
+    if (!s.ok()) {
       std::fprintf(stderr, "shardsim: error: %s\n",
                    std::string(s.message()).c_str());
       return 1;

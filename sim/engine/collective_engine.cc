@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <functional>
+#include <set>
 
 #include <simgrid/s4u.hpp>
 
@@ -209,108 +211,93 @@ namespace {
 // One message of the per-step mode: the transfers of one step with the same
 // channel, source and destination (plan.h: one message cut into ranges).
 struct Message {
-  int step;
-  int channel;
-  int src;
-  int dst;
-  int64_t elements;
+  int src = 0;
+  int dst = 0;
+  int64_t elements = 0;
+  std::vector<int> next;  // messages that need this one's data
+  int waiting = 0;        // messages whose data this one needs
 };
 
-// What a (member, channel) has received, so that its step-k sends can wait
-// for everything addressed to it in earlier steps.
-struct Inbox {
-  std::map<int, int> expected_before;  // step -> messages due before it
-  std::map<int, int> arrived_by_step;
-  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
-  sg4::MutexPtr mutex = sg4::Mutex::create();
-
-  int ArrivedBefore(int step) const {
-    int n = 0;
-    for (auto it = arrived_by_step.begin();
-         it != arrived_by_step.end() && it->first < step; ++it) {
-      n += it->second;
+// The plan's messages and their data dependencies. A message is what one
+// pair sends on one channel in one step (plan.h); it needs every earlier
+// transfer into its sender that overlaps what it sends, and the previous
+// step's messages on its own connection (an NCCL channel carries its steps
+// one after another). The switch is member p.
+std::vector<Message> DataflowMessages(const Plan& plan) {
+  const std::vector<Transfer> transfers = ExpandTransfers(plan);  // by step
+  const int p = plan.shape.size();
+  auto who = [p](int member) { return member == kSwitch ? p : member; };
+  using Connection = std::tuple<int, int, int>;  // channel, src, dst
+  std::map<std::tuple<int, int, int, int>, int> id;
+  std::vector<Message> msgs;
+  std::vector<std::set<int>> needs;  // per message, earlier messages
+  std::vector<int> msg_of(transfers.size());
+  std::vector<std::vector<size_t>> into(p + 1);  // transfers into a member
+  std::map<Connection, std::pair<int, int>> last_on;  // step, message
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const Transfer& t = transfers[i];
+    auto [it, fresh] = id.try_emplace({t.step, t.channel, t.src, t.dst},
+                                      static_cast<int>(msgs.size()));
+    const int m = it->second;
+    if (fresh) {
+      msgs.push_back({t.src, t.dst, 0, {}, 0});
+      needs.emplace_back();
+      const Connection c{t.channel, t.src, t.dst};
+      if (auto prev = last_on.find(c); prev != last_on.end()) {
+        needs[m].insert(prev->second.second);
+      }
+      last_on[c] = {t.step, m};
     }
-    return n;
+    for (size_t j : into[who(t.src)]) {
+      const Transfer& in = transfers[j];
+      if (in.step < t.step && in.offset < t.offset + t.count &&
+          t.offset < in.offset + in.count) {
+        needs[m].insert(msg_of[j]);
+      }
+    }
+    msgs[m].elements += t.count;
+    msg_of[i] = m;
+    into[who(t.dst)].push_back(i);
   }
-};
+  for (size_t m = 0; m < msgs.size(); ++m) {
+    for (int d : needs[m]) msgs[d].next.push_back(static_cast<int>(m));
+    msgs[m].waiting = static_cast<int>(needs[m].size());
+  }
+  return msgs;
+}
 
 }  // namespace
 
 void CollectiveEngine::RunPerStep(const Entry& e) {
-  // Group the plan's transfers into messages.
-  std::map<std::tuple<int, int, int, int>, int64_t> merged;
-  for (const Transfer& t : ExpandTransfers(e.plan)) {
-    merged[{t.step, t.channel, t.src, t.dst}] += t.count;
-  }
-  std::vector<Message> messages;
-  for (const auto& [k, elements] : merged) {
-    messages.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                        std::get<3>(k), elements});
-  }
-  // The switch is a member too: index p.
-  const int p = e.shape.size();
-  auto index = [p](int member) { return member == kSwitch ? p : member; };
-  std::vector<sg4::ActorPtr> actors;
+  const std::vector<Message> plan_msgs = DataflowMessages(e.plan);
+  int remaining = static_cast<int>(plan_msgs.size() * e.groups.size());
+  sg4::MutexPtr mutex = sg4::Mutex::create();
+  sg4::ConditionVariablePtr done = sg4::ConditionVariable::create();
   for (const std::vector<int>& group : e.groups) {
-    // inboxes[(member, channel)] and each sender's messages by step.
-    auto inboxes = std::make_shared<std::map<std::pair<int, int>, Inbox>>();
-    std::map<std::pair<int, int>, std::vector<const Message*>> outbox;
-    std::map<std::pair<int, int>, std::vector<int>> arrivals;  // steps in
-    for (const Message& m : messages) {
-      outbox[{index(m.src), m.channel}].push_back(&m);
-      arrivals[{index(m.dst), m.channel}].push_back(m.step);
-    }
-    for (auto& [who, steps] : outbox) {
-      Inbox& in = (*inboxes)[who];
-      for (const Message* m : steps) {
-        int due = 0;
-        for (int s : arrivals[who]) due += s < m->step;
-        in.expected_before[m->step] = due;
-      }
-    }
-    for (auto& [who, mine] : outbox) {
-      actors.push_back(sg4::Actor::create(
-          "per-step", sg4::this_actor::get_host(),
-          [this, &e, &group, inboxes, index, who = who, mine = mine]() {
-            Inbox& in = (*inboxes)[who];
-            size_t i = 0;
-            while (i < mine.size()) {
-              const int step = mine[i]->step;
-              {
-                std::unique_lock<sg4::Mutex> lock(*in.mutex);
-                in.cv->wait(lock, [&] {
-                  return in.ArrivedBefore(step) >= in.expected_before[step];
-                });
-              }
-              std::vector<sg4::CommPtr> comms;
-              std::vector<std::pair<double, const Message*>> sent;
-              for (; i < mine.size() && mine[i]->step == step; ++i) {
-                const Message* m = mine[i];
-                const Route r = RouteOf(e, group, m->src, m->dst);
-                comms.push_back(sg4::Comm::sendto_async(
-                    r.from, r.to, WireBytes(m->elements, *e.protocol)));
-                sent.push_back({r.alpha, m});
-              }
-              sg4::Comm::wait_all(comms);
-              std::vector<std::pair<double, const Message*>> due;
-              for (size_t k = 0; k < comms.size(); ++k) {
-                due.push_back({comms[k]->get_finish_time() + sent[k].first,
-                               sent[k].second});
-              }
-              std::sort(due.begin(), due.end(),
-                        [](const auto& a, const auto& b) { return a.first < b.first; });
-              for (const auto& [when, m] : due) {
-                sg4::this_actor::sleep_until(when);
-                Inbox& dst = (*inboxes)[{index(m->dst), m->channel}];
-                std::unique_lock<sg4::Mutex> lock(*dst.mutex);
-                ++dst.arrived_by_step[m->step];
-                dst.cv->notify_all();
-              }
-            }
-          }));
+    auto msgs = std::make_shared<std::vector<Message>>(plan_msgs);
+    // Launch(i): message i's flow, then its alpha, then whatever it unblocks.
+    auto launch = std::make_shared<std::function<void(int)>>();
+    *launch = [this, &e, &group, msgs, launch, &remaining, mutex, done](int i) {
+      sg4::Actor::create("message", sg4::this_actor::get_host(), [=, &e, &group,
+                                                                 &remaining] {
+        const Message& m = (*msgs)[i];
+        const Route r = RouteOf(e, group, m.src, m.dst);
+        sg4::Comm::sendto_async(r.from, r.to, WireBytes(m.elements, *e.protocol))
+            ->wait();
+        sg4::this_actor::sleep_for(r.alpha);
+        for (int n : m.next) {
+          if (--(*msgs)[n].waiting == 0) (*launch)(n);
+        }
+        std::unique_lock<sg4::Mutex> lock(*mutex);
+        if (--remaining == 0) done->notify_all();
+      });
+    };
+    for (int i = 0; i < static_cast<int>(msgs->size()); ++i) {
+      if ((*msgs)[i].waiting == 0) (*launch)(i);
     }
   }
-  for (const sg4::ActorPtr& a : actors) a->join();
+  std::unique_lock<sg4::Mutex> lock(*mutex);
+  done->wait(lock, [&] { return remaining == 0; });
 }
 
 }  // namespace shardsim

@@ -7,9 +7,10 @@
 //    then the hop's steps x alpha after it; the stage ends with its last hop,
 //    and not before its floor (the steps' slowest messages in sequence).
 //    Stages without ring passes run step by step, a flow per pair per step.
-//  - per-step: every message of every step is a flow; a GPU sends its
-//    step-k messages on a channel once everything addressed to it on that
-//    channel in earlier steps has arrived (a flow plus alpha). For checking.
+//  - per-step: every message of every step is a flow (then its alpha); a
+//    message starts once every earlier transfer into its sender that
+//    overlaps what it sends has arrived: data flow, not lock-step. For
+//    checking.
 // Wire protocol: per call the one with the smallest alpha-beta estimate
 // (as NCCL's tuner picks), applied as its alphas and as wire bytes =
 // payload / bandwidth_fraction.

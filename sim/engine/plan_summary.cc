@@ -145,27 +145,18 @@ PlanSummary Summarize(const Plan& plan) {
       if (ring.reversed) std::swap(e.first, e.second);
       return e;
     };
-    if (stage_of[first] == stage_of[last]) {
-      // The whole pass in one stage: hop r carries every range but the one
-      // its successor starts (or ends) with (plan.cc's CountVolume).
-      int64_t total = 0;
-      for (const Range& r : ring.ranges) total += r.count;
-      for (int r = 0; r < n; ++r) {
-        const auto [src, dst] = hop_ends(r);
-        AddToHop(&hops[stage_of[first]], shape, src, dst,
-                 total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
-                 last);
-      }
-      continue;
-    }
-    // Across stages (small passes, e.g. HO-Ring's rows): step by step.
-    for (int t = 0; t + 1 < n; ++t) {
-      const int step = ring.reversed ? first + n - 2 - t : first + t;
-      for (int r = 0; r < n; ++r) {
-        const auto [src, dst] = hop_ends(r);
-        AddToHop(&hops[stage_of[step]], shape, src, dst,
-                 ring.ranges[Wrap(r - t - ring.lag, n)].count, step, step);
-      }
+    // Hop r carries every range but the one its successor starts (or ends)
+    // with (plan.cc's CountVolume). A pass lies in one stage, or, across
+    // stages (HO-Ring's rows), joins the one where its data is ready: where
+    // it starts, or, reversed, where it ends (what it reduced moves on).
+    const int home = stage_of[ring.reversed ? last : first];
+    int64_t total = 0;
+    for (const Range& r : ring.ranges) total += r.count;
+    for (int r = 0; r < n; ++r) {
+      const auto [src, dst] = hop_ends(r);
+      AddToHop(&hops[home], shape, src, dst,
+               total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
+               last);
     }
   }
   for (int i = 0; i < static_cast<int>(hops.size()); ++i) {

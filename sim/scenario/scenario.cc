@@ -126,6 +126,13 @@ absl::StatusOr<Scenario> ReadScenario(const std::string& path) {
   return ReadTextProto<Scenario>(path);
 }
 
+absl::StatusOr<CollectiveScenario> ReadCollectiveScenario(
+    const std::string& path) {
+  return ReadTextProto<CollectiveScenario>(path);
+}
+
+std::string DirOf(const std::string& path) { return DirName(path); }
+
 absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
                                 absl::string_view base_dir) {
   if (!absl::EndsWith(name_or_path, ".textproto")) {

@@ -27,6 +27,11 @@ struct Job {
 
 // Parses a text-format scenario; a syntax error gives file:line:column.
 absl::StatusOr<Scenario> ReadScenario(const std::string& path);
+absl::StatusOr<CollectiveScenario> ReadCollectiveScenario(
+    const std::string& path);
+
+// The directory of `path`: relative paths in the file start there.
+std::string DirOf(const std::string& path);
 
 // Loads the model and platform `scenario` names (paths relative to the
 // directory of `path`) and validates all fields.
