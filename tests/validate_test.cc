@@ -12,8 +12,10 @@
 #include "gtest/gtest.h"
 #include "sim/engine/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "sim/results/trace.h"
 #include "validate/calibrate.h"
 #include "validate/cli.h"
+#include "validate/compute.h"
 #include "validate/measurements.h"
 #include "validate/validate.h"
 
@@ -302,6 +304,75 @@ TEST(ValidateCli, CalibrateWritesLoadablePlatform) {
   absl::StatusOr<Platform> p = LoadPlatform(out, ".");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR(p->efficiency().network_fraction(), 0.8, 0.03);
+}
+
+}  // namespace
+}  // namespace shardsim
+
+// ---- compute efficiency from measured timelines -----------------------------
+
+namespace shardsim {
+namespace {
+
+TEST(ValidateCompute, EfficiencyIsFlopsOverDurationTimesPeak) {
+  // A timeline as shardsim-hw writes it: forward ops at 50% of a 312 TFLOP/s
+  // peak, backward ops at 40%, on two ranks; the optimizer (HBM-bound) is
+  // left out. A 1e12-FLOP forward op at 50% takes 1e12 / (0.5 x 312e12) s
+  // = 6.41 ms.
+  Schedule s;
+  auto add = [&](const std::string& kind, double flops) {
+    Op* op = s.add_ops();
+    op->set_id(s.ops_size() - 1);
+    op->set_stream(COMPUTE);
+    op->set_label(kind + " block 0");
+    op->mutable_compute()->set_kind(kind);
+    op->mutable_compute()->set_flops(flops);
+  };
+  add("forward", 1e12);
+  add("forward", 2e12);
+  add("backward", 4e12);
+  add("optimizer", 1e9);
+  const double peak = 312e12;
+  std::vector<TraceProcess> ranks;
+  for (int r = 0; r < 2; ++r) {
+    TraceProcess p{absl::StrCat("rank ", r), {}};
+    double t = 0;
+    for (const Op& op : s.ops()) {
+      const double share = op.compute().kind() == "forward" ? 0.5 : 0.4;
+      const double d = op.compute().flops() / (share * peak);
+      p.times.push_back({t, t + d});
+      t += d;
+    }
+    ranks.push_back(p);
+  }
+  const std::string path = ::testing::TempDir() + "/timeline.json";
+  ASSERT_TRUE(WriteChromeTrace(s, ranks, "test", path).ok());
+  ASSERT_TRUE(IsTimelineFile(path));
+  Platform platform;
+  platform.mutable_gpu()->set_peak_flops(peak);
+  absl::StatusOr<std::vector<ComputeFit>> fits =
+      FitComputeEfficiency(path, platform);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_EQ(fits->size(), 2u);  // backward, forward; no optimizer
+  EXPECT_EQ((*fits)[0].kind, "backward");
+  EXPECT_NEAR((*fits)[0].efficiency, 0.4, 1e-6);
+  EXPECT_EQ((*fits)[0].ops, 2);
+  EXPECT_EQ((*fits)[1].kind, "forward");
+  EXPECT_NEAR((*fits)[1].efficiency, 0.5, 1e-6);
+  EXPECT_EQ((*fits)[1].ops, 4);
+}
+
+TEST(ValidateCompute, ATimelineWithoutComputeIsRefused) {
+  Schedule s;
+  const std::string path = ::testing::TempDir() + "/empty_timeline.json";
+  ASSERT_TRUE(WriteChromeTrace(s, {}, "test", path).ok());
+  Platform platform;
+  platform.mutable_gpu()->set_peak_flops(1e12);
+  absl::StatusOr<std::vector<ComputeFit>> fits =
+      FitComputeEfficiency(path, platform);
+  EXPECT_FALSE(fits.ok());
+  EXPECT_NE(fits.status().message().find("empty_timeline.json"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "google/protobuf/text_format.h"
 #include "sim/scenario/scenario.h"
 #include "validate/calibrate.h"
+#include "validate/compute.h"
 #include "validate/measurements.h"
 #include "validate/validate.h"
 
@@ -35,10 +36,41 @@ absl::Status RunCalibrateCommand(const std::string& platform,
   if (out_path.empty()) return absl::InvalidArgumentError("--out: required");
   absl::StatusOr<Platform> base = LoadPlatform(platform, ".");
   if (!base.ok()) return base.status();
-  absl::StatusOr<std::vector<MeasurementSet>> sets = ReadAll(measurement_files);
-  if (!sets.ok()) return sets.status();
-  absl::StatusOr<CalibrationResult> r = Calibrate(*base, *sets);
-  if (!r.ok()) return r.status();
+  // Timelines (shardsim-hw run --trace) give compute efficiency; the other
+  // files are collective measurements.
+  std::vector<std::string> collective_files, timelines;
+  for (const std::string& f : measurement_files) {
+    const std::string path = f.substr(0, f.find(':'));
+    (IsTimelineFile(path) ? timelines : collective_files).push_back(f);
+  }
+  CalibrationResult calibrated;
+  calibrated.platform = *base;
+  if (!collective_files.empty()) {
+    absl::StatusOr<std::vector<MeasurementSet>> sets = ReadAll(collective_files);
+    if (!sets.ok()) return sets.status();
+    absl::StatusOr<CalibrationResult> c = Calibrate(*base, *sets);
+    if (!c.ok()) return c.status();
+    calibrated = *std::move(c);
+  } else {
+    calibrated.comment =
+        "# No collective measurements: latencies and bandwidths are the base "
+        "platform's.\n";
+  }
+  for (const std::string& path : timelines) {
+    absl::StatusOr<std::vector<ComputeFit>> fits =
+        FitComputeEfficiency(path, calibrated.platform);
+    if (!fits.ok()) return fits.status();
+    for (const ComputeFit& f : *fits) {
+      (*calibrated.platform.mutable_efficiency()->mutable_compute())[f.kind] =
+          f.efficiency;
+      absl::StrAppendFormat(
+          &calibrated.comment,
+          "#   efficiency.compute[%s] = %.4f: median FLOPs/(duration x peak) "
+          "of %d ops (%.4f .. %.4f) in %s\n",
+          f.kind, f.efficiency, f.ops, f.low, f.high, path);
+    }
+  }
+  const CalibrationResult* r = &calibrated;
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(r->platform, &text)) {
     return absl::InternalError("cannot print the platform");
