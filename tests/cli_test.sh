@@ -132,5 +132,33 @@ PY
   --gpus 16 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "network.sharp" "$tmp/err" && ok || fail "sharp without SHARP"
 
+# calibrate and validate: errors name the file and line; the median limit
+# fails the run.
+nt="$root/tests/data/nccl_tests"
+"$bin" validate --platform dgx_a100 --measurements "$nt/malformed_all_reduce_perf.txt" \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "malformed_all_reduce_perf.txt:5:" "$tmp/err" && ok \
+  || fail "validate: malformed line"
+"$bin" validate --platform dgx_a100 --measurements "$nt/all_gather_perf.txt" \
+  --json "$tmp/v.json" >/dev/null || fail "validate"
+python3 - "$tmp/v.json" <<'PY' && ok || fail "validate json"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+need = ["file", "op", "gpus", "size_bytes", "measured_busbw_gbps",
+        "predicted_busbw_gbps", "relative_error"]
+assert rows and all(all(k in r for k in need) for r in rows), rows[:1]
+PY
+"$bin" validate --platform dgx_a100 --measurements "$nt/all_gather_perf.txt" \
+  --max-median-error 0.0001 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "median relative error" "$tmp/err" && ok || fail "median limit"
+"$bin" calibrate --platform dgx_a100 --measurements "$nt/all_gather_perf.txt" \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "--out" "$tmp/err" && ok || fail "calibrate needs --out"
+"$bin" calibrate --platform dgx_a100 --measurements "$nt/all_gather_perf.txt" \
+  --out "$tmp/cal.textproto" >/dev/null || fail "calibrate"
+"$bin" collective --platform "$tmp/cal.textproto" --gpus 4 --min-bytes 1e6 \
+  --max-bytes 1e6 >/dev/null && grep -q "^# Calibrated by" "$tmp/cal.textproto" \
+  && ok || fail "calibrated platform loads"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
