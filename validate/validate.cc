@@ -1,5 +1,7 @@
 #include "validate/validate.h"
 
+#include "sim/results/results.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -146,15 +148,7 @@ absl::StatusOr<std::string> ValidationJson(const ValidationReport& report,
     r["median_relative_error"].set_number_value(e.median_relative_error);
     r["max_relative_error"].set_number_value(e.max_relative_error);
   }
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options);
-      !st.ok()) {
-    return absl::InternalError(absl::StrCat("json: ", st.ToString()));
-  }
-  return json;
+  return ToJson(s);
 }
 
 std::string ValidationTable(const ValidationReport& report) {

@@ -1,5 +1,7 @@
 #include "hw/runtime/runtime.h"
 
+#include "sim/results/results.h"
+
 #include <mpi.h>
 
 #include <cmath>
@@ -181,18 +183,7 @@ using google::protobuf::Struct;
 using google::protobuf::Value;
 
 absl::Status WriteStruct(const Struct& s, const std::string& path) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options);
-      !st.ok()) {
-    return absl::InternalError(absl::StrCat("json: ", st.ToString()));
-  }
-  std::ofstream out(path);
-  out << json;
-  if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
-  return absl::OkStatus();
+  return WriteJson(s, path);
 }
 
 Struct EnvStruct(

@@ -174,20 +174,26 @@ std::string FormatCollectiveTable(const CollectiveResults& r) {
   return out;
 }
 
-absl::Status WriteJson(const google::protobuf::Message& results,
-                       const std::string& path) {
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string json;
-  if (auto s = google::protobuf::util::MessageToJsonString(results, &json,
+  if (auto s = google::protobuf::util::MessageToJsonString(message, &json,
                                                            options);
       !s.ok()) {
     return absl::InternalError(absl::StrCat("json: ", s.ToString()));
   }
+  return json;
+}
+
+absl::Status WriteJson(const google::protobuf::Message& results,
+                       const std::string& path) {
+  absl::StatusOr<std::string> json = ToJson(results);
+  if (!json.ok()) return json.status();
   std::ofstream out(path);
-  out << json;
+  out << *json;
   if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   return absl::OkStatus();
 }

@@ -41,7 +41,9 @@ std::string FormatRunTable(const Results& results);
 // nccl-tests' table layout, so it can be laid beside a real log.
 std::string FormatCollectiveTable(const CollectiveResults& results);
 
-// Any results message as JSON with the proto field names.
+// Any message as JSON with the proto field names (protobuf's JSON
+// mapping, indented).
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 absl::Status WriteJson(const google::protobuf::Message& results,
                        const std::string& path);
 
