@@ -1,5 +1,6 @@
 #include "hw/runtime/runtime.h"
 
+#include "sim/collective/sweep.h"
 #include "sim/results/results.h"
 
 #include <mpi.h>
@@ -127,15 +128,10 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
   }
   const int gpus = backend->mesh().gpus();
   std::vector<SweepRow> rows;
-  for (double size = o.min_bytes; size <= o.max_bytes * (1 + 1e-9);
-       size *= o.step_factor) {
-    CollectiveCall call;
-    call.set_op(o.op);
-    *call.mutable_group() = GlobalGroup(backend->mesh());
-    call.set_bytes(static_cast<int64_t>(std::llround(size)));
-    call.set_dtype(FP32);
-    call.set_algorithm(o.algorithm);
-    call.set_root(o.root);
+  for (const CollectiveCall& call :
+       SweepCalls({o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor,
+                   o.root},
+                  backend->mesh())) {
     absl::StatusOr<CheckResult> check = backend->RunChecked(call, o.channels);
     if (!check.ok()) return check.status();
     absl::StatusOr<double> t =

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "sim/collective/sweep.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/isolate.h"
 #include "sim/engine/replay.h"
@@ -165,17 +166,12 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     out.set_algorithm(sweep.algorithm);
     out.set_gpus(sweep.gpus);
     out.set_channels(channels);
-    std::vector<CollectiveCall> calls;
-    for (double size = sweep.min_bytes; size <= sweep.max_bytes * (1 + 1e-9);
-         size *= sweep.step_factor) {
-      CollectiveCall c;
-      c.set_op(sweep.op);
-      *c.mutable_group() = GlobalGroup(*mesh);
-      c.set_bytes(static_cast<int64_t>(std::llround(size)));
-      c.set_dtype(FP32);
-      c.set_algorithm(sweep.algorithm);
+    const std::vector<CollectiveCall> calls =
+        SweepCalls({sweep.op, sweep.algorithm, sweep.min_bytes,
+                    sweep.max_bytes, sweep.step_factor, 0},
+                   *mesh);
+    for (const CollectiveCall& c : calls) {
       if (absl::Status s = engine.Prepare(c); !s.ok()) return s;
-      calls.push_back(c);
     }
     engine.set_node_symmetry(engine.AllIntraSymmetric());
     // The sizes run one after another in one simulation, as nccl-tests does.

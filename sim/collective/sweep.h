@@ -1,0 +1,30 @@
+// The collective calls of a benchmark sweep, as nccl-tests runs them: one
+// collective over every GPU, sizes (the whole buffer) from min to max by a
+// factor. The simulator (`shardsim collective`) and the hardware backend
+// (`shardsim-hw collective`) time the same list.
+#ifndef SHARDSIM_SIM_COLLECTIVE_SWEEP_H_
+#define SHARDSIM_SIM_COLLECTIVE_SWEEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/collective/group.h"
+#include "sim/schema/schedule.pb.h"
+#include "sim/schema/strategy.pb.h"
+
+namespace shardsim {
+
+struct SweepSpec {
+  CollectiveOp op = ALL_GATHER;
+  Algorithm algorithm = RING;
+  int64_t min_bytes = 0;
+  int64_t max_bytes = 0;
+  double step_factor = 2;  // > 1
+  int root = 0;            // BROADCAST
+};
+
+std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_COLLECTIVE_SWEEP_H_
