@@ -10,13 +10,7 @@ RankProgram BuildRankProgram(const Plan& plan, int me) {
   prog.split_streams = plan.algorithm == HORING;
   const std::vector<Transfer> transfers = ExpandTransfers(plan);
   auto host = [](int who) { return who == kSwitch ? 0 : who; };
-  size_t begin = 0;
-  while (begin < transfers.size()) {
-    size_t end = begin;
-    while (end < transfers.size() &&
-           transfers[end].step == transfers[begin].step) {
-      ++end;
-    }
+  for (const auto& [begin, end] : StepRuns(transfers)) {
     std::vector<RankOp> ops;
     int64_t stage = 0;
     for (size_t i = begin; i < end; ++i) {
@@ -26,8 +20,7 @@ RankProgram BuildRankProgram(const Plan& plan, int me) {
       RankOp op;
       op.src_switch = t.src == kSwitch;
       op.dst_switch = t.dst == kSwitch;
-      op.inter = t.src == kSwitch || t.dst == kSwitch ||
-                 plan.shape.NodeOf(t.src) != plan.shape.NodeOf(t.dst);
+      op.inter = LeavesNode(plan.shape, t.src, t.dst);
       op.reduce = t.reduce;
       op.offset = t.offset;
       op.count = t.count;
@@ -55,7 +48,6 @@ RankProgram BuildRankProgram(const Plan& plan, int me) {
       prog.step_ids.push_back(transfers[begin].step);
     }
     prog.stage_elems = std::max(prog.stage_elems, stage);
-    begin = end;
   }
   return prog;
 }

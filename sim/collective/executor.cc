@@ -32,13 +32,7 @@ absl::Status ExecutePlan(const Plan& plan,
   };
   const std::vector<Transfer> transfers = ExpandTransfers(plan);
   std::vector<int64_t> payload;
-  size_t begin = 0;
-  while (begin < transfers.size()) {
-    size_t end = begin;
-    while (end < transfers.size() &&
-           transfers[end].step == transfers[begin].step) {
-      ++end;
-    }
+  for (const auto& [begin, end] : StepRuns(transfers)) {
     // Read every source as the step found it, then write.
     payload.clear();
     for (size_t i = begin; i < end; ++i) {
@@ -70,7 +64,6 @@ absl::Status ExecutePlan(const Plan& plan,
       }
       at += t.count;
     }
-    begin = end;
   }
   return absl::OkStatus();
 }

@@ -81,7 +81,7 @@ void AddVolume(const PlanShape& shape, int src, int dst, int64_t count,
                PlanVolume* v) {
   if (src == kSwitch) {
     v->from_switch += count;
-  } else if (dst == kSwitch || shape.NodeOf(src) != shape.NodeOf(dst)) {
+  } else if (LeavesNode(shape, src, dst)) {
     v->inter_node += count;
   } else {
     v->intra_node += count;
@@ -115,6 +115,18 @@ std::vector<Transfer> ExpandTransfers(const Plan& plan) {
                      return a.step < b.step;
                    });
   return out;
+}
+
+std::vector<std::pair<size_t, size_t>> StepRuns(
+    const std::vector<Transfer>& transfers) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    if (i == 0 || transfers[i].step != transfers[i - 1].step) {
+      runs.push_back({i, i});
+    }
+    runs.back().second = i + 1;
+  }
+  return runs;
 }
 
 PlanVolume CountVolume(const Plan& plan) {

@@ -100,6 +100,17 @@ struct Plan {
 // ones dropped. O(size of the plan): for executing and checking.
 std::vector<Transfer> ExpandTransfers(const Plan& plan);
 
+// [begin, end) of each step's transfers in a list sorted by step.
+std::vector<std::pair<size_t, size_t>> StepRuns(
+    const std::vector<Transfer>& transfers);
+
+// A transfer between these members leaves its node: to another node's
+// member, or to or from the switch (through the NIC).
+inline bool LeavesNode(const PlanShape& shape, int src, int dst) {
+  return src == kSwitch || dst == kSwitch ||
+         shape.NodeOf(src) != shape.NodeOf(dst);
+}
+
 struct PlanRequest {
   CollectiveOp op = OP_UNSPECIFIED;
   Algorithm algorithm = RING;

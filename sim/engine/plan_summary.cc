@@ -11,11 +11,6 @@ namespace {
 
 enum Kind { kIntra = 1, kInter = 2 };
 
-bool Leaves(const PlanShape& shape, int src, int dst) {
-  return src == kSwitch || dst == kSwitch ||
-         shape.NodeOf(src) != shape.NodeOf(dst);
-}
-
 int Wrap(int a, int n) { return ((a % n) + n) % n; }
 
 // Hops of one stage while they are being summed: bytes, and the steps each
@@ -32,7 +27,7 @@ void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
   HopBuilder& b = (*hops)[{src, dst}];
   b.hop.src = src;
   b.hop.dst = dst;
-  b.hop.inter = Leaves(shape, src, dst);
+  b.hop.inter = LeavesNode(shape, src, dst);
   b.hop.elements += elements;
   b.steps.push_back({first, last});
 }
@@ -55,8 +50,8 @@ int CountSteps(std::vector<std::pair<int, int>> steps) {
 void AddToStep(StepLoad* load, const PlanShape& shape, int src, int dst,
                int64_t elements) {
   int64_t& slot = src == kSwitch || dst == kSwitch ? load->via_switch
-                  : shape.NodeOf(src) != shape.NodeOf(dst) ? load->inter
-                                                           : load->intra;
+                  : LeavesNode(shape, src, dst)          ? load->inter
+                                                         : load->intra;
   slot = std::max(slot, elements);
 }
 
@@ -84,21 +79,21 @@ bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
 PlanSummary Summarize(const Plan& plan) {
   PlanSummary out;
   out.volume = CountVolume(plan);
-  out.num_steps = plan.num_steps;
   const PlanShape& shape = plan.shape;
 
   // Kind of every step: what its explicit transfers and ring passes cross.
   std::vector<int> kind(std::max(plan.num_steps, 1), 0);
   for (const Transfer& t : plan.transfers) {
-    kind[t.step] |= Leaves(shape, t.src, t.dst) ? kInter : kIntra;
+    kind[t.step] |= LeavesNode(shape, t.src, t.dst) ? kInter : kIntra;
   }
   std::vector<int> pass_kind(plan.rings.size(), 0);
   for (size_t i = 0; i < plan.rings.size(); ++i) {
     const RingPass& ring = plan.rings[i];
     const int n = static_cast<int>(ring.order.size());
     for (int r = 0; r < n; ++r) {
-      pass_kind[i] |=
-          Leaves(shape, ring.order[r], ring.order[(r + 1) % n]) ? kInter : kIntra;
+      const bool leaves =
+          LeavesNode(shape, ring.order[r], ring.order[(r + 1) % n]);
+      pass_kind[i] |= leaves ? kInter : kIntra;
     }
     for (int t = 0; t + 1 < n; ++t) kind[ring.first_step + t] |= pass_kind[i];
   }
@@ -183,7 +178,7 @@ PlanSummary Summarize(const Plan& plan) {
         h.dst = dst;
         h.elements = elements;
         h.steps = 1;
-        h.inter = Leaves(shape, src, dst);
+        h.inter = LeavesNode(shape, src, dst);
         stage.by_step.back().push_back(h);
       }
     }

@@ -51,7 +51,6 @@ struct Stage {
 struct PlanSummary {
   std::vector<Stage> stages;
   PlanVolume volume;
-  int num_steps = 0;
   // Every node of the group sees the same intra-node hops (same local
   // ranks, sizes, steps), so one node's NVSwitch traffic stands for all.
   bool intra_symmetric = true;
