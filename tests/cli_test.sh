@@ -105,12 +105,23 @@ assert 0 < z["mfu"] < 1
 trace = json.load(open(os.path.join(sys.argv[2], "trace.zero3.16.json")))
 events = trace["traceEvents"]
 slices = [e for e in events if e.get("ph") == "X"]
-assert {e["tid"] for e in slices} == {1, 2, 3}, "compute, gather, reduce"
-coll = [e for e in slices if "bytes" in e["args"]]
+assert {e["tid"] for e in slices} == {0, 1, 2, 3}, "host, compute, gather, reduce"
+# Why: the breakdown's seconds add up to the step, and the trace marks the
+# critical path with the same causes.
+b = z["breakdown"]
+parts = sum(v for v in b.values() if isinstance(v, (int, float)))
+assert abs(parts - z["step_time_s"]) < 1e-9 * z["step_time_s"], (parts, z)
+assert any("critical_path" in e.get("args", {}) for e in slices)
+coll = [e for e in slices if "bytes" in e.get("args", {})]
 assert coll and all("group" in e["args"] for e in coll)
 end = max(e["ts"] + e["dur"] for e in slices) / 1e6
 assert abs(end - z["step_time_s"]) < 1e-6 * z["step_time_s"], (end, z)
 PY
+
+"$bin" run "$quick" --strategy zero3 --gpus 16 --micro-batches 1 --breakdown \
+  >"$tmp/why" || fail "run --breakdown"
+grep -q "^why: the critical path" "$tmp/why" && grep -q "^zero3 .*|.*|" "$tmp/why" \
+  && ok || fail "breakdown table: $(cat "$tmp/why")"
 
 # collective: nccl-tests layout and JSON; busbw = algbw x (n-1)/n.
 "$bin" collective --platform dgx_a100 --op all_gather --algorithm ring \

@@ -21,9 +21,13 @@
 #include "gtest/gtest.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/isolate.h"
+#include "sim/engine/replay.h"
 #include "sim/engine/simulate.h"
 #include "sim/model/model.h"
 #include "sim/scenario/scenario.h"
+#include "sim/schedule/lower.h"
+#include "sim/strategy/execution.h"
+#include "sim/strategy/strategy.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -80,9 +84,21 @@ Platform TestPlatform(const Knobs& k) {
   Efficiency* e = p.mutable_efficiency();
   e->set_nvlink_fraction(1);
   e->set_network_fraction(1);
-  e->set_hbm_fraction(1);
-  e->set_compute_default(1);
+  e->set_nvlink_direct_fraction(1);
   p.set_channels(k.channels);
+  // Kernels at peak, no launch costs, no interference: the engine's
+  // collectives alone.
+  p.mutable_gpu()->set_sms(100);
+  KernelModel* km = p.mutable_kernels();
+  km->set_gemm_efficiency(1);
+  km->set_gemm_tile_m(1);
+  km->set_gemm_tile_n(1);
+  km->set_attention_fwd_efficiency(1);
+  km->set_attention_bwd_efficiency(1);
+  km->set_vector_fraction(1);
+  km->set_general_fraction(1);
+  km->set_optimizer_fraction(1);
+  p.mutable_interference()->set_nvlink_under_compute(1);
   return p;
 }
 
@@ -357,18 +373,20 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   // HO-Ring: every GPU sends its one chunk S/16 across on its column ring
   // (g - 1 = 1 step): 8 GPUs x S/16 = S/2 per direction of a node's
   // up-links, 8.929 ms; and every GPU forwards 2 rows x 7 chunks of S/16
-  // over NVSwitch, (14/16) S / 234.9e9 = 3.725 ms. No schedule can beat the
-  // larger of the two:
+  // over NVSwitch as point-to-point copies, at nvlink_direct_fraction:
+  // 300e9 x 0.709 = 212.7e9 B/s, (14/16) S / 212.7e9 = 4.114 ms. No
+  // schedule can beat the larger of the two:
   //   t_horing >= max(S/2 / 56e9, (14/16) S / nvl) = 8.929 ms.
   // The plan is step-synchronous: row 1 (node n-1's chunks) can only start
   // after the column step delivered them, so at worst everything on
   // NVSwitch waits for the column step; with g + M - 2 = 8 steps, each at
   // most alpha_inter:
-  //   t_horing <= base + S/2 / 56e9 + (14/16) S / nvl + 8 alpha_inter
-  //             = 12.739 ms.
-  const double horing_lo = std::max(kS / 2 / uplink, 14.0 / 16 * kS / nvl);
+  //   t_horing <= base + S/2 / 56e9 + (14/16) S / 212.7e9 + 8 alpha_inter
+  //             = 13.128 ms.
+  const double direct = 300e9 * 0.709;
+  const double horing_lo = std::max(kS / 2 / uplink, 14.0 / 16 * kS / direct);
   const double horing_hi =
-      base + kS / 2 / uplink + 14.0 / 16 * kS / nvl + 8 * a_inter;
+      base + kS / 2 / uplink + 14.0 / 16 * kS / direct + 8 * a_inter;
   absl::StatusOr<CollectiveResults> horing =
       Sweep(cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2);
   ASSERT_TRUE(horing.ok()) << horing.status();
@@ -380,24 +398,25 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   EXPECT_LT(t_horing, ring_lo);  // beats any flat ring, not just this one
   // Where the engine lands inside the bracket: the data flow of the plan.
   // Row 0 (the node's own chunks) needs nothing from the other node, so its
-  // 7 intra steps (7 chunks of S/16 per GPU over NVSwitch, 1.862 ms) run
+  // 7 intra steps (7 chunks of S/16 per GPU over NVSwitch, 2.057 ms) run
   // beside the column step (S/2 per node direction, 8.929 ms). Row 1 needs
   // the chunks the column step delivers, so its 7 intra steps follow it:
-  //   t = base + (S/2 / 56e9 + alpha_inter) + 7 (S/16 / nvl + alpha_intra)
-  //     = 8.4 us + 8.9382 ms + 1.8862 ms = 10.833 ms.
+  //   t = base + (S/2 / 56e9 + alpha_inter) + 7 (S/16 / direct + alpha_intra)
+  //     = 8.4 us + 8.9382 ms + 2.0807 ms = 11.027 ms.
   const double dataflow = base + kS / 2 / uplink + a_inter +
-                          7 * (kS / 16 / nvl + a_intra);
+                          7 * (kS / 16 / direct + a_intra);
   EXPECT_NEAR(t_horing, dataflow, 0.01 * dataflow);
   // Per-step mode runs each intra link's steps in order, so row 0's steps
   // 1..6 queue behind row 1's, which wait for the column step: 13 chunks
   // of S/16 per GPU after it (lock-step):
-  //   t = base + (S/2 / 56e9 + alpha_inter) + (13/16) S / nvl + 7 alpha_intra
-  //     = 8.4 us + 8.9382 ms + 3.4589 ms + 23.8 us = 12.429 ms.
+  //   t = base + (S/2 / 56e9 + alpha_inter) + (13/16) S / direct
+  //       + 7 alpha_intra = 8.4 us + 8.9382 ms + 3.8200 ms + 23.8 us
+  //     = 12.790 ms.
   absl::StatusOr<CollectiveResults> in_order = Sweep(
       cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2, FlowMode::kPerStep);
   ASSERT_TRUE(in_order.ok()) << in_order.status();
   const double lockstep = base + kS / 2 / uplink + a_inter +
-                          13.0 / 16 * kS / nvl + 7 * a_intra;
+                          13.0 / 16 * kS / direct + 7 * a_intra;
   EXPECT_NEAR(Seconds(in_order->rows(0)), lockstep, 0.01 * lockstep);
 }
 
@@ -573,6 +592,249 @@ TEST(EngineRefusals, SharpOnAPlatformWithoutSharp) {
       << r.status().message();
   EXPECT_NE(r.status().message().find("a800_lins"), absl::string_view::npos)
       << r.status().message();
+}
+
+
+// ---- f. the step: prefetch, interference, why --------------------------------
+
+// A step replayed in a child process (one SimGrid engine per process): each
+// op's start and end, and the breakdown.
+struct Replayed {
+  std::vector<std::pair<double, double>> ops;
+  Breakdown breakdown;
+  double step = 0;
+};
+
+Replayed Replay(const Schedule& schedule, const Platform& platform,
+                const Mesh& mesh) {
+  ChildTask task = [&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Build(platform, mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
+    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
+    if (!t.ok()) return t.status();
+    Results r;
+    ResultRow* row = r.add_rows();
+    row->set_step_time_s(t->step_time_s);
+    *row->mutable_breakdown() = t->breakdown;
+    for (const OpTime& o : t->ops) {
+      TrafficEntry* e = row->add_traffic();  // a carrier for two doubles
+      e->set_calls(static_cast<int64_t>(std::llround(o.start * 1e15)));
+      e->set_bytes_per_call(static_cast<int64_t>(std::llround(o.end * 1e15)));
+    }
+    return r.SerializeAsString();
+  };
+  std::vector<absl::StatusOr<std::string>> out = RunIsolated({task}, 1);
+  Replayed rep;
+  EXPECT_TRUE(out[0].ok()) << out[0].status();
+  if (!out[0].ok()) return rep;
+  Results r;
+  EXPECT_TRUE(r.ParseFromString(*out[0]));
+  const ResultRow& row = r.rows(0);
+  rep.step = row.step_time_s();
+  rep.breakdown = row.breakdown();
+  for (const TrafficEntry& e : row.traffic()) {
+    rep.ops.push_back({e.calls() * 1e-15, e.bytes_per_call() * 1e-15});
+  }
+  return rep;
+}
+
+// One GPU per node on a 10 GB/s network, kernels at peak (1e15 FLOP/s),
+// nothing in the way of HBM: every time below is in sight.
+Platform StepPlatform() {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  k.nic = 10e9;
+  k.base = 20e-6;
+  k.alpha_inter = 100e-6;
+  Platform p = TestPlatform(k);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  return p;
+}
+
+// A GEMM of `seconds` at peak on a 1e15 FLOP/s GPU: 1000 x 1000 x k.
+Kernel GemmOf(double seconds) {
+  Kernel g;
+  g.set_name("gemm");
+  g.mutable_gemm()->set_m(1000);
+  g.mutable_gemm()->set_n(1000);
+  g.mutable_gemm()->set_k(std::llround(seconds * 1e15 / 2e6));
+  return g;
+}
+
+TEST(EngineStep, DeepSpeedBucketUnderABlockExposesEachGather) {
+  // Three blocks of two modules, 1e7 parameters each, on 4 GPUs of 4 nodes.
+  // Each module computes C = 1.6 ms forward (3.2 ms backward). Its
+  // all-gather of 2e7 bytes is a ring over 4 GPUs: base 20 us + 3 steps x
+  // 100 us + 3/4 x 2e7 B / 10e9 B/s = 1.82 ms = G.
+  // DeepSpeed with a prefetch bucket of one element (under a block's 2e7)
+  // prefetches one module at each hook; the host, with nothing to wait for,
+  // issues them all at once, so they run back to back on the gather stream:
+  // module k's gather ends at (k + 1) G. Its compute starts then (the one
+  // before ended at k G + C, earlier): after the first, each module's
+  // compute waits G - C = 0.22 ms, the part of its gather left exposed.
+  constexpr int64_t kParams = 10'000'000;
+  constexpr double C = 1.6e-3, G = 20e-6 + 3 * 100e-6 + 0.75 * 2e7 / 10e9;
+  std::vector<Layer> layers;
+  for (int i = 0; i < 3; ++i) {
+    Layer layer;
+    layer.name = absl::StrCat("block ", i);
+    for (const char* name : {"a", "b"}) {
+      Unit u;
+      u.name = name;
+      u.params = kParams;
+      u.forward = {GemmOf(C)};
+      u.backward = {GemmOf(2 * C)};
+      layer.units.push_back(u);
+      layer.params += kParams;
+    }
+    layers.push_back(layer);
+  }
+  const Mesh mesh{1, 4};
+  absl::StatusOr<Strategy> st = ParseStrategy("zero3", mesh);
+  ASSERT_TRUE(st.ok()) << st.status();
+  Execution ex;
+  ex.set_prefetch_bucket_elements(1);
+  ex.set_max_live_elements(0);
+  ex.set_persistence_threshold(0);
+  ex.set_max_inflight_fetches(0);
+  ex.set_fetch_overhead_s(0);
+  ex.set_launch_overhead_s(0);
+  ex.set_reduce_bucket_elements(int64_t{1} << 40);  // one reduction, last
+  ex.set_sync_after_backward(false);
+  ASSERT_TRUE(ResolveExecution(ex, 4096, &*st).ok());
+  Scenario sc;
+  sc.set_micro_batches(1);
+  sc.set_micro_batch_size(1);
+  sc.set_seq_len(1);
+  sc.set_optimizer_bytes_per_param(12);
+  absl::StatusOr<Schedule> s = LowerStep(layers, *st, mesh, sc);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Replayed r = Replay(*s, StepPlatform(), mesh);
+  std::vector<std::pair<double, double>> forward;
+  for (const Op& op : s->ops()) {
+    if (op.has_compute() && op.phase() == FORWARD) forward.push_back(r.ops[op.id()]);
+  }
+  ASSERT_EQ(forward.size(), 6u);
+  EXPECT_NEAR(forward[0].first, G, 1e-9);
+  for (size_t k = 1; k < forward.size(); ++k) {
+    EXPECT_NEAR(forward[k].first - forward[k - 1].second, G - C, 1e-9) << k;
+    EXPECT_NEAR(forward[k].second - forward[k].first, C, 1e-9) << k;
+  }
+}
+
+// Two ops side by side: a compute op of `compute_s` on the compute stream
+// and an all-gather of `bytes` on the reduce stream, no dependency.
+Schedule SideBySide(std::vector<Kernel> kernels, int64_t bytes) {
+  Schedule s;
+  Op* c = s.add_ops();
+  c->set_id(0);
+  c->set_stream(COMPUTE);
+  c->set_label("compute");
+  c->mutable_compute()->set_kind("forward");
+  for (Kernel& k : kernels) *c->mutable_compute()->add_kernels() = k;
+  Op* g = s.add_ops();
+  g->set_id(1);
+  g->set_stream(REDUCE);
+  g->set_label("AG P");
+  CollectiveCall* call = g->mutable_collective();
+  call->set_op(ALL_GATHER);
+  *call->mutable_group() = MakeGroup(2, 1, 1, 1);  // fixed below per mesh
+  call->set_bytes(bytes);
+  call->set_algorithm(RING);
+  call->set_tensor("P");
+  return s;
+}
+
+TEST(EngineStep, CollectivesSlowComputeByTheModelledShare) {
+  // Two nodes of one GPU; the all-gather of 1.2e7 B takes 1/2 x 1.2e7 /
+  // 10e9 + base 20 us + alpha 100 us = 0.72 ms. While it runs it holds 10
+  // of 100 SMs: a compute-bound op runs at 1 / (1 + 2.0 x 10/100) of its
+  // speed, a memory-bound one at 1 / (1 + 0.5 x 10/100).
+  Platform p = StepPlatform();
+  p.mutable_interference()->set_collective_sms(10);
+  p.mutable_interference()->set_compute_slowdown(2.0);
+  p.mutable_interference()->set_memory_slowdown(0.5);
+  const double d = 0.5 * 1.2e7 / 10e9 + 20e-6 + 100e-6;
+  const Mesh mesh{1, 2};
+  // A 1 ms GEMM: 0.72 ms at 1/1.2 does 0.6 ms of its work; 0.4 ms remain:
+  // it ends at 1.12 ms, 0.12 ms of it the slowdown.
+  Schedule s = SideBySide({GemmOf(1e-3)}, 12'000'000);
+  *s.mutable_ops(1)->mutable_collective()->mutable_group() = MakeGroup(1, 1, 2, 1);
+  Replayed r = Replay(s, p, mesh);
+  EXPECT_NEAR(r.ops[1].second, d, 1e-9);
+  EXPECT_NEAR(r.ops[0].second, d + (1e-3 - d / 1.2), 1e-9);
+  EXPECT_NEAR(r.breakdown.compute_s(), 1e-3, 1e-9);
+  EXPECT_NEAR(r.breakdown.compute_slowdown_s(), d - d / 1.2, 1e-9);
+  // A memory-bound op of 1 ms (2.7e-3 x ... bytes at HBM): slowed by 5%.
+  Platform slow_hbm = p;
+  slow_hbm.mutable_gpu()->set_hbm_bytes_per_s(1e12);
+  Kernel m;
+  m.mutable_memory()->set_vector_bytes(1'000'000'000);  // 1 ms at 1e12 B/s
+  m.mutable_memory()->set_launches(1);
+  s = SideBySide({m}, 12'000'000);
+  *s.mutable_ops(1)->mutable_collective()->mutable_group() = MakeGroup(1, 1, 2, 1);
+  r = Replay(s, slow_hbm, mesh);
+  EXPECT_NEAR(r.ops[0].second, d + (1e-3 - d / 1.05), 1e-9);
+}
+
+TEST(EngineStep, NvlinkRunsSlowerWhileComputeRuns) {
+  // Two GPUs of one node: an all-gather of 1.2e8 B moves 6e7 B each way
+  // over NVSwitch ports of 100e9 B/s: 0.6 ms alone. Beside a 2 ms GEMM the
+  // ports run at nvlink_under_compute = 0.5: 1.2 ms (+ 5 us alpha).
+  Platform p = StepPlatform();
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 2;
+  k.nvlink = 100e9;
+  k.alpha_intra = 5e-6;
+  p = TestPlatform(k);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  p.mutable_interference()->set_nvlink_under_compute(0.5);
+  Schedule s = SideBySide({GemmOf(2e-3)}, 120'000'000);
+  const Replayed r = Replay(s, p, Mesh{2, 1});
+  EXPECT_NEAR(r.ops[1].second, 0.6e-3 / 0.5 + 5e-6, 1e-9);
+  EXPECT_NEAR(r.ops[0].second, 2e-3, 1e-9);  // no SMs held: unslowed
+}
+
+TEST(EngineStep, BreakdownAddsUpToTheStep) {
+  // Every named strategy on 16 GPUs of dgx_a100, LLaMA-7B cut to 4 layers,
+  // 2 micro-batches: the causes add up to the step, and the exposed
+  // collectives add up to the exposed communication charged to them.
+  Scenario sc;
+  sc.set_name("why");
+  *sc.mutable_model_def() = *BuiltinModel("llama-7b");
+  sc.mutable_model_def()->set_layers(4);
+  sc.set_platform("dgx_a100");
+  for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
+  sc.add_gpus(16);
+  sc.set_micro_batch_size(2);
+  sc.set_micro_batches(2);
+  sc.set_seq_len(512);
+  sc.set_optimizer_bytes_per_param(12);
+  absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const ResultRow& row : r->rows()) {
+    if (row.oom()) continue;
+    SCOPED_TRACE(row.strategy());
+    const Breakdown& b = row.breakdown();
+    const double parts = b.compute_s() + b.compute_slowdown_s() +
+                         b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
+                         b.launch_overhead_s() + b.prefetch_wait_s() +
+                         b.prefetch_depth_s();
+    EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
+    double exposed = 0;
+    for (const ExposedCollective& e : b.by_collective()) exposed += e.seconds();
+    EXPECT_NEAR(exposed,
+                b.bandwidth_s() + b.latency_s() + b.prefetch_wait_s() +
+                    b.prefetch_depth_s(),
+                1e-9 * row.step_time_s());
+    EXPECT_GT(b.compute_s(), 0);
+  }
 }
 
 }  // namespace

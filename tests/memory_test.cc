@@ -143,6 +143,27 @@ TEST(MemoryActivations, Llama7bWithAndWithoutRecompute) {
   EXPECT_EQ(mem.activations, 32 * input + head + block);
 }
 
+// An FSDP-like profile: whole layers, two alive, one bucket per layer.
+Execution PerLayer() {
+  Execution e;
+  e.set_gather_unit(LAYER);
+  e.set_max_gathered_units(2);
+  e.set_reduce_bucket_elements(0);
+  return e;
+}
+
+// DeepSpeed ZeRO-3's defaults (stage3_prefetch_bucket_size 5e7,
+// stage3_max_live_parameters 1e9, persistence 1e5, reduce_bucket_size 5e8).
+Execution DeepSpeedStage3() {
+  Execution e;
+  e.set_gather_unit(SUBMODULE);
+  e.set_prefetch_bucket_elements(50'000'000);
+  e.set_max_live_elements(1'000'000'000);
+  e.set_persistence_threshold(100'000);
+  e.set_reduce_bucket_elements(500'000'000);
+  return e;
+}
+
 TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
   // LLaMA-7B's largest layer is a block: 202,383,360 params, 2 bytes each.
   const Model m = MustLoad("llama-7b");
@@ -152,33 +173,40 @@ TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
   Scenario scenario;
   scenario.set_optimizer_bytes_per_param(12);
 
-  // DDP: nothing sharded, no buckets: no buffers.
-  const Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
+  // DDP without buckets: nothing sharded, no buffers.
+  Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
+  *ddp.mutable_execution() = PerLayer();
   EXPECT_EQ(EstimateMemory(layers, ddp, Mesh{8, 8}, scenario, platform)
                 .buffers,
             0);
-  // ZeRO-3, default prefetch 1: (1 + 1) gathered layers + 2 gradient ones.
-  const Strategy zero3 = MakeStrategy("ZeRO-3", F(8, 8), F(8, 8), F(8, 8));
+  // ZeRO-3 layer by layer, two alive: 2 gathered layers + 2 gradient ones.
+  Strategy zero3 = MakeStrategy("ZeRO-3", F(8, 8), F(8, 8), F(8, 8));
+  *zero3.mutable_execution() = PerLayer();
   EXPECT_EQ(EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform)
                 .buffers,
             2 * layer + 2 * layer);
-  // Prefetch 3 and 25 MB buckets: (1 + 3) layers + 2 buckets.
-  scenario.set_prefetch_layers(3);
-  scenario.set_bucket_bytes(25'000'000);
+  // DeepSpeed ZeRO-3: the largest module gathered on its own is the
+  // embedding table (32000 x 4096 = 131,072,000 parameters); it, the 5e7
+  // prefetched after it and the module crossing the bucket's end:
+  // 131,072,000 x 2 + 50,000,000 = 312,144,000 elements. Gradients: two
+  // buckets of 5e8. All bf16: 2 x 1,312,144,000 bytes.
+  *zero3.mutable_execution() = DeepSpeedStage3();
   EXPECT_EQ(EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform)
                 .buffers,
-            4 * layer + 2 * 25'000'000);
-  // ZeRO-2: parameters replicated, only the gradient buckets.
-  const Strategy zero2 = MakeStrategy("ZeRO-2", F(1, 1), F(8, 8), F(8, 8));
+            int64_t{2} * (312'144'000 + 1'000'000'000));
+  // ZeRO-2: parameters replicated, only the two gradient buckets.
+  Strategy zero2 = MakeStrategy("ZeRO-2", F(1, 1), F(8, 8), F(8, 8));
+  *zero2.mutable_execution() = DeepSpeedStage3();
   EXPECT_EQ(EstimateMemory(layers, zero2, Mesh{8, 8}, scenario, platform)
                 .buffers,
-            2 * 25'000'000);
+            int64_t{2} * 1'000'000'000);
 }
 
 TEST(MemoryTotal, SumsTheParts) {
   const Model m = MustLoad("llama-7b");
   const std::vector<Layer> layers = ModelLayers(m, Batch{10, 512});
-  const Strategy mics = MakeStrategy("MiCS", F(8, 1), F(8, 1), F(8, 1));
+  Strategy mics = MakeStrategy("MiCS", F(8, 1), F(8, 1), F(8, 1));
+  *mics.mutable_execution() = PerLayer();
   Scenario scenario;
   scenario.set_optimizer_bytes_per_param(12);
   const Platform platform = A100x80(/*reserved_bytes=*/1'000'000'000);
@@ -216,7 +244,8 @@ TEST(MemoryOom, Llama65bDdpDoesNotFitZero3On128Does) {
   // ZeRO-3 over 128: 16 * 65.3e9 / 128 ≈ 8.2 GB of states; activations
   // 80 block inputs (6.7 GB) + one recomputed block (2.3 GB) + head
   // (0.7 GB); buffers 4 layers of 1.6 GB; ≈ 24 GB + reserve.
-  const Strategy zero3 = MakeStrategy("ZeRO-3", F(8, 16), F(8, 16), F(8, 16));
+  Strategy zero3 = MakeStrategy("ZeRO-3", F(8, 16), F(8, 16), F(8, 16));
+  *zero3.mutable_execution() = PerLayer();
   const MemoryBreakdown zero3_mem =
       EstimateMemory(layers, zero3, mesh, scenario, platform);
   EXPECT_FALSE(zero3_mem.oom) << zero3_mem.total;

@@ -33,7 +33,7 @@ def check(ok, what):
         print("FAIL: " + what)
 
 check(rc == 0, "reports/regenerate exit status %d" % rc)
-expected = ["paro_throughput", "paro_scaling", "lins_scaling",
+expected = ["paro_throughput", "paro_scaling", "lins_scaling", "breakdown",
             "paro_traffic_memory", "horing", "timeline"]
 for stem in expected:
     for ext in ("png", "pdf"):

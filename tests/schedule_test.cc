@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
+#include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -26,6 +27,7 @@ Schedule Lower(const std::string& spec, const Scenario& sc,
                const Mesh& mesh = kMesh) {
   absl::StatusOr<Strategy> st = ParseStrategy(spec, mesh);
   EXPECT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(ResolveExecution(sc.execution(), 4096, &*st).ok());
   absl::StatusOr<Model> model = BuiltinModel("llama-7b");
   EXPECT_TRUE(model.ok());
   absl::StatusOr<Schedule> s =
@@ -47,26 +49,150 @@ std::map<std::string, int> Census(const Schedule& s) {
 }
 
 constexpr int kLayers = 34;  // LLaMA-7B: embedding, 32 blocks, head
+// Modules DeepSpeed gathers on their own: those above its persistence
+// threshold of 1e5 parameters. The embedding table; per block q, k, v, o,
+// gate, up, down (the two 4096-wide norms persist); the head's lm_head.
+constexpr int kModules = 1 + 32 * 7 + 1;  // 226
+constexpr int kPersistent = 32 * 2 + 1;   // the norms
 
-TEST(Schedule, Zero3GathersTwiceAndReducesOncePerMicroBatch) {
-  const auto n = Census(Lower("zero3", Training(2)));
-  EXPECT_EQ(n.at("ALL_GATHER FORWARD 8x4"), 2 * kLayers);
-  EXPECT_EQ(n.at("ALL_GATHER BACKWARD 8x4"), 2 * kLayers);
+// One reduction per layer instead of DeepSpeed's 5e8-element buckets.
+Scenario PerLayerBuckets(Scenario sc) {
+  sc.mutable_execution()->set_reduce_bucket_elements(0);
+  return sc;
+}
+
+// LLaMA-7B's 6,738,415,616 parameters less the 65 norms of 4096 that
+// DeepSpeed keeps whole.
+constexpr int64_t kGatheredParams = 6'738'415'616 - 65 * 4096;
+
+// Bytes of the all-gathers in `phase`, and how many calls carry them.
+std::pair<int64_t, int> Gathered(const Schedule& s, Phase phase) {
+  int64_t bytes = 0;
+  int calls = 0;
+  for (const Op& op : s.ops()) {
+    if (op.has_collective() && op.collective().op() == ALL_GATHER &&
+        op.phase() == phase) {
+      bytes += op.collective().bytes();
+      ++calls;
+    }
+  }
+  return {bytes, calls};
+}
+
+TEST(Schedule, Zero3GathersEveryModuleTwicePerMicroBatch) {
+  const Schedule s = Lower("zero3", PerLayerBuckets(Training(2)));
+  // Every gathered module's bf16 parameters, forward and backward, each
+  // micro-batch; DeepSpeed coalesces its prefetches, so fewer calls than
+  // modules.
+  for (Phase phase : {FORWARD, BACKWARD}) {
+    const auto [bytes, calls] = Gathered(s, phase);
+    EXPECT_EQ(bytes, 2 * 2 * kGatheredParams) << Phase_Name(phase);
+    EXPECT_LE(calls, 2 * kModules);
+    EXPECT_GT(calls, 2 * kLayers / 2);
+  }
+  const auto n = Census(s);
   EXPECT_EQ(n.at("REDUCE_SCATTER BACKWARD 8x4"), 2 * kLayers);
-  EXPECT_EQ(n.size(), 3u);  // nothing once per step: P, G, OS alike
+  // Persistent parameters are gathered again once, after the update.
+  EXPECT_EQ(n.at("ALL_GATHER UPDATE 8x4"), kPersistent);
+  EXPECT_EQ(n.size(), 4u);
+}
+
+TEST(Schedule, DeepSpeedPrefetchStaysWithinItsLiveBudget) {
+  // Gathered parameters alive in host order (allocated at the call, freed
+  // after their module ran) never pass stage3_max_live_parameters by more
+  // than one prefetch bucket: a hook may start a bucket with room for one
+  // element, and a call's own module is fetched whatever the budget.
+  const Schedule s = Lower("zero3", Training(2));
+  int64_t live = 0, peak = 0;
+  for (const Op& op : s.ops()) {
+    if (op.has_memory() && op.memory().buffer() == "P full") {
+      live += op.memory().delta_bytes();
+      peak = std::max(peak, live);
+    }
+  }
+  EXPECT_EQ(live, 0);
+  // 2 bytes x (1e9 + 5e7 bucket + the largest module, 131,072,000).
+  EXPECT_LE(peak, 2 * (int64_t{1'000'000'000} + 50'000'000 + 131'072'000));
+  // And it does run ahead: more than 3 blocks (3 x 202M) at some point.
+  EXPECT_GT(peak, 2 * int64_t{3} * 202'383'360);
+}
+
+TEST(Schedule, DeepSpeedReducesInBucketsOfReduceBucketSize) {
+  // 5e8-element buckets over LLaMA-7B's 6,738,415,616 parameters, filled in
+  // backward order and flushed before a module would overflow them: at
+  // least ceil(6.74e9 / 5e8) = 14 per micro-batch. Each flush leaves less
+  // than one module's room (the largest, the embedding, has 131M), so the
+  // buckets hold more than 5e8 - 131M = 369M each: at most 6.74e9 / 369M
+  // = 18.3 of them.
+  const auto n = Census(Lower("zero3", Training(1)));
+  EXPECT_GE(n.at("REDUCE_SCATTER BACKWARD 8x4"), 14);
+  EXPECT_LE(n.at("REDUCE_SCATTER BACKWARD 8x4"), 18);
 }
 
 TEST(Schedule, DdpAllReducesOncePerStepInBuckets) {
+  // DDP's 25 MiB buckets hold 13,107,200 bf16 gradients: every module but
+  // the norms is larger, so each gets a bucket of its own (norms ride with
+  // the module next to them).
   Scenario sc = Training(4);
-  EXPECT_EQ(Census(Lower("ddp", sc)).at("ALL_REDUCE UPDATE 8x4"), kLayers);
-  sc.set_bucket_bytes(int64_t{1} << 40);  // one bucket holds the model
+  EXPECT_EQ(Census(Lower("ddp", sc)).at("ALL_REDUCE UPDATE 8x4"), kModules);
+  sc.mutable_execution()->set_reduce_bucket_elements(int64_t{1} << 40);
   EXPECT_EQ(Census(Lower("ddp", sc)).at("ALL_REDUCE UPDATE 8x4"), 1);
 }
 
+TEST(Schedule, DeepSpeedZero1And2AllReduceTheirBuckets) {
+  // ZeRO-1 only after the last micro-batch, ZeRO-2 after each; both
+  // all-reduce (DeepSpeed's use_multi_rank_bucket_allreduce), and rebuild
+  // parameters with one all-gather of the whole model after the update.
+  const Scenario sc = PerLayerBuckets(Training(3));
+  const auto z1 = Census(Lower("zero1", sc));
+  EXPECT_EQ(z1.at("ALL_REDUCE UPDATE 8x4"), kLayers);
+  EXPECT_EQ(z1.at("ALL_GATHER UPDATE 8x4"), 1);
+  EXPECT_EQ(z1.count("ALL_REDUCE BACKWARD 8x4"), 0u);
+  const auto z2 = Census(Lower("zero2", sc));
+  EXPECT_EQ(z2.at("ALL_REDUCE BACKWARD 8x4"), 3 * kLayers);
+  EXPECT_EQ(z2.at("ALL_GATHER UPDATE 8x4"), 1);
+}
+
+TEST(Schedule, DeepSpeedZero1And2ReduceOnTheComputeStream) {
+  // overlap_comm defaults to false below stage 3: reductions block compute.
+  for (const char* spec : {"zero1", "zero2"}) {
+    const Schedule s = Lower(spec, Training(2));
+    for (const Op& op : s.ops()) {
+      if (op.has_collective() && op.collective().tensor() == "G") {
+        EXPECT_EQ(op.stream(), COMPUTE) << spec << " " << op.label();
+      }
+    }
+  }
+}
+
+TEST(Schedule, ZeroOneAccumulatesWholeGradientsAfterTheFirstMicroBatch) {
+  int accumulate = 0;
+  const Schedule s = Lower("zero1", Training(3));
+  for (const Op& op : s.ops()) {
+    if (!op.has_compute()) continue;
+    for (const Kernel& k : op.compute().kernels()) {
+      if (k.name() == "gradient accumulate") {
+        ++accumulate;
+        EXPECT_GT(op.micro_batch(), 0) << op.label();
+      }
+    }
+  }
+  // One per module group (segment) and micro-batch after the first.
+  EXPECT_EQ(accumulate, 2 * kModules);
+}
+
 TEST(Schedule, MicsReducesInsideTheNodeThenAcrossOncePerStep) {
-  const auto n = Census(Lower("mics", Training(3)));
+  const auto n = Census(Lower("mics", PerLayerBuckets(Training(3))));
   EXPECT_EQ(n.at("REDUCE_SCATTER BACKWARD 8x1"), 3 * kLayers);
   EXPECT_EQ(n.at("ALL_REDUCE UPDATE 1x4 stride 8x1"), kLayers);
+}
+
+TEST(Schedule, FsdpHybridAllReducesAcrossNodesEveryMicroBatch) {
+  // FSDP without no_sync(): reduce-scatter inside the node, then (HSDP) the
+  // shard all-reduced across nodes, every backward.
+  const auto n = Census(Lower("fsdp:HYBRID_SHARD", Training(3)));
+  EXPECT_EQ(n.at("REDUCE_SCATTER BACKWARD 8x1"), 3 * kLayers);
+  EXPECT_EQ(n.at("ALL_GATHER FORWARD 8x1"), 3 * kLayers);
 }
 
 TEST(Schedule, ParoIigReduceScattersTheShardAcrossNodesThenGathersP) {
@@ -96,50 +222,105 @@ TEST(Schedule, LinsSelectAndDropThenBroadcastInsideOsGroup) {
   // all-reduce over the s_g/s_p = 2 GPUs (4 apart) sharing a P shard; on the
   // last, all-reduce over all dp/s_p = 8 GPUs sharing it (2 per node x 4
   // nodes); after the update, s_os/s_p = 2 broadcasts per layer.
-  const auto n = Census(Lower("lins:p=4x1:g=8x1:os=8x1", Training(3)));
+  const auto n =
+      Census(Lower("lins:p=4x1:g=8x1:os=8x1", PerLayerBuckets(Training(3))));
   EXPECT_EQ(n.at("REDUCE_SCATTER BACKWARD 4x1"), 3 * kLayers);
   EXPECT_EQ(n.at("ALL_REDUCE BACKWARD 2x1 stride 4x1"), 2 * kLayers);
   EXPECT_EQ(n.at("ALL_REDUCE UPDATE 2x4 stride 4x1"), kLayers);
   EXPECT_EQ(n.at("BROADCAST UPDATE 2x1 stride 4x1"), 2 * kLayers);
 }
 
-TEST(Schedule, PrefetchWindowBoundsGathersInFlight) {
-  // With prefetch 1, the k-th gather waits for the compute that used the
-  // (k-2)-th gathered layer: at most two gathered layers are alive.
-  Scenario sc = Training(1);
-  sc.set_prefetch_layers(1);
-  const Schedule s = Lower("zero3", sc);
-  std::vector<int> gathers, users;
+// The gathers of a schedule in host order, and the compute op each feeds.
+struct GatherUse {
+  std::vector<int> gathers;
+  std::map<int, int> user;  // gather -> first compute op needing it
+};
+GatherUse Gathers(const Schedule& s) {
+  GatherUse g;
   for (const Op& op : s.ops()) {
-    if (op.body_case() == Op::kCollective &&
-        op.collective().op() == ALL_GATHER) {
-      gathers.push_back(op.id());
+    if (op.has_collective() && op.collective().op() == ALL_GATHER &&
+        op.phase() != UPDATE) {
+      g.gathers.push_back(op.id());
     }
-  }
-  for (const Op& op : s.ops()) {
-    if (op.body_case() != Op::kCompute) continue;
+    if (!op.has_compute()) continue;
     for (int d : op.deps()) {
-      if (s.ops(d).body_case() == Op::kCollective &&
-          s.ops(d).collective().op() == ALL_GATHER) {
-        users.push_back(op.id());
-      }
+      if (s.ops(d).has_collective() && !g.user.count(d)) g.user[d] = op.id();
     }
   }
-  ASSERT_EQ(gathers.size(), users.size());
-  for (size_t k = 2; k < gathers.size(); ++k) {
-    const Op& g = s.ops(gathers[k]);
-    ASSERT_EQ(g.deps_size(), 1) << g.label();
-    EXPECT_EQ(g.deps(0), users[k - 2]) << g.label();
+  return g;
+}
+
+TEST(Schedule, FsdpRateLimiterKeepsTwoGatheredUnits) {
+  // limit_all_gathers: before the k-th all-gather the host waits until the
+  // unit gathered two before is freed (its compute done): two alive.
+  const Schedule s = Lower("fsdp:FULL_SHARD", Training(1));
+  const GatherUse g = Gathers(s);
+  ASSERT_EQ(g.gathers.size(), 2u * kLayers);
+  for (size_t k = 2; k < g.gathers.size(); ++k) {
+    const Op& op = s.ops(g.gathers[k]);
+    ASSERT_EQ(op.host_waits_size(), 1) << op.label();
+    EXPECT_EQ(op.host_waits(0), g.user.at(g.gathers[k - 2])) << op.label();
+    EXPECT_EQ(op.limited_by(), MEMORY_LIMIT);
+  }
+}
+
+TEST(Schedule, FsdpPrefetchesInBackwardOnly) {
+  // forward_prefetch=False: each forward all-gather is issued at its own
+  // unit's hook, right before that unit's compute; BACKWARD_PRE issues the
+  // next unit's all-gather before the current unit's gradients.
+  const Schedule s = Lower("fsdp:FULL_SHARD", Training(1));
+  const GatherUse g = Gathers(s);
+  for (int id : g.gathers) {
+    const Op& op = s.ops(id);
+    // Between the gather and its user: only memory bookkeeping (forward),
+    // or exactly one compute op (backward: the unit before it).
+    int computes = 0;
+    for (int o = id + 1; o < g.user.at(id); ++o) computes += s.ops(o).has_compute();
+    if (op.phase() == FORWARD) {
+      EXPECT_EQ(computes, 0) << op.label();
+    } else if (op.layer() != kLayers - 1) {
+      EXPECT_EQ(computes, 1) << op.label();
+    }
+  }
+}
+
+TEST(Schedule, DeepSpeedHostBlocksWithTwoFetchesInFlight) {
+  // Before each fetch call the host waits for the call two before it.
+  const Schedule s = Lower("zero3", Training(1));
+  const GatherUse g = Gathers(s);
+  for (size_t k = 2; k < g.gathers.size(); ++k) {
+    const Op& op = s.ops(g.gathers[k]);
+    ASSERT_EQ(op.host_waits_size(), 1) << op.label();
+    EXPECT_EQ(op.host_waits(0), g.gathers[k - 2]) << op.label();
   }
 }
 
 TEST(Schedule, DependenciesPointBackwards) {
-  for (const char* spec : {"zero3", "zeropp", "paro-IGG", "lins:p=4x1:g=8x1:os=8x1"}) {
+  for (const char* spec : {"zero3", "zeropp", "paro-IGG", "fsdp:FULL_SHARD",
+                           "lins:p=4x1:g=8x1:os=8x1"}) {
     const Schedule s = Lower(spec, Training(2));
     for (const Op& op : s.ops()) {
       for (int d : op.deps()) EXPECT_LT(d, op.id()) << spec << " " << op.label();
+      for (int d : op.host_waits()) {
+        EXPECT_LT(d, op.id()) << spec << " " << op.label();
+      }
     }
   }
+}
+
+TEST(Schedule, ComputeOpsCarryTheirModulesKernels) {
+  // FSDP's unit is a block: one forward op with every kernel of the block:
+  // 2 norms, q, k, v, rotary on q and k, attention (materialised: scores,
+  // softmax, context, layout), o, residual, gate, silu, up, mul, down,
+  // residual = 19 kernels.
+  const Schedule s = Lower("fsdp:FULL_SHARD", Training(1));
+  for (const Op& op : s.ops()) {
+    if (op.has_compute() && op.label() == "forward block 3") {
+      EXPECT_EQ(op.compute().kernels_size(), 19);
+      return;
+    }
+  }
+  ADD_FAILURE() << "no forward op for block 3";
 }
 
 TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
@@ -151,10 +332,14 @@ TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
                 GroupName(op.collective().group())];
     }
   }
-  EXPECT_EQ(tensors.at("P int8 8x4"), kLayers);   // qwZ forward
-  EXPECT_EQ(tensors.at("P 8x1"), kLayers);        // hpZ backward
-  EXPECT_EQ(tensors.at("G int4 8x1"), kLayers);   // qgZ inside the node
-  EXPECT_EQ(tensors.at("G int4 1x4"), kLayers);   // qgZ across nodes
+  // qwZ forward (int8, coalesced calls), hpZ backward over the node.
+  EXPECT_GE(tensors.at("P int8 8x4"), 1);
+  EXPECT_EQ(Gathered(s, BACKWARD).first, 2 * kGatheredParams);
+  EXPECT_EQ(tensors.at("P 8x1"), Gathered(s, BACKWARD).second);
+  // qgZ tensor by tensor (every module with parameters, norms included).
+  constexpr int kTensors = 1 + 32 * 9 + 2;
+  EXPECT_EQ(tensors.at("G int4 8x1"), kTensors);   // inside the node
+  EXPECT_EQ(tensors.at("G int4 1x4"), kTensors);   // across nodes
 }
 
 TEST(Schedule, QuantizedBytesCarryScales) {

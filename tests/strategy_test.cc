@@ -1,4 +1,5 @@
 #include "sim/strategy/strategy.h"
+#include "sim/strategy/execution.h"
 
 #include <string>
 #include <vector>
@@ -370,6 +371,58 @@ TEST(StrategyDeepSpeed, Stages) {
   EXPECT_EQ(s3.lowering(), PARO);
   EXPECT_EQ(s3.secondary_params_intra(), 0);
   EXPECT_FALSE(s3.quantized_weights());
+}
+
+TEST(StrategyDeepSpeed, ConfigSetsHowTheStepRuns) {
+  // ds_config_stage3.json: overlap_comm true, stage3_param_persistence_
+  // threshold 100000, stage3_prefetch_bucket_size "auto", which HF's
+  // Trainer fills with 0.9 h^2: 0.9 x 4096^2 = 15,099,494 for LLaMA-7B.
+  // The keys it leaves out take DeepSpeed's defaults (reduce_bucket_size
+  // 5e8, stage3_max_live_parameters 1e9).
+  Strategy s3 = MustParse(Fixture("ds_config_stage3.json"), kMesh, kSourceDir);
+  ASSERT_TRUE(ResolveExecution({}, 4096, &s3).ok());
+  const Execution& e = s3.execution();
+  EXPECT_EQ(e.framework(), DEEPSPEED);
+  EXPECT_EQ(e.gather_unit(), SUBMODULE);
+  EXPECT_TRUE(e.overlap_comm());
+  EXPECT_EQ(e.persistence_threshold(), 100'000);
+  EXPECT_EQ(e.prefetch_bucket_elements(), 15'099'494);
+  EXPECT_EQ(e.reduce_bucket_elements(), 500'000'000);
+  EXPECT_EQ(e.max_live_elements(), 1'000'000'000);
+  // A scenario's override wins over the file and the defaults.
+  Strategy again = MustParse(Fixture("ds_config_stage3.json"), kMesh, kSourceDir);
+  Execution o;
+  o.set_prefetch_bucket_elements(7);
+  ASSERT_TRUE(ResolveExecution(o, 4096, &again).ok());
+  EXPECT_EQ(again.execution().prefetch_bucket_elements(), 7);
+  // A negative one is refused, naming the field.
+  o.set_prefetch_bucket_elements(-1);
+  const absl::Status bad = ResolveExecution(o, 4096, &again);
+  EXPECT_THAT(std::string(bad.message()),
+              HasSubstr("execution.prefetch_bucket_elements"));
+}
+
+TEST(StrategyDeepSpeed, ZeroStagesTakeTheirDefaults) {
+  // DeepSpeed 0.19: overlap_comm is stage == 3; stage 1 reduces only at
+  // the accumulation boundary; stages 1-2 all-reduce their buckets.
+  Strategy z1 = MustParse("zero1", kMesh, "");
+  Strategy z2 = MustParse("zero2", kMesh, "");
+  Strategy z3 = MustParse("zero3", kMesh, "");
+  for (Strategy* s : {&z1, &z2, &z3}) ASSERT_TRUE(ResolveExecution({}, 4096, s).ok());
+  EXPECT_FALSE(z1.execution().overlap_comm());
+  EXPECT_FALSE(z1.execution().reduce_every_micro_batch());
+  EXPECT_TRUE(z1.execution().all_reduce_buckets());
+  EXPECT_FALSE(z2.execution().overlap_comm());
+  EXPECT_TRUE(z2.execution().reduce_every_micro_batch());
+  EXPECT_TRUE(z3.execution().overlap_comm());
+  EXPECT_FALSE(z3.execution().all_reduce_buckets());
+  EXPECT_EQ(z3.execution().max_inflight_fetches(), 2);
+  // FSDP: one unit a layer, two alive; PaRO and InternEvo prefetch forward.
+  Strategy fsdp = MustParse("fsdp:FULL_SHARD", kMesh, "");
+  ASSERT_TRUE(ResolveExecution({}, 4096, &fsdp).ok());
+  EXPECT_EQ(fsdp.execution().gather_unit(), LAYER);
+  EXPECT_EQ(fsdp.execution().max_gathered_units(), 2);
+  EXPECT_FALSE(fsdp.execution().forward_prefetch());
 }
 
 TEST(StrategyDeepSpeed, AbsolutePathIgnoresBaseDir) {

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
+#include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -53,6 +54,11 @@ Bytes Sum(const std::string& spec, Keep keep) {
   const Mesh mesh{8, 8};
   absl::StatusOr<Strategy> st = ParseStrategy(spec, mesh);
   EXPECT_TRUE(st.ok()) << st.status();
+  // SPEC section 5's accounting is the algorithmic one: the collectives of
+  // section 4, per layer, reduce-scatter every micro-batch; PaRO's paper
+  // schedule is exactly that, whatever the system's own framework does.
+  st->mutable_execution()->set_framework(PARO_PAPER);
+  EXPECT_TRUE(ResolveExecution({}, 4096, &*st).ok());
   const std::vector<Layer> layers = ModelLayers(SevenBillion(), {1, 512});
   absl::StatusOr<Schedule> sched = LowerStep(layers, *st, mesh, Training());
   EXPECT_TRUE(sched.ok()) << sched.status();
@@ -160,7 +166,10 @@ TEST(TrafficZeroPP, CrossNodeVolumeAboutAQuarterOfZero3) {
   const double want = (a * kPsi * (1 + 4.0 / 4096) +
                        kN * (kG - 1) / kG * kPsi / (2 * kM) * (1 + 1.0 / 512)) /
                       (3 * a * 2 * kPsi);
-  EXPECT_NEAR(zeropp / zero3, want, 1e-6);
+  // qgZ quantizes tensor by tensor (DeepSpeed's all_to_all_quant_reduce),
+  // so each tensor's last scale group rounds up: a few scales more than the
+  // whole-model count above, ~2e-6 of the ratio.
+  EXPECT_NEAR(zeropp / zero3, want, 1e-5);
   // = (7.875 x 1.000977 + 3.5 x 1.001953) / 47.25 = 0.24105, not 0.25:
   // the paper counts every collective's volume per GPU as if it all crossed
   // nodes (3M -> 0.5M + 0 + 0.25M). On a flat ring only g of N edges cross

@@ -15,7 +15,10 @@
 #include "sim/results/trace.h"
 #include "validate/calibrate.h"
 #include "validate/cli.h"
-#include "validate/compute.h"
+#include "sim/compute/kernel_time.h"
+#include "sim/model/kernels.h"
+#include "sim/model/model.h"
+#include "validate/kernels.h"
 #include "validate/measurements.h"
 #include "validate/validate.h"
 
@@ -309,70 +312,113 @@ TEST(ValidateCli, CalibrateWritesLoadablePlatform) {
 }  // namespace
 }  // namespace shardsim
 
-// ---- compute efficiency from measured timelines -----------------------------
+// ---- the kernel model from measured kernels -------------------------------
 
 namespace shardsim {
 namespace {
 
-TEST(ValidateCompute, EfficiencyIsFlopsOverDurationTimesPeak) {
-  // A timeline as shardsim-hw writes it: forward ops at 50% of a 312 TFLOP/s
-  // peak, backward ops at 40%, on two ranks; the optimizer (HBM-bound) is
-  // left out. A 1e12-FLOP forward op at 50% takes 1e12 / (0.5 x 312e12) s
-  // = 6.41 ms.
+// A platform whose kernel model is `truth`'s, shifted by `f`.
+KernelModel Scaled(const KernelModel& truth, double f) {
+  KernelModel m = truth;
+  m.set_gemm_efficiency(truth.gemm_efficiency() * f);
+  m.set_gemm_k_overhead(truth.gemm_k_overhead() * f);
+  m.set_attention_fwd_efficiency(truth.attention_fwd_efficiency() * f);
+  m.set_attention_fwd_seq(truth.attention_fwd_seq() * f);
+  m.set_attention_bwd_efficiency(truth.attention_bwd_efficiency() * f);
+  m.set_attention_bwd_seq(truth.attention_bwd_seq() * f);
+  m.set_vector_fraction(truth.vector_fraction() * f);
+  m.set_general_fraction(truth.general_fraction() * f);
+  m.set_optimizer_fraction(truth.optimizer_fraction() * f);
+  return m;
+}
+
+TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
+  // Kernels timed on a GPU whose kernel model is known (dgx_h100's), written
+  // as a timeline the way shardsim-hw writes one; the fit starts from a
+  // model 20% off and must find the truth again.
+  absl::StatusOr<Platform> truth = LoadPlatform("dgx_h100", "");
+  ASSERT_TRUE(truth.ok()) << truth.status();
   Schedule s;
-  auto add = [&](const std::string& kind, double flops) {
+  auto add = [&](std::vector<Kernel> kernels) {
     Op* op = s.add_ops();
     op->set_id(s.ops_size() - 1);
     op->set_stream(COMPUTE);
-    op->set_label(kind + " block 0");
-    op->mutable_compute()->set_kind(kind);
-    op->mutable_compute()->set_flops(flops);
+    op->set_label(absl::StrCat("kernel ", op->id()));
+    for (Kernel& k : kernels) *op->mutable_compute()->add_kernels() = k;
   };
-  add("forward", 1e12);
-  add("forward", 2e12);
-  add("backward", 4e12);
-  add("optimizer", 1e9);
-  const double peak = 312e12;
-  std::vector<TraceProcess> ranks;
-  for (int r = 0; r < 2; ++r) {
-    TraceProcess p{absl::StrCat("rank ", r), {}};
-    double t = 0;
-    for (const Op& op : s.ops()) {
-      const double share = op.compute().kind() == "forward" ? 0.5 : 0.4;
-      const double d = op.compute().flops() / (share * peak);
-      p.times.push_back({t, t + d});
-      t += d;
-    }
-    ranks.push_back(p);
+  for (int64_t k : {1024, 4096, 11008}) {
+    Kernel g;
+    g.mutable_gemm()->set_m(4096);
+    g.mutable_gemm()->set_n(8192);
+    g.mutable_gemm()->set_k(k);
+    add({g});
   }
-  const std::string path = ::testing::TempDir() + "/timeline.json";
-  ASSERT_TRUE(WriteChromeTrace(s, ranks, "test", path).ok());
-  ASSERT_TRUE(IsTimelineFile(path));
-  Platform platform;
-  platform.mutable_gpu()->set_peak_flops(peak);
-  absl::StatusOr<std::vector<ComputeFit>> fits =
-      FitComputeEfficiency(path, platform);
-  ASSERT_TRUE(fits.ok()) << fits.status();
-  ASSERT_EQ(fits->size(), 2u);  // backward, forward; no optimizer
-  EXPECT_EQ((*fits)[0].kind, "backward");
-  EXPECT_NEAR((*fits)[0].efficiency, 0.4, 1e-6);
-  EXPECT_EQ((*fits)[0].ops, 2);
-  EXPECT_EQ((*fits)[1].kind, "forward");
-  EXPECT_NEAR((*fits)[1].efficiency, 0.5, 1e-6);
-  EXPECT_EQ((*fits)[1].ops, 4);
+  for (int64_t seq : {512, 2048, 8192}) {
+    for (bool backward : {false, true}) {
+      Kernel a;
+      Attention* at = a.mutable_attention();
+      at->set_batch(2);
+      at->set_heads(32);
+      at->set_kv_heads(32);
+      at->set_seq(seq);
+      at->set_head_dim(128);
+      at->set_causal(true);
+      at->set_backward(backward);
+      add({a});
+    }
+  }
+  Kernel copy;
+  copy.mutable_memory()->set_vector_bytes(int64_t{4} << 30);
+  copy.mutable_memory()->set_launches(1);
+  add({copy});
+  Kernel adam;
+  adam.mutable_optimizer()->set_params(int64_t{1} << 28);
+  adam.mutable_optimizer()->set_bytes_per_param(28);
+  add({adam});
+  // A block: its general-path bytes fit general_fraction.
+  Model m = *BuiltinModel("llama-7b");
+  Batch batch{4, 512};
+  batch.flash_attention = true;
+  for (const Unit& u : BlockUnits(m, batch)) add(u.forward);
+  TraceProcess rank{"rank 0", {}, {}, {}};
+  double t = 0;
+  for (const Op& op : s.ops()) {
+    double d = 0;
+    for (const Kernel& k : op.compute().kernels()) d += KernelSeconds(k, *truth);
+    rank.times.push_back({t, t + d});
+    t += d;
+  }
+  const std::string path = TempDir() + "/kernels_timeline.json";
+  ASSERT_TRUE(WriteChromeTrace(s, {rank}, "test", path).ok());
+  ASSERT_TRUE(IsKernelFile(path));
+  absl::StatusOr<std::vector<KernelSample>> samples = ReadKernelSamples(path);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(samples->size(), static_cast<size_t>(s.ops_size()));
+
+  Platform base = *truth;
+  *base.mutable_kernels() = Scaled(truth->kernels(), 0.8);
+  absl::StatusOr<KernelFitResult> fit = FitKernelModel(base, *samples);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const KernelModel& want = truth->kernels();
+  const KernelModel& got = fit->model;
+  EXPECT_NEAR(got.gemm_efficiency(), want.gemm_efficiency(), 0.01 * want.gemm_efficiency());
+  EXPECT_NEAR(got.gemm_k_overhead(), want.gemm_k_overhead(), 0.15 * want.gemm_k_overhead());
+  EXPECT_NEAR(got.attention_fwd_efficiency(), want.attention_fwd_efficiency(),
+              0.02 * want.attention_fwd_efficiency());
+  EXPECT_NEAR(got.attention_bwd_seq(), want.attention_bwd_seq(),
+              0.15 * want.attention_bwd_seq());
+  EXPECT_NEAR(got.vector_fraction(), want.vector_fraction(), 1e-3);
+  EXPECT_NEAR(got.optimizer_fraction(), want.optimizer_fraction(), 1e-3);
+  EXPECT_NEAR(got.general_fraction(), want.general_fraction(), 0.01);
 }
 
-TEST(ValidateCompute, ATimelineWithoutComputeIsRefused) {
-  Schedule s;
-  const std::string path = ::testing::TempDir() + "/empty_timeline.json";
-  ASSERT_TRUE(WriteChromeTrace(s, {}, "test", path).ok());
-  Platform platform;
-  platform.mutable_gpu()->set_peak_flops(1e12);
-  absl::StatusOr<std::vector<ComputeFit>> fits =
-      FitComputeEfficiency(path, platform);
-  EXPECT_FALSE(fits.ok());
-  EXPECT_NE(fits.status().message().find("empty_timeline.json"),
-            std::string::npos);
+TEST(ValidateKernels, AnUnknownFamilyIsRefusedNamingTheSpec) {
+  absl::StatusOr<std::vector<KernelSample>> s = ReadKernelSamples(
+      absl::StrCat(SHARDSIM_SOURCE_DIR,
+                   "/validate/reference/h100_torch.json:only=gemm,conv"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("only=conv"), std::string::npos)
+      << s.status();
 }
 
 }  // namespace

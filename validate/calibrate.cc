@@ -397,8 +397,8 @@ absl::StatusOr<CalibrationResult> Calibrate(
   }
   absl::StrAppend(&c, "# Not identified (base values kept):\n");
   for (const std::string& n : result.notes) absl::StrAppend(&c, "#   ", n, "\n");
-  absl::StrAppend(&c, "#   gpu.*, efficiency.compute*: not calibrated here (no "
-                      "compute measurements used)\n");
+  absl::StrAppend(&c, "#   gpu.*, kernels.*: not calibrated from collectives "
+                      "(kernel measurements fit kernels.*)\n");
   absl::StrAppend(&c, "# Fit error after calibration (busbw, simulated vs measured):\n");
   for (const FileError& e : result.fit_errors) {
     absl::StrAppendFormat(&c, "#   %s: median %.1f%%, max %.1f%%\n", e.file,

@@ -1,5 +1,7 @@
 #include "validate/cli.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 
@@ -8,7 +10,7 @@
 #include "google/protobuf/text_format.h"
 #include "sim/scenario/scenario.h"
 #include "validate/calibrate.h"
-#include "validate/compute.h"
+#include "validate/kernels.h"
 #include "validate/measurements.h"
 #include "validate/validate.h"
 
@@ -36,12 +38,12 @@ absl::Status RunCalibrateCommand(const std::string& platform,
   if (out_path.empty()) return absl::InvalidArgumentError("--out: required");
   absl::StatusOr<Platform> base = LoadPlatform(platform, ".");
   if (!base.ok()) return base.status();
-  // Timelines (shardsim-hw run --trace) give compute efficiency; the other
-  // files are collective measurements.
-  std::vector<std::string> collective_files, timelines;
+  // Kernel files (PyTorch references, shardsim-hw timelines) fit the
+  // kernel model; the others are collective measurements.
+  std::vector<std::string> collective_files, kernel_files;
   for (const std::string& f : measurement_files) {
     const std::string path = f.substr(0, f.find(':'));
-    (IsTimelineFile(path) ? timelines : collective_files).push_back(f);
+    (IsKernelFile(path) ? kernel_files : collective_files).push_back(f);
   }
   CalibrationResult calibrated;
   calibrated.platform = *base;
@@ -56,19 +58,27 @@ absl::Status RunCalibrateCommand(const std::string& platform,
         "# No collective measurements: latencies and bandwidths are the base "
         "platform's.\n";
   }
-  for (const std::string& path : timelines) {
-    absl::StatusOr<std::vector<ComputeFit>> fits =
-        FitComputeEfficiency(path, calibrated.platform);
-    if (!fits.ok()) return fits.status();
-    for (const ComputeFit& f : *fits) {
-      (*calibrated.platform.mutable_efficiency()->mutable_compute())[f.kind] =
-          f.efficiency;
-      absl::StrAppendFormat(
-          &calibrated.comment,
-          "#   efficiency.compute[%s] = %.4f: median FLOPs/(duration x peak) "
-          "of %d ops (%.4f .. %.4f) in %s\n",
-          f.kind, f.efficiency, f.ops, f.low, f.high, path);
+  if (!kernel_files.empty()) {
+    std::vector<KernelSample> samples;
+    for (const std::string& spec : kernel_files) {
+      absl::StatusOr<std::vector<KernelSample>> s = ReadKernelSamples(spec);
+      if (!s.ok()) return s.status();
+      samples.insert(samples.end(), s->begin(), s->end());
     }
+    absl::StatusOr<KernelFitResult> fit =
+        FitKernelModel(calibrated.platform, samples);
+    if (!fit.ok()) return fit.status();
+    *calibrated.platform.mutable_kernels() = fit->model;
+    absl::StrAppend(&calibrated.comment, "# Kernel model:\n");
+    for (const FittedParameter& p : fit->parameters) {
+      absl::StrAppendFormat(
+          &calibrated.comment, "#   %s = %.6g (was %.6g): %s%s\n", p.name,
+          p.value, p.base, p.why,
+          p.identified ? absl::StrFormat(", %d samples", p.points) : "");
+    }
+    const std::vector<KernelCheck> checks =
+        CheckKernels(calibrated.platform, samples);
+    std::cout << KernelCheckTable(checks);
   }
   const CalibrationResult* r = &calibrated;
   std::string text;
@@ -92,7 +102,31 @@ absl::Status RunValidateCommand(const std::string& platform,
                                 const std::string& json_path) {
   absl::StatusOr<Platform> p = LoadPlatform(platform, ".");
   if (!p.ok()) return p.status();
-  absl::StatusOr<std::vector<MeasurementSet>> sets = ReadAll(files);
+  std::vector<std::string> collective_files;
+  for (const std::string& spec : files) {
+    if (!IsKernelFile(spec.substr(0, spec.find(':')))) {
+      collective_files.push_back(spec);
+      continue;
+    }
+    absl::StatusOr<std::vector<KernelSample>> samples = ReadKernelSamples(spec);
+    if (!samples.ok()) return samples.status();
+    std::vector<KernelCheck> checks = CheckKernels(*p, *samples);
+    std::cout << "# platform " << p->name() << ", " << spec << "\n"
+              << KernelCheckTable(checks);
+    std::vector<double> errors;
+    for (const KernelCheck& c : checks) errors.push_back(std::abs(c.error));
+    std::sort(errors.begin(), errors.end());
+    const double median = errors[errors.size() / 2];
+    std::cout << absl::StrFormat("# median |error| %.1f%% over %d samples\n",
+                                 100 * median, errors.size());
+    if (max_median_error >= 0 && !(median <= max_median_error)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: median relative error %.3g exceeds --max-median-error %.3g",
+          spec, median, max_median_error));
+    }
+  }
+  if (collective_files.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<MeasurementSet>> sets = ReadAll(collective_files);
   if (!sets.ok()) return sets.status();
   absl::StatusOr<ValidationReport> report = Validate(*p, *sets);
   if (!report.ok()) return report.status();

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "hw/runtime/rank_program.h"
 #include "sim/collective/plan.h"
-#include "sim/engine/replay.h"
+#include "sim/compute/kernel_time.h"
 
 namespace shardsim::hw {
 namespace {
@@ -63,7 +63,7 @@ class CpuBackend : public Backend {
 
   absl::Status Compute(int op_id, const ComputeOp& op, Stream) override {
     const double start = MPI_Wtime() - t0_;
-    const double s = ComputeSeconds(op, platform_) * options_.compute_scale;
+    const double s = ComputeOpCost(op, platform_).seconds * options_.compute_scale;
     if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
     timings_.push_back({op_id, start, MPI_Wtime() - t0_});
     done_.insert(op_id);

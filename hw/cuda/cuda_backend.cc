@@ -29,7 +29,7 @@
 #include "hw/cuda/kernels.h"
 #include "hw/runtime/rank_program.h"
 #include "sim/collective/plan.h"
-#include "sim/engine/replay.h"
+#include "sim/compute/kernel_time.h"
 
 extern char** environ;
 
@@ -653,7 +653,7 @@ absl::Status CudaBackend::Compute(int op_id, const ComputeOp& op,
       rows -= m;
     }
   } else {
-    const double seconds = ComputeSeconds(op, platform_);
+    const double seconds = ComputeOpCost(op, platform_).seconds;
     CUDA_CHECK(LaunchSpin(static_cast<int64_t>(seconds * 1e9), s));
   }
   CUDA_CHECK(cudaEventRecord(end, s));
@@ -881,7 +881,7 @@ std::vector<std::pair<std::string, std::string>> CudaBackend::Environment()
   }
   add("compute", options_.gemm_compute
                      ? absl::StrCat("cuBLAS bf16 GEMM, n = k = ", kGemmN)
-                     : std::string("spin for the simulator's ComputeSeconds"));
+                     : std::string("spin for the simulator's kernel times"));
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, "NCCL_", 5) != 0) continue;
     const char* eq = std::strchr(*e, '=');

@@ -13,8 +13,8 @@
 // Compute: a ComputeOp only has a kind and FLOPs. With gemm_compute it runs
 // cuBLAS bf16 GEMMs (fp32 accumulate) of n = k = 4096 and m = FLOPs /
 // (2 n k) rows, at least 1, in slabs of at most 8192 rows; otherwise one
-// GPU thread spins on the global timer for ComputeSeconds(op, platform)
-// (sim/engine/replay.h), the simulator's own roofline time.
+// GPU thread spins on the global timer for ComputeOpCost(op, platform)
+// (sim/compute/kernel_time.h), the simulator's own kernel times.
 #ifndef SHARDSIM_HW_CUDA_CUDA_BACKEND_H_
 #define SHARDSIM_HW_CUDA_CUDA_BACKEND_H_
 

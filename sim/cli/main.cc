@@ -49,6 +49,9 @@ ABSL_FLAG(bool, recompute, false,
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
 ABSL_FLAG(std::string, trace, "", "run: write a Chrome-trace timeline here");
+ABSL_FLAG(bool, breakdown, false,
+          "run: also print why each step takes what it takes (critical path "
+          "by cause)");
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once");
@@ -78,7 +81,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  run       simulate one training step per strategy and GPU count:\n"
     "            step time, tokens/s per GPU, TFLOP/s, MFU, exposed\n"
-    "            communication, traffic, memory (--trace FILE: timeline)\n"
+    "            communication, traffic, memory (--trace FILE: timeline;\n"
+    "            --breakdown: the step's critical path by cause)\n"
     "  collective --platform P --op OP --algorithm A --gpus N [--channels K]\n"
     "            --min-bytes A --max-bytes B [--step-factor F]: a simulated\n"
     "            collective in nccl-tests' layout; or\n"
@@ -253,6 +257,9 @@ absl::Status Run(const std::string& command, const std::string& path,
     absl::StatusOr<Results> results = SimulateJob(*job, options);
     if (!results.ok()) return results.status();
     std::fputs(FormatRunTable(*results).c_str(), stdout);
+    if (absl::GetFlag(FLAGS_breakdown)) {
+      std::fputs(("\n" + FormatBreakdownTable(*results)).c_str(), stdout);
+    }
     if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
       return WriteJson(*results, json);
     }

@@ -17,8 +17,14 @@ namespace shardsim {
 
 namespace {
 
-uint64_t WireBytes(int64_t payload, const Protocol& proto) {
+uint64_t WireBytes(double payload, const Protocol& proto) {
   return static_cast<uint64_t>(std::llround(payload / proto.bandwidth_fraction()));
+}
+
+// Point-to-point patterns that copy to several peers at once (HO-Ring's
+// intra part, all-to-all): not NCCL's ring kernels.
+bool DirectPattern(Algorithm algorithm) {
+  return algorithm == HORING || algorithm == DIRECT;
 }
 
 }  // namespace
@@ -78,6 +84,10 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   absl::StatusOr<Plan> plan = MakePlan(req);
   if (!plan.ok()) return plan.status();
   e->summary = Summarize(*plan);
+  const Efficiency& eff = fabric_.platform().efficiency();
+  if (DirectPattern(call.algorithm())) {
+    e->intra_inflation = eff.nvlink_fraction() / eff.nvlink_direct_fraction();
+  }
   if (mode_ == FlowMode::kPerStep) e->plan = *std::move(plan);
   for (int rank = 0; rank < mesh.gpus(); ++rank) {
     if (GroupFirstMember(call.group(), mesh, rank) == rank) {
@@ -96,19 +106,27 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   return absl::OkStatus();
 }
 
-double CollectiveEngine::StageFloor(const Stage& stage,
-                                    const Protocol& proto) const {
+double CollectiveEngine::StageFloor(const Stage& stage, const Protocol& proto,
+                                    double* alpha) const {
   const double nic = fabric_.NicBandwidth() * proto.bandwidth_fraction();
   const double nvlink = fabric_.NvlinkBandwidth() * proto.bandwidth_fraction();
   const double sharp = fabric_.platform().efficiency().sharp_latency_s();
-  double t = 0;
+  double t = 0, a = 0;
   for (const StepLoad& s : stage.steps) {
-    double step = 0;
-    if (s.intra > 0) step = std::max(step, s.intra / nvlink + proto.intra_alpha_s());
-    if (s.inter > 0) step = std::max(step, s.inter / nic + proto.inter_alpha_s());
-    if (s.via_switch > 0) step = std::max(step, s.via_switch / nic + sharp);
+    double step = 0, step_alpha = 0;
+    auto consider = [&](double seconds, double latency) {
+      if (seconds > step) {
+        step = seconds;
+        step_alpha = latency;
+      }
+    };
+    if (s.intra > 0) consider(s.intra / nvlink + proto.intra_alpha_s(), proto.intra_alpha_s());
+    if (s.inter > 0) consider(s.inter / nic + proto.inter_alpha_s(), proto.inter_alpha_s());
+    if (s.via_switch > 0) consider(s.via_switch / nic + sharp, sharp);
     t += step;
+    a += step_alpha;
   }
+  if (alpha != nullptr) *alpha = a;
   return t;
 }
 
@@ -120,7 +138,8 @@ double CollectiveEngine::EstimateEntry(const Entry& e,
     double longest = StageFloor(stage, proto);
     for (const Hop& h : stage.hops) {
       const bool via_switch = h.src == kSwitch || h.dst == kSwitch;
-      const double bw = h.inter ? fabric_.NicBandwidth() : fabric_.NvlinkBandwidth();
+      const double bw = h.inter ? fabric_.NicBandwidth()
+                                : fabric_.NvlinkBandwidth() / e.intra_inflation;
       const double alpha = via_switch ? sharp
                            : h.inter  ? proto.inter_alpha_s()
                                       : proto.intra_alpha_s();
@@ -161,18 +180,24 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
   return {fabric_.nic(a), fabric_.nic(b), proto.inter_alpha_s()};
 }
 
-void CollectiveEngine::Run(const CollectiveCall& call) {
+CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call) {
   const Entry& e = entry(call);
+  const double start = sg4::Engine::get_clock();
   sg4::this_actor::sleep_for(e.protocol->base_latency_s());
+  CallTime t;
+  t.latency_s = e.protocol->base_latency_s();
   if (mode_ == FlowMode::kFast) {
-    RunFast(e);
+    t.latency_s += RunFast(e);
   } else {
     RunPerStep(e);
   }
+  t.seconds = sg4::Engine::get_clock() - start;
+  t.latency_s = std::min(t.latency_s, t.seconds);
+  return t;
 }
 
-void CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
-                                double floor) {
+double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
+                                  double floor, double floor_alpha) {
   const int per_node = fabric_.mesh().gpus_per_node;
   std::vector<sg4::CommPtr> comms;
   std::vector<double> alphas;
@@ -182,28 +207,41 @@ void CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
         continue;  // another node's NVSwitch traffic mirrors node 0's
       }
       const Route r = RouteOf(e, group, h.src, h.dst);
-      comms.push_back(sg4::Comm::sendto_async(
-          r.from, r.to, WireBytes(h.elements, *e.protocol)));
+      const double bytes = h.inter ? h.elements : h.elements * e.intra_inflation;
+      comms.push_back(sg4::Comm::sendto_async(r.from, r.to,
+                                              WireBytes(bytes, *e.protocol)));
       alphas.push_back(h.steps * r.alpha);
     }
   }
   const double start = sg4::Engine::get_clock();
   sg4::Comm::wait_all(comms);
   double end = start + floor;
+  double latency = floor_alpha;
   for (size_t i = 0; i < comms.size(); ++i) {
-    end = std::max(end, comms[i]->get_finish_time() + alphas[i]);
-  }
-  sg4::this_actor::sleep_until(end);
-}
-
-void CollectiveEngine::RunFast(const Entry& e) {
-  for (const Stage& stage : e.summary.stages) {
-    if (stage.by_step.empty()) {
-      RunFlows(e, stage.hops, StageFloor(stage, *e.protocol));
-    } else {
-      for (const std::vector<Hop>& step : stage.by_step) RunFlows(e, step, 0);
+    const double done = comms[i]->get_finish_time() + alphas[i];
+    if (done > end) {
+      end = done;
+      latency = alphas[i];
     }
   }
+  sg4::this_actor::sleep_until(end);
+  return latency;
+}
+
+double CollectiveEngine::RunFast(const Entry& e) {
+  double latency = 0;
+  for (const Stage& stage : e.summary.stages) {
+    if (stage.by_step.empty()) {
+      double floor_alpha = 0;
+      const double floor = StageFloor(stage, *e.protocol, &floor_alpha);
+      latency += RunFlows(e, stage.hops, floor, floor_alpha);
+    } else {
+      for (const std::vector<Hop>& step : stage.by_step) {
+        latency += RunFlows(e, step, 0, 0);
+      }
+    }
+  }
+  return latency;
 }
 
 namespace {
@@ -282,7 +320,10 @@ void CollectiveEngine::RunPerStep(const Entry& e) {
                                                                  &remaining] {
         const Message& m = (*msgs)[i];
         const Route r = RouteOf(e, group, m.src, m.dst);
-        sg4::Comm::sendto_async(r.from, r.to, WireBytes(m.elements, *e.protocol))
+        const double bytes = LeavesNode(e.shape, m.src, m.dst)
+                                 ? m.elements
+                                 : m.elements * e.intra_inflation;
+        sg4::Comm::sendto_async(r.from, r.to, WireBytes(bytes, *e.protocol))
             ->wait();
         sg4::this_actor::sleep_for(r.alpha);
         for (int n : m.next) {

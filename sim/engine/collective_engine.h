@@ -13,7 +13,10 @@
 //    checking.
 // Wire protocol: per call the one with the smallest alpha-beta estimate
 // (as NCCL's tuner picks), applied as its alphas and as wire bytes =
-// payload / bandwidth_fraction.
+// payload / bandwidth_fraction. Algorithms that run as point-to-point
+// copies to several peers rather than as NCCL's ring kernels (HO-Ring,
+// direct all-to-all) reach less of NVSwitch: their intra-node bytes are
+// inflated by nvlink_fraction / nvlink_direct_fraction.
 #ifndef SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 #define SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 
@@ -41,14 +44,22 @@ class CollectiveEngine {
   // call's group or algorithm and why it cannot run here.
   absl::Status Prepare(const CollectiveCall& call);
 
+  // How long a call took, and how much of it was latency: the protocol's
+  // base latency plus the per-step alphas on its critical flows.
+  struct CallTime {
+    double seconds = 0;
+    double latency_s = 0;
+  };
+
   // From a SimGrid actor: runs a prepared call for every group of its shape
   // and returns when the last flow (and alpha) is done.
-  void Run(const CollectiveCall& call);
+  CallTime Run(const CollectiveCall& call);
 
   // Simulate NVSwitch traffic of node 0 only. Exact when every node runs
   // the same program and every prepared plan is intra-symmetric: NVSwitch
   // ports carry only their own node's traffic. The caller decides.
   void set_node_symmetry(bool on) { node_symmetry_ = on; }
+  bool node_symmetry() const { return node_symmetry_; }
   bool AllIntraSymmetric() const;
 
   const PlanSummary& summary(const CollectiveCall& call) const;
@@ -62,16 +73,24 @@ class CollectiveEngine {
     const Protocol* protocol = nullptr;
     std::vector<std::vector<int>> groups;  // global ranks, member order
     PlanShape shape;
+    // Intra-node wire bytes per payload byte beyond the ring's (direct
+    // patterns: nvlink_fraction / nvlink_direct_fraction).
+    double intra_inflation = 1;
   };
   static Key KeyOf(const CollectiveCall& call);
   const Entry& entry(const CollectiveCall& call) const;
   double EstimateEntry(const Entry& e, const Protocol& proto) const;
   // The least time a stage takes: each step waits for its slowest message.
-  double StageFloor(const Stage& stage, const Protocol& proto) const;
-  void RunFast(const Entry& e);
+  // `alpha` (optional) gets the latency part of it.
+  double StageFloor(const Stage& stage, const Protocol& proto,
+                    double* alpha = nullptr) const;
+  // Returns the latency part of the run.
+  double RunFast(const Entry& e);
   // Starts one flow per hop for every group, waits for them, then for each
-  // hop's steps x alpha, and for `floor` seconds at least.
-  void RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor);
+  // hop's steps x alpha, and for `floor` seconds at least (of which
+  // `floor_alpha` is latency). Returns the latency part of what it waited.
+  double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
+                  double floor_alpha);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {

@@ -1,11 +1,13 @@
 #include "sim/engine/fabric.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include <simgrid/s4u.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "sim/compute/kernel_time.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -63,21 +65,31 @@ absl::Status ValidateEnginePlatform(const Platform& p,
   for (auto [field, value] :
        {std::pair<const char*, double>{"nvlink_fraction", e.nvlink_fraction()},
         {"network_fraction", e.network_fraction()},
-        {"hbm_fraction", e.hbm_fraction()},
-        {"compute_default", e.compute_default()}}) {
-    if (value <= 0 || value > 1) {
+        {"nvlink_direct_fraction", e.nvlink_direct_fraction()}}) {
+    if (!(value > 0 && value <= 1)) {
       return FieldError(where, absl::StrCat("efficiency.", field),
                         absl::StrCat("must be in (0, 1], got ", value));
     }
   }
-  for (const auto& [kind, value] : e.compute()) {
-    if (value <= 0 || value > 1) {
-      return FieldError(where, absl::StrCat("efficiency.compute[", kind, "]"),
-                        absl::StrCat("must be in (0, 1], got ", value));
+  if (absl::Status s = ValidateKernelModel(p, where); !s.ok()) return s;
+  const Interference& in = p.interference();
+  if (in.collective_sms() < 0 || in.collective_sms() > p.gpu().sms()) {
+    return FieldError(where, "interference.collective_sms",
+                      absl::StrCat("must be in [0, gpu.sms = ", p.gpu().sms(),
+                                   "], got ", in.collective_sms()));
+  }
+  for (auto [field, value] :
+       {std::pair<const char*, double>{"compute_slowdown", in.compute_slowdown()},
+        {"memory_slowdown", in.memory_slowdown()}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      return FieldError(where, absl::StrCat("interference.", field),
+                        absl::StrCat("must be a finite number >= 0, got ", value));
     }
   }
-  if (p.gpu().hbm_bytes_per_s() <= 0) {
-    return FieldError(where, "gpu.hbm_bytes_per_s", "must be > 0");
+  if (!(in.nvlink_under_compute() > 0 && in.nvlink_under_compute() <= 1)) {
+    return FieldError(where, "interference.nvlink_under_compute",
+                      absl::StrCat("must be in (0, 1], got ",
+                                   in.nvlink_under_compute()));
   }
   if (p.channels() < 1) return FieldError(where, "channels", "must be >= 1");
   return absl::OkStatus();
@@ -97,6 +109,13 @@ int Fabric::NicOf(int rank) const {
 double Fabric::NvlinkBandwidth() const {
   return platform_.nvswitch().bandwidth() *
          platform_.efficiency().nvlink_fraction();
+}
+
+void Fabric::SetNvlinkScale(double scale, bool node0_only) {
+  const double bw = NvlinkBandwidth() * scale;
+  const size_t n = node0_only ? std::min<size_t>(ports_.size(), mesh_.gpus_per_node)
+                              : ports_.size();
+  for (size_t i = 0; i < n; ++i) ports_[i]->set_bandwidth(bw);
 }
 
 double Fabric::NicBandwidth() const {
@@ -129,6 +148,7 @@ absl::Status Fabric::BuildNodes() {
         zone->create_split_duplex_link(absl::StrCat("nvswitch", rank), bw)
             ->set_latency(0)
             ->seal();
+    ports_.push_back(port);
     zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                     {{port, sg4::LinkInRoute::Direction::UP}}, true);
     gpus_.push_back(host);

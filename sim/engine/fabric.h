@@ -19,6 +19,7 @@
 
 namespace simgrid::s4u {
 class Host;
+class Link;
 }
 
 namespace shardsim {
@@ -46,6 +47,10 @@ class Fabric {
   double NvlinkBandwidth() const;
   double NicBandwidth() const;
 
+  // From a SimGrid actor: every NVSwitch port (or node 0's only) runs at
+  // `scale` x NvlinkBandwidth(): NCCL's copies slow while compute runs.
+  void SetNvlinkScale(double scale, bool node0_only);
+
  private:
   Fabric(const Platform& platform, const Mesh& mesh)
       : platform_(platform), mesh_(mesh) {}
@@ -56,10 +61,11 @@ class Fabric {
   const Mesh mesh_;
   std::vector<simgrid::s4u::Host*> gpus_;
   std::vector<simgrid::s4u::Host*> nics_;  // by NIC index node*nics + i
+  std::vector<simgrid::s4u::Link*> ports_;  // NVSwitch port of each GPU
 };
 
-// Checks the fields the engine needs (bandwidths, protocols, efficiencies),
-// naming the field. `where` prefixes messages (the platform's file).
+// Checks the fields the engine needs (bandwidths, protocols, efficiencies,
+// the kernel model, interference), naming the field. `where` prefixes messages (the platform's file).
 absl::Status ValidateEnginePlatform(const Platform& platform,
                                     const std::string& where);
 

@@ -1,17 +1,31 @@
 // Step replay: the schedule IR on the fabric. Every GPU runs the same
-// program, so one op stands for all GPUs: a compute op sleeps for its
-// duration, a collective runs every group of its shape at once. An op
-// starts when its dependencies and the op before it on its stream are done;
-// streams run concurrently, so communication overlaps compute where the
-// IR's dependencies allow it.
+// program, so one op stands for all GPUs.
+//
+//  - The host: one actor walks the ops in IR order (the framework's issue
+//    order). It blocks on an op's host_waits, then spends its launch cost:
+//    a compute op's kernel launches (KernelModel.host_launch_s each), a
+//    collective's launch_overhead_s. A compute op may start on the GPU as
+//    soon as the host begins launching it but cannot end before the host
+//    has launched its last kernel; a collective starts once its call
+//    returns.
+//  - The GPU: an op runs once the host issued it, its deps are done and the
+//    op before it on its stream is done. Compute ops take their kernels'
+//    time (sim/compute), slowed while collectives hold SMs
+//    (Interference: compute- and memory-bound parts apart); collectives run
+//    on the fabric, and NVSwitch ports run at nvlink_under_compute of their
+//    rate while compute runs.
+//  - Why: the step's critical path is walked back from its last op; every
+//    second of it is charged to one cause (results.proto Breakdown).
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/fabric.h"
+#include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -19,24 +33,33 @@ namespace shardsim {
 struct OpTime {
   double start = 0;
   double end = 0;
+  double host_start = 0;  // when the host began issuing it
+  double host_end = 0;    // when the host was done with it
+  double base_s = 0;      // compute: its kernels alone on the GPU
+  double gpu_s = 0;       // compute: on the GPU, interference included
+  double latency_s = 0;   // collective: its latency part
+  // On the critical path: the cause its time was charged to ("compute",
+  // "bandwidth", ...); empty if it is not on the path.
+  std::string cause;
 };
 
 struct StepTiming {
   double step_time_s = 0;
   double compute_busy_s = 0;  // time the compute stream is busy
   std::vector<OpTime> ops;    // by op id
+  Breakdown breakdown;        // adds up to step_time_s
 };
 
-// Seconds a compute op takes: FLOPs at the reachable share of peak for its
-// kind, or its HBM traffic at the reachable HBM bandwidth, whichever is
-// longer (a roofline).
-double ComputeSeconds(const ComputeOp& op, const Platform& platform);
-
 // Runs the SimGrid engine until the step is done. Call once per process,
-// after Fabric::Build.
-absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule,
-                                      const Fabric& fabric,
+// after Fabric::Build. The fabric's NVSwitch rates change while it runs.
+absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
                                       CollectiveEngine* collectives);
+
+// Charges each second of a replayed step to a cause by walking its critical
+// path back from the op that ends last, and marks the ops it passes with
+// their cause. Exposed for tests; ReplayStep calls it.
+Breakdown CriticalPathBreakdown(const Schedule& schedule,
+                                std::vector<OpTime>* times);
 
 }  // namespace shardsim
 

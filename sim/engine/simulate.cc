@@ -46,7 +46,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
     absl::StatusOr<StepTiming> t =
-        ReplayStep(point->schedule, **fabric, &collectives);
+        ReplayStep(point->schedule, fabric->get(), &collectives);
     if (!t.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           job.path, ": \"", spec, "\" at ", gpus, " GPUs: ", t.status().message()));
@@ -61,9 +61,14 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_mfu(flops_per_gpu / t->step_time_s / job.platform.gpu().peak_flops());
     row.set_compute_s(t->compute_busy_s);
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
+    *row.mutable_breakdown() = t->breakdown;
     if (!options.trace_path.empty()) {
-      TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}};
-      for (const OpTime& o : t->ops) gpu.times.push_back({o.start, o.end});
+      TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
+      for (const OpTime& o : t->ops) {
+        gpu.times.push_back({o.start, o.end});
+        gpu.host.push_back({o.host_start, o.host_end});
+        gpu.causes.push_back(o.cause);
+      }
       if (absl::Status s = WriteChromeTrace(
               point->schedule, {gpu},
               absl::StrCat(job.model.name(), " ", spec, " on ", gpus, " GPUs of ",

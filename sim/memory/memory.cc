@@ -46,10 +46,23 @@ bool ParamsSharded(const Strategy& strategy) {
   return Shards(strategy.p()) > 1 || strategy.secondary_params_intra() > 0;
 }
 
-int64_t LargestLayerHalfBytes(const std::vector<Layer>& layers) {
+int64_t LargestLayerParams(const std::vector<Layer>& layers) {
   int64_t largest = 0;
   for (const Layer& l : layers) largest = std::max(largest, l.params);
-  return kHalfBytes * largest;
+  return largest;
+}
+
+// The largest module that is gathered on its own (above the persistence
+// threshold).
+int64_t LargestUnitParams(const std::vector<Layer>& layers,
+                          int64_t persistence_threshold) {
+  int64_t largest = 0;
+  for (const Layer& l : layers) {
+    for (const Unit& u : l.units) {
+      if (u.params > persistence_threshold) largest = std::max(largest, u.params);
+    }
+  }
+  return largest;
 }
 
 // Every layer's forward activations are alive when backward starts; the
@@ -66,31 +79,46 @@ int64_t ActivationBytes(const std::vector<Layer>& layers) {
   return kept + working;
 }
 
-// Full-size bf16 buffers that exist beside the sharded states.
-int64_t BufferBytes(const std::vector<Layer>& layers,
-                    const Strategy& strategy, const Scenario& scenario) {
-  const int64_t layer_bytes = LargestLayerHalfBytes(layers);
-  int64_t buffers = 0;
+// Full-size bf16 buffers that exist beside the sharded states, as the
+// strategy's framework keeps them (strategy.execution()).
+int64_t BufferBytes(const std::vector<Layer>& layers, const Strategy& strategy) {
+  const Execution& ex = strategy.execution();
+  int64_t gathered = 0;
   if (ParamsSharded(strategy) && strategy.keep_params_through_backward()) {
     // FSDP SHARD_GRAD_OP / _HYBRID_SHARD_ZERO2: every layer gathered in
     // forward stays whole until its backward, so at the turn of the
-    // micro-batch the full model's bf16 parameters are alive.
-    int64_t all = 0;
-    for (const Layer& l : layers) all += kHalfBytes * l.params;
-    buffers += all;
+    // micro-batch the full model's parameters are alive.
+    for (const Layer& l : layers) gathered += l.params;
   } else if (ParamsSharded(strategy)) {
-    // The layer being computed plus the ones gathered ahead of it.
-    const int64_t prefetch =
-        scenario.has_prefetch_layers() ? scenario.prefetch_layers() : 1;
-    buffers += (1 + std::max<int64_t>(0, prefetch)) * layer_bytes;
+    const int64_t unit = ex.gather_unit() == SUBMODULE
+                             ? LargestUnitParams(layers, ex.persistence_threshold())
+                             : LargestLayerParams(layers);
+    if (ex.prefetch_bucket_elements() > 0) {
+      // DeepSpeed: the module in use, the bucket ahead of it and the module
+      // that crosses the bucket's end, within the live budget.
+      gathered = unit + ex.prefetch_bucket_elements() + unit;
+      if (ex.max_live_elements() > 0) {
+        gathered = std::min(gathered, std::max(unit, ex.max_live_elements()));
+      }
+    } else {
+      const int64_t units = ex.max_gathered_units() > 0
+                                ? ex.max_gathered_units()
+                                : 1 + ex.prefetch_units();
+      gathered = units * unit;
+    }
   }
-  if (Shards(strategy.g()) > 1 || scenario.bucket_bytes() > 0) {
+  int64_t gradients = 0;
+  if (Shards(strategy.g()) > 1 || ex.reduce_bucket_elements() > 0) {
     // Gradients are produced full-size and reduced (onto their shards, or
     // all-reduced per bucket): one buffer being filled, one being reduced.
-    buffers += scenario.bucket_bytes() > 0 ? 2 * scenario.bucket_bytes()
-                                           : 2 * layer_bytes;
+    int64_t psi = 0;
+    for (const Layer& l : layers) psi += l.params;
+    const int64_t bucket = ex.reduce_bucket_elements() > 0
+                               ? std::min(ex.reduce_bucket_elements(), psi)
+                               : LargestLayerParams(layers);
+    gradients = 2 * bucket;
   }
-  return buffers;
+  return kHalfBytes * (gathered + gradients);
 }
 
 }  // namespace
@@ -124,7 +152,7 @@ MemoryBreakdown EstimateMemory(const std::vector<Layer>& layers,
   MemoryBreakdown m;
   m.states = ModelStateBytes(psi, k, strategy);
   m.activations = ActivationBytes(layers);
-  m.buffers = BufferBytes(layers, strategy, scenario);
+  m.buffers = BufferBytes(layers, strategy);
   m.reserved = platform.gpu().reserved_bytes();
   m.total = m.states.params + m.states.grads + m.states.optimizer +
             m.activations + m.buffers + m.reserved;

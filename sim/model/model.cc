@@ -129,10 +129,11 @@ int64_t InputBytes(const Model& m, const Batch& batch) {
          m.hidden();
 }
 
-Layer Embedding(const Model& m) {
+Layer Embedding(const Model& m, const Batch& batch) {
   Layer layer;
   layer.name = "embedding";
   layer.params = EmbeddingParams(m);
+  layer.units = EmbeddingUnits(m, batch);
   // A table lookup (and its gradient a scatter-add): no matmul FLOPs. Its
   // output is the first block's input, which that block already counts.
   return layer;
@@ -146,6 +147,7 @@ Layer Block(const Model& m, const Batch& batch, int index) {
   Layer layer;
   layer.name = absl::StrCat("block ", index);
   layer.params = BlockParams(m);
+  layer.units = BlockUnits(m, batch);
   // QK^T and AV are each 2*b*s^2*h; causality is not discounted.
   const double attention = 2.0 * 2.0 * b * s * s * m.hidden();
   layer.forward_flops = 2.0 * tokens * BlockMatmulParams(m) + attention;
@@ -170,6 +172,7 @@ Layer Head(const Model& m, const Batch& batch) {
   Layer layer;
   layer.name = "head";
   layer.params = HeadParams(m);
+  layer.units = HeadUnits(m, batch);
   // The output projection runs whether or not its matrix is tied.
   layer.forward_flops = 2.0 * tokens * m.hidden() * m.vocab();
   layer.backward_flops = 2.0 * layer.forward_flops;
@@ -245,7 +248,7 @@ absl::Status ValidateModel(const Model& model) {
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch) {
   std::vector<Layer> layers;
   layers.reserve(model.layers() + 2);
-  layers.push_back(Embedding(model));
+  layers.push_back(Embedding(model, batch));
   for (int i = 0; i < model.layers(); ++i) {
     layers.push_back(Block(model, batch, i));
   }

@@ -14,7 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "sim/model/kernels.h"
 #include "sim/schema/model.pb.h"
+#include "sim/schema/scenario.pb.h"
 
 namespace shardsim {
 
@@ -24,6 +26,7 @@ struct Batch {
   int64_t seq_len = 1;
   bool recompute = false;        // full activation recomputation
   bool flash_attention = false;  // attention scores not kept
+  KernelOptions kernels;         // how the model code runs (EAGER if unset)
 };
 
 // The unit of sharding and scheduling: the embedding, each transformer
@@ -40,6 +43,9 @@ struct Layer {
   // Extra bytes live only while this layer's backward runs (the
   // recomputed activations when recomputing, else 0).
   int64_t backward_working_bytes = 0;
+  // The modules that own its parameters, in forward order, with the
+  // kernels each runs (kernels.h). Their params add up to `params`.
+  std::vector<Unit> units;
 };
 
 // Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b.

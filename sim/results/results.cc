@@ -1,6 +1,8 @@
 #include "sim/results/results.h"
 
+#include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,7 @@
 #include "sim/memory/memory.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
+#include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
 
@@ -32,6 +35,13 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, strategy.status().message()));
+  }
+  if (absl::Status s = ResolveExecution(job.scenario.execution(),
+                                        job.model.hidden(), &*strategy);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.path, ": field ", s.message(), " (strategy \"", spec,
+                     "\")"));
   }
   absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
   if (!scenario.ok()) {
@@ -152,6 +162,39 @@ std::string FormatRunTable(const Results& results) {
         r.tflops_per_gpu(), 100 * r.mfu(), r.exposed_comm_s(),
         GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
         GB(r.peak_memory_bytes()));
+  }
+  return out;
+}
+
+std::string FormatBreakdownTable(const Results& results) {
+  std::string out = absl::StrFormat(
+      "why: the critical path of each step, seconds per cause (they add up "
+      "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | %s\n",
+      "strategy", "gpus", "step s", "compute", "slowdown", "optim",
+      "bandwdth", "latency", "launch", "prefetch", "mem-lim",
+      "most exposed collectives");
+  for (const ResultRow& r : results.rows()) {
+    if (!r.has_breakdown()) continue;
+    const Breakdown& b = r.breakdown();
+    std::vector<ExposedCollective> top(b.by_collective().begin(),
+                                       b.by_collective().end());
+    std::sort(top.begin(), top.end(), [](const auto& x, const auto& y) {
+      return x.seconds() > y.seconds() ||
+             (x.seconds() == y.seconds() && x.collective() < y.collective());
+    });
+    std::string exposed;
+    for (size_t i = 0; i < top.size() && i < 3; ++i) {
+      absl::StrAppendFormat(&exposed, "%s%s %.3f", i ? ", " : "",
+                            top[i].collective(), top[i].seconds());
+    }
+    absl::StrAppendFormat(
+        &out,
+        "%-34s %6d %8.4f | %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
+        "%s\n",
+        r.strategy(), r.gpus(), r.step_time_s(), b.compute_s(),
+        b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(),
+        b.latency_s(), b.launch_overhead_s(), b.prefetch_wait_s(),
+        b.prefetch_depth_s(), exposed);
   }
   return out;
 }

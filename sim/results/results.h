@@ -38,6 +38,10 @@ std::string FormatVolumeTable(const Results& results, bool detail);
 // memory; OOM rows say so and carry no times.
 std::string FormatRunTable(const Results& results);
 
+// Why each timed step takes what it takes: its breakdown (results.proto),
+// seconds per cause, and the collectives left most exposed.
+std::string FormatBreakdownTable(const Results& results);
+
 // nccl-tests' table layout, so it can be laid beside a real log.
 std::string FormatCollectiveTable(const CollectiveResults& results);
 

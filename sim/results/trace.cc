@@ -57,6 +57,11 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
       *events->add_values()->mutable_struct_value() = ThreadName(
           pid, s, absl::AsciiStrToLower(Stream_Name(static_cast<Stream>(s))));
     }
+    constexpr int kHostTid = 0;
+    if (!proc.host.empty()) {
+      *events->add_values()->mutable_struct_value() =
+          ThreadName(pid, kHostTid, "host (framework issuing ops)");
+    }
     for (const Op& op : schedule.ops()) {
       if (op.body_case() == Op::kMemory) continue;
       if (op.id() >= static_cast<int>(proc.times.size())) continue;
@@ -73,8 +78,25 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
       args["op_id"] = Num(op.id());
       args["phase"] = Str(absl::AsciiStrToLower(Phase_Name(op.phase())));
       args["micro_batch"] = Num(op.micro_batch());
+      if (op.id() < static_cast<int>(proc.causes.size()) &&
+          !proc.causes[op.id()].empty()) {
+        args["critical_path"] = Str(proc.causes[op.id()]);
+      }
       if (op.has_compute()) {
         args["flops"] = Num(op.compute().flops());
+        // The kernels with their shapes, so that `shardsim calibrate` can
+        // fit the kernel model to measured timelines.
+        auto* list = args["kernel_list"].mutable_list_value();
+        for (const Kernel& k : op.compute().kernels()) {
+          std::string json;
+          Value v;
+          if (google::protobuf::util::MessageToJsonString(k, &json).ok() &&
+              google::protobuf::util::JsonStringToMessage(
+                  json, v.mutable_struct_value())
+                  .ok()) {
+            *list->add_values() = std::move(v);
+          }
+        }
       } else if (op.has_collective()) {
         const CollectiveCall& c = op.collective();
         args["op"] = Str(CollectiveOp_Name(c.op()));
@@ -83,6 +105,22 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
         args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
       }
       *events->add_values()->mutable_struct_value() = std::move(e);
+      if (op.id() < static_cast<int>(proc.host.size())) {
+        const auto& [h0, h1] = proc.host[op.id()];
+        if (h1 > h0) {
+          Struct h;
+          auto& hf = *h.mutable_fields();
+          hf["name"] = Str(absl::StrCat("issue ", op.label()));
+          hf["ph"] = Str("X");
+          hf["pid"] = Num(pid);
+          hf["tid"] = Num(kHostTid);
+          hf["ts"] = Num(h0 * 1e6);
+          hf["dur"] = Num((h1 - h0) * 1e6);
+          (*hf["args"].mutable_struct_value()->mutable_fields())["op_id"] =
+              Num(op.id());
+          *events->add_values()->mutable_struct_value() = std::move(h);
+        }
+      }
     }
   }
   std::string json;

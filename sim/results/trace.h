@@ -1,7 +1,8 @@
 // A step's timeline as Chrome-trace JSON (opens in Perfetto and
-// chrome://tracing): one process per GPU given, one track per stream,
-// compute and every collective as a slice with its bytes, group and
-// algorithm. The simulator gives one GPU (every GPU runs the same program);
+// chrome://tracing): one process per GPU given, one track per stream (and
+// the host's, when given), compute and every collective as a slice with its
+// bytes, group and algorithm, its kernels, and on the critical path the
+// cause its time was charged to (args "critical_path"). The simulator gives one GPU (every GPU runs the same program);
 // shardsim-hw gives every rank's measured times.
 #ifndef SHARDSIM_SIM_RESULTS_TRACE_H_
 #define SHARDSIM_SIM_RESULTS_TRACE_H_
@@ -19,6 +20,10 @@ struct TraceProcess {
   std::string name;  // "GPU 0 (every GPU)", "rank 3"
   // times[id] = (start, end) in seconds of op `id`.
   std::vector<std::pair<double, double>> times;
+  // Optional, by op id: when the host issued it (a "host" track), and the
+  // cause its time was charged to on the critical path ("" if not on it).
+  std::vector<std::pair<double, double>> host;
+  std::vector<std::string> causes;
 };
 
 absl::Status WriteChromeTrace(const Schedule& schedule,

@@ -59,6 +59,34 @@ absl::Status FieldError(absl::string_view file, absl::string_view field,
       absl::StrCat(file, ": field ", field, ": ", why));
 }
 
+// Fills gpu, kernels and interference from the platform's GPU model; the
+// platform's own fields win.
+absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
+                             absl::string_view file) {
+  if (p->gpu_model().empty()) return absl::OkStatus();
+  const bool is_path = absl::EndsWith(p->gpu_model(), ".textproto");
+  const std::string path =
+      is_path ? Join(base_dir, p->gpu_model())
+              : absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/gpus/",
+                             p->gpu_model(), ".textproto");
+  absl::StatusOr<GpuModel> model = ReadTextProto<GpuModel>(path);
+  if (!model.ok()) {
+    return FieldError(file, "gpu_model",
+                      absl::StrCat("\"", p->gpu_model(), "\": ",
+                                   model.status().message()));
+  }
+  Gpu gpu = model->gpu();
+  gpu.MergeFrom(p->gpu());
+  *p->mutable_gpu() = gpu;
+  KernelModel kernels = model->kernels();
+  kernels.MergeFrom(p->kernels());
+  *p->mutable_kernels() = kernels;
+  Interference interference = model->interference();
+  interference.MergeFrom(p->interference());
+  *p->mutable_interference() = interference;
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePlatform(const Platform& p, absl::string_view file) {
   if (p.gpus_per_node() < 1) {
     return FieldError(file, "gpus_per_node", "must be >= 1");
@@ -111,12 +139,6 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view file) {
     return FieldError(file, "optimizer_bytes_per_param",
                       "must be > 0 (12 for mixed-precision Adam)");
   }
-  if (s.bucket_bytes() < 0) {
-    return FieldError(file, "bucket_bytes", "must be >= 0 (0 = per layer)");
-  }
-  if (s.has_prefetch_layers() && s.prefetch_layers() < 0) {
-    return FieldError(file, "prefetch_layers", "must be >= 0");
-  }
   return absl::OkStatus();
 }
 
@@ -163,6 +185,10 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
     }
     return platform.status();
   }
+  if (absl::Status s = ResolveGpuModel(&*platform, DirName(path), path);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ValidatePlatform(*platform, path); !s.ok()) return s;
   return platform;
 }
@@ -193,6 +219,9 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
   }
   if (s.has_platform_def()) {
     job.platform = s.platform_def();
+    if (absl::Status v = ResolveGpuModel(&job.platform, dir, path); !v.ok()) {
+      return v;
+    }
     if (absl::Status v = ValidatePlatform(job.platform, path); !v.ok()) {
       return v;
     }
@@ -254,6 +283,7 @@ Batch ScenarioBatch(const Scenario& s) {
   b.seq_len = s.seq_len();
   b.recompute = s.recompute();
   b.flash_attention = s.flash_attention();
+  b.kernels = s.kernels();
   return b;
 }
 

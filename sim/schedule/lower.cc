@@ -1,5 +1,6 @@
 #include "sim/schedule/lower.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -33,33 +34,79 @@ Group RatioGroup(const Factor& big, const Factor& small) {
                    big.inter() / small.inter(), small.inter());
 }
 
+// What one compute op of a layer runs, with the one gather (if any) that
+// brings its parameters: a layer (FSDP, PaRO), or a module with parameters
+// above the persistence threshold plus the small ones before it (DeepSpeed).
+struct Segment {
+  int layer = 0;
+  std::string name;
+  std::vector<const Unit*> units;  // forward order
+  int64_t gathered = 0;            // parameters its gather brings
+  int64_t params = 0;              // parameters of its units (gradients)
+};
+
 class StepBuilder {
  public:
   StepBuilder(const std::vector<Layer>& layers, const Strategy& strategy,
               const Mesh& mesh, const Scenario& scenario, Schedule* out)
       : layers_(layers),
-        st_(strategy),
-        mesh_(mesh),
-        sc_(scenario),
+        strategy_(strategy),
+        ex_(strategy.execution()),
         out_(out),
         dp_(MakeFactor(mesh.gpus_per_node, mesh.nodes)),
         last_mb_(scenario.micro_batches() - 1),
-        window_(1 + (scenario.has_prefetch_layers()
-                         ? scenario.prefetch_layers()
-                         : 1)),
-        reduced_(layers.size(), -1) {}
+        reduced_(layers.size(), -1) {
+    BuildSegments();
+  }
 
   void Build() {
-    for (int mb = 0; mb <= last_mb_; ++mb) {
-      Forward(mb);
-      Backward(mb);
-    }
+    PlanVisits();
+    EmitVisits();
     Update();
   }
 
  private:
-  bool ParamsSharded() const { return FactorSize(st_.p()) > 1; }
-  bool Lins() const { return st_.lowering() == LINS; }
+  bool ParamsSharded() const { return FactorSize(strategy_.p()) > 1; }
+  bool Lins() const { return strategy_.lowering() == LINS; }
+  bool Keep() const { return strategy_.keep_params_through_backward(); }
+  Stream ReduceStream() const { return ex_.overlap_comm() ? REDUCE : COMPUTE; }
+
+  void BuildSegments() {
+    const bool per_module = ex_.gather_unit() == SUBMODULE;
+    for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
+      std::vector<Segment> mine;
+      Segment pending;
+      pending.layer = i;
+      for (const Unit& u : layers_[i].units) {
+        pending.units.push_back(&u);
+        pending.params += u.params;
+        if (u.params > ex_.persistence_threshold() && ParamsSharded()) {
+          pending.gathered += u.params;
+        }
+        const bool closes = per_module ? u.params > ex_.persistence_threshold()
+                                       : false;
+        if (closes) {
+          pending.name = absl::StrCat(layers_[i].name, " ", u.name);
+          mine.push_back(std::move(pending));
+          pending = Segment();
+          pending.layer = i;
+        }
+      }
+      if (!pending.units.empty()) {
+        if (mine.empty()) {
+          pending.name = layers_[i].name;
+          mine.push_back(std::move(pending));
+        } else {
+          // Trailing small modules run with the last gathered one.
+          Segment& last = mine.back();
+          for (const Unit* u : pending.units) last.units.push_back(u);
+          last.params += pending.params;
+          last.gathered += pending.gathered;
+        }
+      }
+      for (Segment& s : mine) segments_.push_back(std::move(s));
+    }
+  }
 
   Op* NewOp(Stream stream, Phase phase, int mb, int layer, std::string label,
             std::vector<int> deps) {
@@ -70,6 +117,8 @@ class StepBuilder {
     op->set_micro_batch(mb);
     op->set_layer(layer);
     op->set_label(std::move(label));
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (int d : deps) {
       if (d >= 0) op->add_deps(d);
     }
@@ -77,14 +126,18 @@ class StepBuilder {
   }
 
   int Compute(Phase phase, int mb, int layer, const std::string& kind,
-              double flops, double memory_bytes, std::vector<int> deps) {
-    const std::string where =
-        layer >= 0 ? layers_[layer].name : std::string("model");
+              const std::string& where, std::vector<Kernel> kernels,
+              std::vector<int> deps) {
     Op* op = NewOp(COMPUTE, phase, mb, layer, absl::StrCat(kind, " ", where),
                    std::move(deps));
-    op->mutable_compute()->set_kind(kind);
-    op->mutable_compute()->set_flops(flops);
-    op->mutable_compute()->set_memory_bytes(memory_bytes);
+    ComputeOp* c = op->mutable_compute();
+    c->set_kind(kind);
+    double flops = 0;
+    for (Kernel& k : kernels) {
+      flops += KernelFlops(k);
+      *c->add_kernels() = std::move(k);
+    }
+    c->set_flops(flops);
     return op->id();
   }
 
@@ -102,17 +155,17 @@ class StepBuilder {
   // algorithm; a node, or one GPU per node, is a plain ring.
   Algorithm AlgorithmFor(const Group& g) const {
     if (g.intra_size() > 1 && g.inter_size() > 1 &&
-        st_.algorithm() != ALGORITHM_UNSPECIFIED) {
-      return st_.algorithm();
+        strategy_.algorithm() != ALGORITHM_UNSPECIFIED) {
+      return strategy_.algorithm();
     }
     return RING;
   }
 
-  // Returns the op id, or `after` when the group is a single GPU.
+  // Returns the op id, or the last dependency when the group is one GPU.
   int Collective(Stream stream, Phase phase, int mb, int layer,
                  CollectiveOp kind, const Group& group, int64_t bytes,
                  DType dtype, Algorithm algorithm, const std::string& tensor,
-                 std::vector<int> deps, int root = 0) {
+                 std::vector<int> deps, int root = 0, double extra_host_s = 0) {
     if (GroupSize(group) == 1) return deps.empty() ? -1 : deps.back();
     const std::string where =
         layer >= 0 ? layers_[layer].name : std::string("model");
@@ -128,127 +181,377 @@ class StepBuilder {
     c->set_algorithm(algorithm);
     c->set_tensor(tensor);
     c->set_root(root);
+    c->set_launch_overhead_s(ex_.launch_overhead_s() + extra_host_s);
     return op->id();
   }
 
-  // Gathers `layer`'s parameters for `phase` and returns the gather's id.
-  // At most window_ gathered layers are in flight: a gather waits until the
-  // compute that used the buffer window_ gathers ago has finished.
-  int GatherParams(Phase phase, int mb, int layer) {
-    const bool backward = phase == BACKWARD;
-    const bool hpz = backward && st_.secondary_params_intra() > 0;
-    const bool qwz = !backward && st_.quantized_weights();
-    const Group group = hpz ? MakeGroup(st_.secondary_params_intra(), 1, 1, 1)
-                            : FactorGroup(st_.p());
-    const int64_t params = layers_[layer].params;
-    const int64_t full = 2 * params;
-    std::vector<int> deps;
-    const size_t k = gather_users_.size();
-    if (k >= static_cast<size_t>(window_)) deps.push_back(gather_users_[k - window_]);
-    Memory(GATHER, phase, mb, layer, full, "P full", deps);
-    return Collective(GATHER, phase, mb, layer, ALL_GATHER, group,
-                      qwz ? QuantizedBytes(params, 8) : full,
-                      qwz ? INT8 : BF16, AlgorithmFor(group),
-                      qwz ? "P int8" : "P", deps);
+  // ---- visits and parameter gathers ----
+  //
+  // A visit is one compute op of the step in host order: a segment's
+  // forward, its backward, or a checkpointed layer's recompute. A fetch is
+  // one gather of a segment's parameters and the visit that first needs
+  // it. At each visit's hook the framework issues the visit's own fetches
+  // not yet issued, then prefetches later ones: DeepSpeed while the
+  // parameters ahead stay under its bucket (and its live budget), FSDP and
+  // PaRO a number of units ahead. Ops are emitted in that host order.
+
+  struct Visit {
+    Phase phase;
+    int mb;
+    int seg;  // -1: the recompute of `layer`
+    int layer;
+    std::vector<int> fetches;  // its fetches (indices into fetches_)
+  };
+  struct Fetch {
+    int seg = 0;
+    int visit = 0;  // first needed by
+    int user = 0;   // the visit after which it is freed
+    Phase phase = FORWARD;
+    int mb = 0;
+    int op = -1;                   // the gather, once emitted
+    Limit limit = PREFETCH_LIMIT;  // why, if issued at its own hook
+  };
+  struct Bucket {
+    int64_t params = 0;
+    std::vector<int> segments;  // in backward order
+    int after = -1;             // the compute op that produced the last grads
+  };
+
+  void PlanVisits() {
+    last_fetch_.assign(segments_.size(), {});
+    for (int mb = 0; mb <= last_mb_; ++mb) {
+      for (int q = 0; q < static_cast<int>(segments_.size()); ++q) {
+        visits_.push_back({FORWARD, mb, q, segments_[q].layer, {}});
+        if (segments_[q].gathered > 0) AddFetch(q, FORWARD, mb);
+      }
+      for (int q = static_cast<int>(segments_.size()) - 1; q >= 0; --q) {
+        const Segment& seg = segments_[q];
+        const bool first = q + 1 == static_cast<int>(segments_.size()) ||
+                           segments_[q + 1].layer != seg.layer;
+        const bool recompute = layers_[seg.layer].recompute_flops > 0;
+        if (first && recompute) {
+          visits_.push_back({BACKWARD, mb, -1, seg.layer, {}});
+          for (int r = q; r >= 0 && segments_[r].layer == seg.layer; --r) {
+            if (segments_[r].gathered > 0 && !Keep()) AddFetch(r, BACKWARD, mb);
+          }
+        }
+        visits_.push_back({BACKWARD, mb, q, seg.layer, {}});
+        if (seg.gathered > 0 && !Keep() && !recompute) AddFetch(q, BACKWARD, mb);
+        // Backward frees what this segment used: its own fetch, a
+        // recompute's, or (SHARD_GRAD_OP) the one kept since forward.
+        const int here = static_cast<int>(visits_.size()) - 1;
+        for (int f : last_fetch_[q]) fetches_[f].user = here;
+        last_fetch_[q].clear();
+      }
+    }
+    users_.assign(visits_.size(), {});
+    for (int f = 0; f < static_cast<int>(fetches_.size()); ++f) {
+      users_[fetches_[f].user].push_back(f);
+    }
   }
 
-  void Forward(int mb) {
-    for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
-      const int gather = ParamsSharded() ? GatherParams(FORWARD, mb, i) : -1;
-      const int fwd = Compute(FORWARD, mb, i, "forward",
-                              layers_[i].forward_flops, 0, {gather});
-      if (ParamsSharded()) {
-        gather_users_.push_back(fwd);
-        if (!st_.keep_params_through_backward()) {
-          Memory(COMPUTE, FORWARD, mb, i, -2 * layers_[i].params, "P full",
-                 {fwd});
-        }
+  void AddFetch(int seg, Phase phase, int mb) {
+    Fetch f;
+    f.seg = seg;
+    f.visit = static_cast<int>(visits_.size()) - 1;
+    f.user = f.visit;
+    f.phase = phase;
+    f.mb = mb;
+    const int id = static_cast<int>(fetches_.size());
+    visits_.back().fetches.push_back(id);
+    // A backward fetch, or a forward one kept through backward, is freed by
+    // its segment's backward.
+    if (phase == BACKWARD || Keep()) last_fetch_[seg].push_back(id);
+    fetches_.push_back(f);
+  }
+
+  // At visit `v`'s hook: its own fetches not yet in flight (one call), then
+  // the prefetch. DeepSpeed pops its trace queue from where the last hook
+  // stopped and issues new fetches until they hold the prefetch bucket (or
+  // what the live budget leaves), all in one call: the depth it runs ahead
+  // grows hook by hook until the live budget stops it
+  // (partitioned_param_coordinator.py, fetch_sub_module). FSDP and PaRO
+  // gather a fixed number of units ahead, one call each.
+  void Hook(int v) {
+    const Visit& visit = visits_[v];
+    std::vector<int> own;
+    for (int f : visit.fetches) {
+      if (fetches_[f].op < 0) own.push_back(f);
+    }
+    if (!own.empty()) EmitCall(own, fetches_[own[0]].limit);
+    const bool prefetching = visit.phase == BACKWARD || ex_.forward_prefetch();
+    if (!prefetching) return;
+    const int next = FirstFetchAfter(v);
+    if (ex_.prefetch_bucket_elements() > 0) {
+      const int64_t room = ex_.max_live_elements() > 0
+                               ? ex_.max_live_elements() - live_
+                               : ex_.prefetch_bucket_elements();
+      const int64_t budget = std::min(room, ex_.prefetch_bucket_elements());
+      std::vector<int> ahead;
+      int64_t numel = 0;
+      int f = std::max(frontier_, next);
+      for (; f < static_cast<int>(fetches_.size()) && numel < budget; ++f) {
+        if (fetches_[f].op >= 0) continue;
+        ahead.push_back(f);
+        numel += segments_[fetches_[f].seg].gathered;
+      }
+      // The bucket would have gone on; the live budget stopped it.
+      if (budget < ex_.prefetch_bucket_elements() &&
+          f < static_cast<int>(fetches_.size()) && fetches_[f].op < 0) {
+        fetches_[f].limit = MEMORY_LIMIT;
+      }
+      frontier_ = f;
+      // One call per kind of gather (hpZ's backward ones use their group).
+      std::vector<int> forward, backward;
+      for (int g : ahead) {
+        (fetches_[g].phase == BACKWARD ? backward : forward).push_back(g);
+      }
+      if (!forward.empty()) EmitCall(forward, NO_LIMIT);
+      if (!backward.empty()) EmitCall(backward, NO_LIMIT);
+    } else {
+      for (int f = next; f < static_cast<int>(fetches_.size()) &&
+                         f < next + ex_.prefetch_units();
+           ++f) {
+        if (fetches_[f].op < 0) EmitCall({f}, NO_LIMIT);
       }
     }
   }
 
-  void Backward(int mb) {
-    std::vector<int> bucket;
-    int64_t bucket_bytes = 0;
-    for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
-      int gather = -1;
-      if (ParamsSharded() && !st_.keep_params_through_backward()) {
-        gather = GatherParams(BACKWARD, mb, i);
+  // Fetches are listed in visit order.
+  int FirstFetchAfter(int v) const {
+    return static_cast<int>(
+        std::upper_bound(fetches_.begin(), fetches_.end(), v,
+                         [](int visit, const Fetch& f) { return visit < f.visit; }) -
+        fetches_.begin());
+  }
+
+  // One all-gather call bringing the parameters of `fetches` (all of one
+  // phase). The host first blocks until older gathered units are freed
+  // (FSDP's rate limiter) or older calls are done (DeepSpeed's
+  // back-pressure).
+  void EmitCall(const std::vector<int>& fetches, Limit limit) {
+    const Fetch& first = fetches_[fetches[0]];
+    const bool backward = first.phase == BACKWARD;
+    const bool hpz = backward && strategy_.secondary_params_intra() > 0;
+    const bool qwz = !backward && strategy_.quantized_weights();
+    const Group group = hpz ? MakeGroup(strategy_.secondary_params_intra(), 1, 1, 1)
+                            : FactorGroup(strategy_.p());
+    int64_t params = 0;
+    for (int f : fetches) params += segments_[fetches_[f].seg].gathered;
+    std::vector<int> waits;
+    Limit why = limit;
+    const int k = static_cast<int>(calls_.size());
+    if (!Keep() && ex_.max_gathered_units() > 0 &&
+        k >= ex_.max_gathered_units()) {
+      const Fetch& old = fetches_[calls_[k - ex_.max_gathered_units()]];
+      if (old.user < static_cast<int>(visit_ops_.size())) {
+        waits.push_back(visit_ops_[old.user]);
+        why = MEMORY_LIMIT;
       }
-      int ready = gather;
-      if (layers_[i].recompute_flops > 0) {
-        ready = Compute(BACKWARD, mb, i, "recompute",
-                        layers_[i].recompute_flops, 0, {gather});
-      }
-      const bool transient_grad = FactorSize(st_.g()) > 1 || ParamsSharded();
-      if (transient_grad) {
-        Memory(COMPUTE, BACKWARD, mb, i, 2 * layers_[i].params, "G full", {});
-      }
-      const int bwd = Compute(BACKWARD, mb, i, "backward",
-                              layers_[i].backward_flops, 0, {ready});
-      if (ParamsSharded()) {
-        if (!st_.keep_params_through_backward()) gather_users_.push_back(bwd);
-        Memory(COMPUTE, BACKWARD, mb, i, -2 * layers_[i].params, "P full",
-               {bwd});
-      }
-      bucket.push_back(i);
-      bucket_bytes += 2 * layers_[i].params;
-      if (bucket_bytes >= sc_.bucket_bytes() || i == 0) {
-        const int done = Lins() ? ReduceLins(mb, bucket, bwd)
-                                : ReducePaRO(mb, bucket, bwd);
-        if (transient_grad) {
-          Memory(REDUCE, BACKWARD, mb, i, -bucket_bytes, "G full", {done});
-        }
-        for (int layer : bucket) reduced_[layer] = done;
-        bucket.clear();
-        bucket_bytes = 0;
-      }
+    }
+    if (ex_.max_inflight_fetches() > 0 && k >= ex_.max_inflight_fetches()) {
+      waits.push_back(fetches_[calls_[k - ex_.max_inflight_fetches()]].op);
+      if (why == NO_LIMIT) why = PREFETCH_LIMIT;
+    }
+    const int layer = segments_[first.seg].layer;
+    Memory(GATHER, first.phase, first.mb, layer, 2 * params, "P full", {});
+    const int id = Collective(
+        GATHER, first.phase, first.mb, layer, ALL_GATHER, group,
+        qwz ? QuantizedBytes(params, 8) : 2 * params, qwz ? INT8 : BF16,
+        AlgorithmFor(group), qwz ? "P int8" : "P", {}, 0,
+        ex_.fetch_overhead_s());
+    Op* op = out_->mutable_ops(id);
+    for (int w : waits) op->add_host_waits(w);
+    op->set_limited_by(why);
+    for (int f : fetches) fetches_[f].op = id;
+    calls_.push_back(fetches[0]);
+    live_ += params;
+  }
+
+  std::vector<Kernel> ForwardKernels(const Segment& seg) const {
+    std::vector<Kernel> k;
+    for (const Unit* u : seg.units) {
+      k.insert(k.end(), u->forward.begin(), u->forward.end());
+    }
+    return k;
+  }
+
+  // Frees the fetches whose last user is visit `v` (op `id`).
+  void Release(int v, int id) {
+    for (int i : users_[v]) {
+      const Fetch& f = fetches_[i];
+      if (f.op < 0) continue;
+      const Segment& seg = segments_[f.seg];
+      Memory(COMPUTE, visits_[v].phase, visits_[v].mb, seg.layer,
+             -2 * seg.gathered, "P full", {id});
+      live_ -= seg.gathered;
     }
   }
 
-  int64_t BucketParams(const std::vector<int>& bucket) const {
-    int64_t n = 0;
-    for (int i : bucket) n += layers_[i].params;
-    return n;
-  }
-
-  // PaRO: reduce-scatter G onto its shards every micro-batch; after the
-  // last one, finish the reduction over the OS scope.
-  int ReducePaRO(int mb, const std::vector<int>& bucket, int after) {
-    const int layer = bucket.back();
-    const int64_t params = BucketParams(bucket);
-    int done = after;
-    if (FactorSize(st_.g()) > 1) {
-      if (st_.quantized_gradients()) {
-        // qgZ: int4 all-to-all inside the node, then across nodes on the
-        // node-reduced slice (full precision restored before each sum).
-        const Group intra = MakeGroup(st_.g().intra(), 1, 1, 1);
-        const Group inter = MakeGroup(1, 1, st_.g().inter(), 1);
-        done = Collective(REDUCE, BACKWARD, mb, layer, REDUCE_SCATTER, intra,
-                          QuantizedBytes(params, 4), INT4, DIRECT, "G int4",
-                          {done});
-        done = Collective(REDUCE, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
-                          QuantizedBytes(CeilDiv(params, st_.g().intra()), 4),
-                          INT4, DIRECT, "G int4", {done});
+  // Emits the whole step, visit by visit, in host order.
+  void EmitVisits() {
+    Bucket bucket;
+    for (int v = 0; v < static_cast<int>(visits_.size()); ++v) {
+      const Visit& visit = visits_[v];
+      const int first_op = out_->ops_size();
+      Hook(v);
+      std::vector<int> deps;
+      for (int f : visit.fetches) deps.push_back(fetches_[f].op);
+      int id;
+      if (visit.seg < 0) {
+        std::vector<Kernel> kernels;
+        for (const Segment& s : segments_) {
+          if (s.layer != visit.layer) continue;
+          const std::vector<Kernel> f = ForwardKernels(s);
+          kernels.insert(kernels.end(), f.begin(), f.end());
+        }
+        id = Compute(BACKWARD, visit.mb, visit.layer, "recompute",
+                     layers_[visit.layer].name, std::move(kernels), deps);
+      } else if (visit.phase == FORWARD) {
+        const Segment& seg = segments_[visit.seg];
+        id = Compute(FORWARD, visit.mb, seg.layer, "forward", seg.name,
+                     ForwardKernels(seg), deps);
       } else {
-        const Group g = FactorGroup(st_.g());
-        done = Collective(REDUCE, BACKWARD, mb, layer, REDUCE_SCATTER, g,
-                          2 * params, BF16, AlgorithmFor(g), "G", {done});
+        id = BackwardOp(v, deps);
+      }
+      // DeepSpeed ZeRO-3 synchronizes its reduce stream at the end of each
+      // backward: the host issues nothing more until the reductions are done.
+      if (sync_pending_ >= 0) {
+        for (int o = first_op; o < out_->ops_size(); ++o) {
+          out_->mutable_ops(o)->add_host_waits(sync_pending_);
+        }
+        sync_pending_ = -1;
+      }
+      visit_ops_.push_back(id);
+      Release(v, id);
+      if (visit.phase == BACKWARD && visit.seg >= 0) ReduceAfter(v, id, &bucket);
+    }
+  }
+
+  int BackwardOp(int v, std::vector<int> deps) {
+    const Visit& visit = visits_[v];
+    const Segment& seg = segments_[visit.seg];
+    if (layers_[seg.layer].recompute_flops > 0) {
+      // The layer's recompute, emitted just before its first segment.
+      for (int r = v - 1; r >= 0; --r) {
+        if (visits_[r].seg < 0 && visits_[r].layer == visit.layer) {
+          deps.push_back(visit_ops_[r]);
+          break;
+        }
+      }
+    }
+    if (TransientGrad()) {
+      Memory(COMPUTE, BACKWARD, visit.mb, seg.layer, 2 * seg.params, "G full", {});
+    }
+    std::vector<Kernel> kernels;
+    for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
+      kernels.insert(kernels.end(), (*u)->backward.begin(), (*u)->backward.end());
+    }
+    // Whole gradients kept across micro-batches: autograd adds each new one
+    // into .grad.
+    if (visit.mb > 0 && !ex_.reduce_every_micro_batch() && seg.params > 0) {
+      kernels.push_back(AccumulateKernel(seg.params));
+    }
+    return Compute(BACKWARD, visit.mb, seg.layer, "backward", seg.name,
+                   std::move(kernels), deps);
+  }
+
+  bool TransientGrad() const {
+    return FactorSize(strategy_.g()) > 1 || ParamsSharded();
+  }
+  bool ReducesNow(int mb) const {
+    return ex_.reduce_every_micro_batch() || mb == last_mb_;
+  }
+
+  // Gradients into the bucket; a full bucket (or, without a bucket size,
+  // the end of a layer, or the end of backward) is reduced.
+  void ReduceAfter(int v, int id, Bucket* bucket) {
+    const Visit& visit = visits_[v];
+    const int q = visit.seg;
+    const Segment& seg = segments_[q];
+    const bool last_of_layer = q == 0 || segments_[q - 1].layer != seg.layer;
+    if (!ReducesNow(visit.mb)) return;
+    const int64_t cap = ex_.reduce_bucket_elements();
+    if (cap > 0 && bucket->params > 0 && bucket->params + seg.params > cap) {
+      Flush(visit.mb, bucket);
+    }
+    bucket->params += seg.params;
+    bucket->segments.push_back(q);
+    bucket->after = id;
+    if ((cap == 0 && last_of_layer) || q == 0) Flush(visit.mb, bucket);
+    if (q == 0 && ex_.sync_after_backward() && visit.mb < last_mb_) {
+      sync_pending_ = last_reduce_;
+    }
+  }
+
+  void Flush(int mb, Bucket* bucket) {
+    const bool transient_grad = TransientGrad();
+    if (bucket->params == 0) {
+      bucket->segments.clear();
+      return;
+    }
+    const int done = Lins() ? ReduceLins(mb, *bucket) : ReducePaRO(mb, *bucket);
+    const int layer = segments_[bucket->segments.back()].layer;
+    if (transient_grad) {
+      Memory(ReduceStream(), BACKWARD, mb, layer, -2 * bucket->params, "G full",
+             {done});
+    }
+    for (int q : bucket->segments) reduced_[segments_[q].layer] = done;
+    last_reduce_ = done;
+    *bucket = Bucket();
+  }
+
+  // PaRO's factors: reduce G onto its shards every micro-batch (or once);
+  // after the last one, finish the reduction over the OS scope. DeepSpeed
+  // ZeRO-1/2 all-reduce their buckets whole instead of reduce-scattering.
+  int ReducePaRO(int mb, const Bucket& bucket) {
+    const int layer = segments_[bucket.segments.back()].layer;
+    const int64_t params = bucket.params;
+    const Stream stream = ReduceStream();
+    int done = bucket.after;
+    if (FactorSize(strategy_.g()) > 1) {
+      if (strategy_.quantized_gradients()) {
+        // qgZ, tensor by tensor (DeepSpeed's all_to_all_quant_reduce): int4
+        // all-to-all inside the node, then across nodes on the node-reduced
+        // slice; data and scales are two calls each.
+        const Group intra = MakeGroup(strategy_.g().intra(), 1, 1, 1);
+        const Group inter = MakeGroup(1, 1, strategy_.g().inter(), 1);
+        for (int q : bucket.segments) {
+          for (const Unit* u : segments_[q].units) {
+            if (u->params == 0) continue;
+            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, intra,
+                              QuantizedBytes(u->params, 4), INT4, DIRECT,
+                              "G int4", {done}, 0, ex_.launch_overhead_s());
+            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
+                              QuantizedBytes(CeilDiv(u->params, strategy_.g().intra()), 4),
+                              INT4, DIRECT, "G int4", {done}, 0,
+                              ex_.launch_overhead_s());
+          }
+        }
+      } else {
+        const Group g = FactorGroup(strategy_.g());
+        done = Collective(stream, BACKWARD, mb, layer,
+                          ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER,
+                          g, 2 * params, BF16, AlgorithmFor(g), "G", {done});
       }
     }
     if (mb != last_mb_) return done;
     // Once per step: G shard -> OS shard -> summed over OS replicas.
-    int64_t shard = CeilDiv(2 * params, FactorSize(st_.g()));
-    if (FactorSize(st_.os()) > FactorSize(st_.g())) {
-      const Group g = RatioGroup(st_.os(), st_.g());
-      done = Collective(REDUCE, UPDATE, -1, layer, REDUCE_SCATTER, g, shard,
-                        BF16, AlgorithmFor(g), "G shard", {done});
+    int64_t shard = CeilDiv(2 * params, FactorSize(strategy_.g()));
+    if (FactorSize(strategy_.os()) > FactorSize(strategy_.g())) {
+      const Group g = RatioGroup(strategy_.os(), strategy_.g());
+      done = Collective(stream, UPDATE, -1, layer,
+                        ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER,
+                        g, shard, BF16, AlgorithmFor(g),
+                        FactorSize(strategy_.g()) > 1 ? "G shard" : "G", {done});
       shard = CeilDiv(shard, GroupSize(g));
     }
-    if (FactorSize(dp_) > FactorSize(st_.os())) {
-      const Group g = RatioGroup(dp_, st_.os());
-      done = Collective(REDUCE, UPDATE, -1, layer, ALL_REDUCE, g, shard, BF16,
-                        AlgorithmFor(g), "G shard", {done});
+    if (FactorSize(dp_) > FactorSize(strategy_.os())) {
+      const Group g = RatioGroup(dp_, strategy_.os());
+      done = Collective(stream, UPDATE, -1, layer, ALL_REDUCE, g, shard, BF16,
+                        AlgorithmFor(g),
+                        FactorSize(strategy_.os()) > 1 ? "G shard" : "G",
+                        {done});
     }
     return done;
   }
@@ -257,62 +560,89 @@ class StepBuilder {
   // over the GPUs sharing a P shard inside the G group and keep one's own
   // slice (select and drop); on the last micro-batch all-reduce over every
   // GPU sharing the P shard.
-  int ReduceLins(int mb, const std::vector<int>& bucket, int after) {
-    const int layer = bucket.back();
-    const int64_t full = 2 * BucketParams(bucket);
-    int done = after;
-    const Group p = FactorGroup(st_.p());
-    done = Collective(REDUCE, BACKWARD, mb, layer, REDUCE_SCATTER, p, full,
+  int ReduceLins(int mb, const Bucket& bucket) {
+    const int layer = segments_[bucket.segments.back()].layer;
+    const int64_t full = 2 * bucket.params;
+    const Stream stream = ReduceStream();
+    int done = bucket.after;
+    const Group p = FactorGroup(strategy_.p());
+    done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, p, full,
                       BF16, AlgorithmFor(p), "G", {done});
-    const int64_t shard = CeilDiv(full, FactorSize(st_.p()));
+    const int64_t shard = CeilDiv(full, FactorSize(strategy_.p()));
     if (mb != last_mb_) {
-      const Group g = RatioGroup(st_.g(), st_.p());
-      return Collective(REDUCE, BACKWARD, mb, layer, ALL_REDUCE, g, shard,
+      const Group g = RatioGroup(strategy_.g(), strategy_.p());
+      return Collective(stream, BACKWARD, mb, layer, ALL_REDUCE, g, shard,
                         BF16, AlgorithmFor(g), "G select-and-drop", {done});
     }
-    const Group all = RatioGroup(dp_, st_.p());
-    return Collective(REDUCE, UPDATE, -1, layer, ALL_REDUCE, all, shard, BF16,
+    const Group all = RatioGroup(dp_, strategy_.p());
+    return Collective(stream, UPDATE, -1, layer, ALL_REDUCE, all, shard, BF16,
                       AlgorithmFor(all), "G", {done});
   }
 
-  // Optimizer on the local OS shard, layer by layer so that rebuilding P
-  // overlaps the rest of the update.
+  // Optimizer on the local OS shard, layer by layer, then rebuild the P
+  // shards the next step needs: per layer (overlapping the rest of the
+  // update) or in one call after it; DeepSpeed's persistent parameters are
+  // gathered again whole.
   void Update() {
-    const double k = sc_.optimizer_bytes_per_param();
-    const int os = FactorSize(st_.os());
-    const int p = FactorSize(st_.p());
+    const int os = FactorSize(strategy_.os());
+    const int p = FactorSize(strategy_.p());
+    const Group g = RatioGroup(strategy_.os(), strategy_.p());
+    int64_t rebuild = 0;
+    int last_update = -1;
     for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
       const int64_t shard = CeilDiv(layers_[i].params, os);
-      // Adam reads and writes K bytes of state per parameter, reads the
-      // gradient and writes the bf16 parameter: 2K + 4 bytes; ~10 FLOPs.
-      const int update = Compute(UPDATE, -1, i, "optimizer", 10.0 * shard,
-                                 (2 * k + 4) * shard, {reduced_[i]});
+      const int update = Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
+                                 OptimizerKernels(shard), {reduced_[i]});
+      last_update = update;
+      for (const Unit& u : layers_[i].units) {
+        if (ParamsSharded() && u.params > 0 &&
+            u.params <= ex_.persistence_threshold()) {
+          Collective(GATHER, UPDATE, -1, i, ALL_GATHER, FactorGroup(strategy_.p()),
+                     2 * u.params, BF16, AlgorithmFor(FactorGroup(strategy_.p())),
+                     "P persistent", {update});
+        }
+      }
       if (os == p) continue;
-      const Group g = RatioGroup(st_.os(), st_.p());
       const int64_t p_shard = CeilDiv(2 * layers_[i].params, p);
-      if (!Lins()) {
+      if (Lins()) {
+        // Every member of the OS subgroup broadcasts its updated slice.
+        for (int root = 0; root < GroupSize(g); ++root) {
+          Collective(GATHER, UPDATE, -1, i, BROADCAST, g,
+                     CeilDiv(p_shard, os / p), BF16, AlgorithmFor(g), "P slice",
+                     {update}, root);
+        }
+      } else if (ex_.rebuild_per_layer()) {
         Collective(GATHER, UPDATE, -1, i, ALL_GATHER, g, p_shard, BF16,
                    AlgorithmFor(g), "P shard", {update});
-        continue;
+      } else {
+        rebuild += p_shard;
       }
-      // Lins: every member of the OS subgroup broadcasts its updated slice.
-      for (int root = 0; root < GroupSize(g); ++root) {
-        Collective(GATHER, UPDATE, -1, i, BROADCAST, g, CeilDiv(p_shard, os / p),
-                   BF16, AlgorithmFor(g), "P slice", {update}, root);
-      }
+    }
+    if (rebuild > 0) {
+      Collective(GATHER, UPDATE, -1, -1, ALL_GATHER, g, rebuild, BF16,
+                 AlgorithmFor(g), "P shard", {last_update});
     }
   }
 
   const std::vector<Layer>& layers_;
-  const Strategy& st_;
-  const Mesh mesh_;
-  const Scenario& sc_;
+  const Strategy& strategy_;
+  const Execution& ex_;
   Schedule* out_;
   const Factor dp_;
   const int last_mb_;
-  const int window_;               // gathered layers in flight
-  std::vector<int> gather_users_;  // compute op using the k-th gather
+  std::vector<Segment> segments_;  // forward order over the model
+  std::vector<Visit> visits_;      // the step's compute ops, host order
+  std::vector<int> visit_ops_;     // their op ids, as emitted
+  std::vector<Fetch> fetches_;     // the step's gathers, by first need
+  std::vector<std::vector<int>> users_;  // per visit: fetches it frees
+  // Per segment: its fetches still to be freed by its next backward.
+  std::vector<std::vector<int>> last_fetch_;
+  std::vector<int> calls_;         // gather calls in issue order (first fetch)
+  int frontier_ = 0;               // where DeepSpeed's prefetch resumes
+  int64_t live_ = 0;               // gathered parameters not yet freed
   std::vector<int> reduced_;       // per layer: last op reducing its G
+  int last_reduce_ = -1;
+  int sync_pending_ = -1;  // the next host op waits for this reduction
 };
 
 }  // namespace
@@ -327,6 +657,11 @@ absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
                                    const Scenario& scenario) {
   if (absl::Status s = ValidateStrategy(strategy, mesh); !s.ok()) return s;
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
+  if (strategy.execution().gather_unit() == GATHER_UNIT_UNSPECIFIED) {
+    return absl::InternalError(absl::StrCat(
+        "strategy \"", strategy.name(),
+        "\": execution profile not resolved (ResolveExecution)"));
+  }
   Schedule schedule;
   schedule.set_strategy(strategy.name());
   schedule.set_gpus(mesh.gpus());
@@ -349,11 +684,9 @@ std::string FormatSchedule(const Schedule& s) {
     std::string details;
     switch (op.body_case()) {
       case Op::kCompute:
-        details = absl::StrFormat("%.3f GFLOP", op.compute().flops() / 1e9);
-        if (op.compute().memory_bytes() > 0) {
-          absl::StrAppendFormat(&details, ", %.1f MB HBM",
-                                op.compute().memory_bytes() / 1e6);
-        }
+        details = absl::StrFormat("%.3f GFLOP, %d kernels",
+                                  op.compute().flops() / 1e9,
+                                  op.compute().kernels_size());
         break;
       case Op::kCollective: {
         const CollectiveCall& c = op.collective();

@@ -1,9 +1,14 @@
-// Stage 3: factors -> one training step as the schedule IR.
+// Stage 3: factors -> one training step as the schedule IR, as the
+// strategy's framework runs it (strategy.execution()).
 //
-// Per micro-batch: forward gathers P where it is sharded (prefetched),
-// backward gathers it again unless kept, then reduces G onto its shards in
-// buckets. Once per step: finish the gradient reduction over the OS scope,
-// update the local OS shard, rebuild the P shard the next step needs.
+// Per micro-batch: forward gathers P where it is sharded, backward gathers
+// it again unless kept, then reduces G onto its shards in buckets. Once per
+// step: finish the gradient reduction over the OS scope, update the local
+// OS shard, rebuild the P shard the next step needs. Compute ops carry the
+// kernels of their layer's units (sim/model/kernels.h). Ops are listed in
+// the framework host's issue order: a gather appears at the hook that
+// issues it (its own module's, or an earlier one's when prefetched), with
+// the host's waits on rate limiters and back-pressure.
 // Two lowerings of the same factors (SPEC section 4):
 //   PARO: reduce-scatter / all-gather (ZeRO, MiCS, FSDP, ZeRO++, PaRO);
 //   LINS: all-reduce with select-and-drop, broadcast inside the OS subgroup.
@@ -29,7 +34,8 @@ inline constexpr int64_t kQuantScaleBytes = 4;
 // Bytes of `elements` values quantized to `bits`, scales included.
 int64_t QuantizedBytes(int64_t elements, int bits);
 
-// `strategy` must have passed ValidateStrategy on `mesh`.
+// `strategy` must have passed ValidateStrategy on `mesh` and have its
+// execution resolved (ResolveExecution).
 absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
                                    const Strategy& strategy, const Mesh& mesh,
                                    const Scenario& scenario);

@@ -61,8 +61,10 @@ Factor GlobalShard(const Mesh& mesh) {
 }
 
 Strategy MakeStrategy(const Factor& p, const Factor& g, const Factor& os,
-                      Lowering lowering = PARO, Algorithm algorithm = RING) {
+                      Lowering lowering = PARO, Algorithm algorithm = RING,
+                      Framework framework = DEEPSPEED) {
   Strategy s;
+  s.mutable_execution()->set_framework(framework);
   *s.mutable_p() = p;
   *s.mutable_g() = g;
   *s.mutable_os() = os;
@@ -127,7 +129,7 @@ absl::StatusOr<int> IntOption(const Options& options, const std::string& key,
 // Systems that are a fixed point of the space and take no options.
 absl::StatusOr<Strategy> PlainPreset(absl::string_view name, const Mesh& mesh) {
   const Factor n = NoShard(), g = GlobalShard(mesh);
-  if (name == "ddp") return MakeStrategy(n, n, n);
+  if (name == "ddp") return MakeStrategy(n, n, n, PARO, RING, TORCH_DDP);
   if (name == "zero1") return MakeStrategy(n, n, g);
   if (name == "zero2") return MakeStrategy(n, g, g);
   if (name == "zero3") return MakeStrategy(g, g, g);
@@ -145,19 +147,19 @@ absl::StatusOr<Strategy> ParseFsdp(const std::vector<std::string>& parts,
   const Factor i = NodeShard(mesh), g = GlobalShard(mesh);
   Strategy s;
   if (mode == "full_shard") {
-    s = MakeStrategy(g, g, g);
+    s = MakeStrategy(g, g, g, PARO, RING, FSDP);
   } else if (mode == "shard_grad_op") {
     // SHARD_GRAD_OP keeps parameters unsharded from the forward all-gather
     // through backward, but sharded outside a micro-batch. Modelled as P = G
     // (what memory holds at rest and what the forward all-gather moves) plus
     // keep_params_through_backward (no second gather in backward), not as
     // P = N, which would hide the per-micro-batch gather.
-    s = MakeStrategy(g, g, g);
+    s = MakeStrategy(g, g, g, PARO, RING, FSDP);
     s.set_keep_params_through_backward(true);
   } else if (mode == "hybrid_shard") {
-    s = MakeStrategy(i, i, i);
+    s = MakeStrategy(i, i, i, PARO, RING, FSDP);
   } else if (mode == "_hybrid_shard_zero2") {
-    s = MakeStrategy(i, i, i);
+    s = MakeStrategy(i, i, i, PARO, RING, FSDP);
     s.set_keep_params_through_backward(true);
   } else {
     return Invalid(absl::StrCat("unknown fsdp sharding strategy \"", mode,
@@ -269,7 +271,7 @@ absl::StatusOr<Strategy> ParsePaRO(absl::string_view code, const Mesh& mesh) {
                                 "\" is not three of N, I, G (for P, G, OS)"));
   }
   // PaRO runs its global reduce-scatters and the NIG all-gather with HO-Ring.
-  return MakeStrategy(p, g, os, PARO, HORING);
+  return MakeStrategy(p, g, os, PARO, HORING, PARO_PAPER);
 }
 
 absl::StatusOr<Factor> ParseFactor(const std::string& key,
@@ -300,7 +302,8 @@ absl::StatusOr<Strategy> ParseLins(const std::vector<std::string>& parts) {
     if (!f.ok()) return f.status();
     factors[k] = *f;
   }
-  return MakeStrategy(factors[0], factors[1], factors[2], LINS, RING);
+  return MakeStrategy(factors[0], factors[1], factors[2], LINS, RING,
+                      INTERNEVO);
 }
 
 // ---- DeepSpeed configs ----
@@ -358,6 +361,20 @@ absl::StatusOr<int> IntKey(const google::protobuf::Struct& zero,
   return static_cast<int>(v.number_value());
 }
 
+// Sizes (elements) may pass 2^31; JSON numbers are exact to 2^53.
+absl::StatusOr<int64_t> Int64Key(const google::protobuf::Struct& zero,
+                                 const std::string& key, int64_t fallback) {
+  auto it = zero.fields().find(key);
+  if (it == zero.fields().end()) return fallback;
+  const google::protobuf::Value& v = it->second;
+  if (v.kind_case() != google::protobuf::Value::kNumberValue ||
+      std::floor(v.number_value()) != v.number_value() ||
+      !(std::abs(v.number_value()) <= 9007199254740992.0)) {
+    return WrongType(key, "an integer", v);
+  }
+  return static_cast<int64_t>(v.number_value());
+}
+
 absl::StatusOr<bool> BoolKey(const google::protobuf::Struct& zero,
                              const std::string& key, bool fallback) {
   auto it = zero.fields().find(key);
@@ -386,8 +403,9 @@ absl::StatusOr<google::protobuf::Struct> ZeroSection(const std::string& text) {
   return it->second.struct_value();
 }
 
-// The keys that place a DeepSpeed run in the strategy space; the rest
-// (bucket sizes, offload, ...) change timing, not sharding, and are ignored.
+// The keys that place a DeepSpeed run in the strategy space, and those that
+// set how it issues its collectives (execution). Offload and the rest are
+// ignored.
 struct ZeroKeys {
   int stage = 0;
   int hpz = 1;
@@ -395,7 +413,48 @@ struct ZeroKeys {
   bool qgz = false;
   int mics_shard_size = -1;
   bool mics_hierarchical = false;
+  Execution execution;  // only the keys the file gives
 };
+
+// zero_optimization keys -> Execution fields, each only when given.
+absl::Status ReadExecutionKeys(const google::protobuf::Struct& zero,
+                               Execution* e) {
+  const std::pair<const char*, void (Execution::*)(int64_t)> sizes[] = {
+      {"stage3_prefetch_bucket_size", &Execution::set_prefetch_bucket_elements},
+      {"stage3_max_live_parameters", &Execution::set_max_live_elements},
+      {"stage3_param_persistence_threshold",
+       &Execution::set_persistence_threshold},
+      {"reduce_bucket_size", &Execution::set_reduce_bucket_elements}};
+  for (const auto& [key, set] : sizes) {
+    const auto it = zero.fields().find(key);
+    if (it == zero.fields().end()) continue;
+    if (it->second.kind_case() == google::protobuf::Value::kStringValue &&
+        it->second.string_value() == "auto") {
+      e->add_hf_auto(key);
+      continue;
+    }
+    absl::StatusOr<int64_t> v = Int64Key(zero, key, 0);
+    if (!v.ok()) return v.status();
+    if (*v < 0) {
+      return Invalid(absl::StrCat("zero_optimization.", key,
+                                  " must be >= 0, got ", *v));
+    }
+    (e->*set)(*v);
+  }
+  if (zero.fields().contains("overlap_comm")) {
+    absl::StatusOr<bool> v = BoolKey(zero, "overlap_comm", false);
+    if (!v.ok()) return v.status();
+    e->set_overlap_comm(*v);
+  }
+  // reduce_scatter: false makes stage 3 all-reduce its buckets; stages 1-2
+  // all-reduce them either way (use_multi_rank_bucket_allreduce).
+  if (zero.fields().contains("reduce_scatter")) {
+    absl::StatusOr<bool> v = BoolKey(zero, "reduce_scatter", true);
+    if (!v.ok()) return v.status();
+    if (!*v) e->set_all_reduce_buckets(true);
+  }
+  return absl::OkStatus();
+}
 
 // Defaults are DeepSpeed's: stage 0, no hpZ, no quantization, no MiCS.
 absl::StatusOr<ZeroKeys> ReadZeroKeys(const google::protobuf::Struct& zero) {
@@ -422,6 +481,9 @@ absl::StatusOr<ZeroKeys> ReadZeroKeys(const google::protobuf::Struct& zero) {
   if (k.hpz < 0) {
     return Invalid(absl::StrCat(
         "zero_optimization.zero_hpz_partition_size must be >= 0, got ", k.hpz));
+  }
+  if (absl::Status s = ReadExecutionKeys(zero, &k.execution); !s.ok()) {
+    return s;
   }
   return k;
 }
@@ -451,6 +513,9 @@ absl::StatusOr<Strategy> FromZeroKeys(const ZeroKeys& k, const Mesh& mesh) {
   s.set_secondary_params_intra(SecondaryIntra(k.hpz));
   s.set_quantized_weights(k.qwz);
   s.set_quantized_gradients(k.qgz);
+  // DeepSpeed runs even stage 0 (plain data parallelism).
+  *s.mutable_execution() = k.execution;
+  s.mutable_execution()->set_framework(DEEPSPEED);
   return s;
 }
 

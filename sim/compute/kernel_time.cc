@@ -1,0 +1,164 @@
+#include "sim/compute/kernel_time.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sim/model/kernels.h"
+
+namespace shardsim {
+namespace {
+
+// Shortest slice of k a split-K GEMM gives one tile.
+constexpr int64_t kMinSplitDepth = 256;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double Hbm(const Platform& p) { return p.gpu().hbm_bytes_per_s(); }
+
+struct Roofline {
+  double math_s = 0;
+  double memory_s = 0;
+};
+
+Roofline GemmRoofline(const Gemm& g, const Platform& p) {
+  const KernelModel& km = p.kernels();
+  const int64_t batch = std::max<int64_t>(1, g.batch());
+  const int64_t tm = CeilDiv(g.m(), km.gemm_tile_m());
+  const int64_t tn = CeilDiv(g.n(), km.gemm_tile_n());
+  const double tile_fill = static_cast<double>(g.m()) * g.n() /
+                           (static_cast<double>(tm * km.gemm_tile_m()) *
+                            (tn * km.gemm_tile_n()));
+  const int64_t tiles = batch * tm * tn;
+  const int64_t sms = p.gpu().sms();
+  int64_t splits = 1;
+  if (tiles < sms) {
+    splits = std::max<int64_t>(
+        1, std::min(sms / tiles, g.k() / kMinSplitDepth));
+  }
+  const double grid_fill =
+      std::min(1.0, static_cast<double>(tiles * splits) / sms);
+  const double depth = static_cast<double>(g.k()) / splits;
+  const double efficiency = km.gemm_efficiency() * tile_fill * grid_fill *
+                            depth / (depth + km.gemm_k_overhead());
+  Roofline r;
+  r.math_s = 2.0 * batch * g.m() * g.n() * g.k() /
+             (p.gpu().peak_flops() * efficiency);
+  double bytes = 2.0 * batch *
+                 (static_cast<double>(g.m()) * g.k() +
+                  static_cast<double>(g.k()) * g.n() +
+                  static_cast<double>(g.m()) * g.n());
+  // Split-K writes fp32 partial tiles and reads them back to reduce.
+  if (splits > 1) bytes += 2.0 * 4 * g.m() * g.n() * splits;
+  r.memory_s = bytes / (Hbm(p) * km.vector_fraction());
+  return r;
+}
+
+Roofline AttentionRoofline(const Kernel& kernel, const Platform& p) {
+  const KernelModel& km = p.kernels();
+  const Attention& a = kernel.attention();
+  const double e = a.backward() ? km.attention_bwd_efficiency()
+                                : km.attention_fwd_efficiency();
+  const double s0 =
+      a.backward() ? km.attention_bwd_seq() : km.attention_fwd_seq();
+  const double s = static_cast<double>(a.seq());
+  Roofline r;
+  r.math_s = KernelFlops(kernel) / (p.gpu().peak_flops() * e * s / (s + s0));
+  r.memory_s = KernelBytes(kernel) / (Hbm(p) * km.vector_fraction());
+  return r;
+}
+
+// Seconds without the launch cost, and whether HBM bounds it.
+std::pair<double, bool> Body(const Kernel& kernel, const Platform& p) {
+  const KernelModel& km = p.kernels();
+  switch (kernel.body_case()) {
+    case Kernel::kGemm: {
+      const Roofline r = GemmRoofline(kernel.gemm(), p);
+      return {std::max(r.math_s, r.memory_s), r.memory_s > r.math_s};
+    }
+    case Kernel::kAttention: {
+      const Roofline r = AttentionRoofline(kernel, p);
+      return {std::max(r.math_s, r.memory_s), r.memory_s > r.math_s};
+    }
+    case Kernel::kMemory: {
+      const MemoryKernel& m = kernel.memory();
+      return {m.vector_bytes() / (Hbm(p) * km.vector_fraction()) +
+                  m.general_bytes() / (Hbm(p) * km.general_fraction()),
+              true};
+    }
+    case Kernel::kOptimizer:
+      return {KernelBytes(kernel) / (Hbm(p) * km.optimizer_fraction()), true};
+    default:
+      return {0, true};
+  }
+}
+
+int Launches(const Kernel& kernel) {
+  return kernel.has_memory() ? std::max(1, kernel.memory().launches()) : 1;
+}
+
+absl::Status Field(const std::string& where, const std::string& field,
+                   const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": field ", field, ": ", why));
+}
+
+}  // namespace
+
+double KernelSeconds(const Kernel& kernel, const Platform& platform) {
+  return Body(kernel, platform).first +
+         Launches(kernel) * platform.kernels().launch_s();
+}
+
+bool KernelMemoryBound(const Kernel& kernel, const Platform& platform) {
+  return Body(kernel, platform).second;
+}
+
+OpCost ComputeOpCost(const ComputeOp& op, const Platform& platform) {
+  OpCost cost;
+  for (const Kernel& k : op.kernels()) {
+    const double t = KernelSeconds(k, platform);
+    cost.seconds += t;
+    (KernelMemoryBound(k, platform) ? cost.memory_bound_s
+                                    : cost.compute_bound_s) += t;
+  }
+  return cost;
+}
+
+absl::Status ValidateKernelModel(const Platform& p, const std::string& where) {
+  const KernelModel& km = p.kernels();
+  if (!(p.gpu().sms() >= 1)) return Field(where, "gpu.sms", "must be >= 1");
+  if (!(p.gpu().hbm_bytes_per_s() > 0) || !std::isfinite(p.gpu().hbm_bytes_per_s())) {
+    return Field(where, "gpu.hbm_bytes_per_s", "must be a finite number > 0");
+  }
+  const std::pair<const char*, double> shares[] = {
+      {"kernels.gemm_efficiency", km.gemm_efficiency()},
+      {"kernels.attention_fwd_efficiency", km.attention_fwd_efficiency()},
+      {"kernels.attention_bwd_efficiency", km.attention_bwd_efficiency()},
+      {"kernels.vector_fraction", km.vector_fraction()},
+      {"kernels.general_fraction", km.general_fraction()},
+      {"kernels.optimizer_fraction", km.optimizer_fraction()}};
+  for (const auto& [field, v] : shares) {
+    if (!(v > 0 && v <= 1)) {
+      return Field(where, field, absl::StrCat("must be in (0, 1], got ", v));
+    }
+  }
+  const std::pair<const char*, double> lengths[] = {
+      {"kernels.gemm_k_overhead", km.gemm_k_overhead()},
+      {"kernels.attention_fwd_seq", km.attention_fwd_seq()},
+      {"kernels.attention_bwd_seq", km.attention_bwd_seq()},
+      {"kernels.launch_s", km.launch_s()}};
+  for (const auto& [field, v] : lengths) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return Field(where, field,
+                   absl::StrCat("must be a finite number >= 0, got ", v));
+    }
+  }
+  if (km.gemm_tile_m() < 1 || km.gemm_tile_n() < 1) {
+    return Field(where, "kernels.gemm_tile_m/gemm_tile_n", "must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardsim

@@ -1,0 +1,68 @@
+// Stage 1, continued: the GPU kernels of each layer, with their shapes, in
+// the order a framework launches them.
+//
+// A layer is cut into units: the modules that own parameters (q_proj,
+// gate_proj, ...), each with the kernels of its forward and backward. A
+// kernel that owns no parameters (rotary, attention, activations, residual
+// adds) belongs to the unit whose module runs it, or to the unit before
+// it: it can run as soon as that unit's parameters are there. DeepSpeed
+// ZeRO-3 gathers unit by unit; FSDP and PaRO a whole layer at once.
+//
+// Two styles, as the model code runs them (scenario `kernels`):
+//  - EAGER: HF transformers' LLaMA/GPT modules in PyTorch eager mode. Each
+//    memory-bound op is the chain of eager kernels (and, in backward, of
+//    autograd kernels) it launches, counted op by op from the formulas: the
+//    fp32-upcast RMSNorm is 8 launches forward and 14 backward, rotary by
+//    rotate_half 5 and 9 per tensor. Checked against torch.profiler's
+//    kernel list of one block (validate/reference/).
+//  - FUSED: one kernel per op (Apex's RMSNorm, flash-attn's rotary, a fused
+//    SwiGLU), reading its inputs and writing its outputs once.
+#ifndef SHARDSIM_SIM_MODEL_KERNELS_H_
+#define SHARDSIM_SIM_MODEL_KERNELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/schema/kernel.pb.h"
+#include "sim/schema/model.pb.h"
+#include "sim/schema/scenario.pb.h"
+
+namespace shardsim {
+
+struct Batch;  // model.h
+
+// A module that owns parameters, and the kernels its forward and backward
+// launch (backward in launch order: the reverse of forward's).
+struct Unit {
+  std::string name;
+  int64_t params = 0;
+  std::vector<Kernel> forward;
+  std::vector<Kernel> backward;
+};
+
+// The units of each kind of layer, in forward order.
+std::vector<Unit> EmbeddingUnits(const Model& model, const Batch& batch);
+std::vector<Unit> BlockUnits(const Model& model, const Batch& batch);
+std::vector<Unit> HeadUnits(const Model& model, const Batch& batch);
+
+// The optimizer step over `params` fp32 master weights of one GPU's shard:
+// the reduced bf16 gradient cast to fp32, fused Adam over weights, m and v,
+// and the updated weights cast back to bf16 for the next forward.
+std::vector<Kernel> OptimizerKernels(int64_t params);
+
+// Adds a micro-batch's bf16 gradients of `elements` into the accumulated
+// ones (PyTorch's .grad accumulation, or into a reduced shard).
+Kernel AccumulateKernel(int64_t elements);
+
+// FLOPs a kernel executes (GEMMs 2mnk per product; attention the score and
+// context products it computes: half of them under a causal mask, 2.5x
+// forward's in backward). Memory-bound kernels count none.
+double KernelFlops(const Kernel& kernel);
+
+// HBM bytes a kernel reads plus writes.
+int64_t KernelBytes(const Kernel& kernel);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_MODEL_KERNELS_H_

@@ -1,0 +1,211 @@
+#include "sim/strategy/execution.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "sim/strategy/strategy.h"
+
+namespace shardsim {
+namespace {
+
+// Host time of one c10d collective call (ProcessGroupNCCL's enqueue: work
+// object, events, stream waits), measured with PyTorch 2.11 on an H100
+// host: all_gather_into_tensor 50 us, reduce_scatter_tensor 77 us,
+// all_reduce 32 us per call (validate/reference/h100_torch.json,
+// "dispatch"). pytorch/pytorch#138773 reports 89-131 us with PyTorch 2.4.
+constexpr double kC10dCallS = 50e-6;
+
+// DeepSpeed ZeRO-3's per-fetch host work before the call (hooks, the
+// partition bookkeeping, the flat buffer's torch.cat): "pre_launch
+// typically takes 130us" per parameter all-gather on A100
+// (deepspeedai/DeepSpeed#1069, 2021). The only published figure; the code
+// has been reworked since, so it is an estimate.
+constexpr double kDeepSpeedFetchS = 130e-6;
+
+// DeepSpeed 0.19.6, deepspeed/runtime/zero/config.py (commit edaa722):
+// sizes count elements.
+Execution DeepSpeed(int stage) {
+  Execution e;
+  e.set_gather_unit(SUBMODULE);  // ZeRO-3 hooks fetch each module's own
+                                 // parameters (partitioned_param_coordinator)
+  e.set_prefetch_bucket_elements(50'000'000);   // stage3_prefetch_bucket_size 5e7
+  e.set_max_live_elements(1'000'000'000);       // stage3_max_live_parameters 1e9
+  e.set_persistence_threshold(100'000);         // stage3_param_persistence_threshold 1e5
+  e.set_prefetch_units(0);                      // prefetching is the bucket's
+  e.set_forward_prefetch(true);
+  e.set_max_gathered_units(0);                  // no unit count limit
+  e.set_reduce_bucket_elements(500'000'000);    // reduce_bucket_size 5e8
+  // overlap_comm: None means "stage == 3" (config.py L383-385).
+  e.set_overlap_comm(stage == 3);
+  // Stage 1 reduces only at the accumulation boundary
+  // (stage_1_and_2.py L1767-1769); stages 2 and 3 after every micro-batch
+  // (engine.py L2902).
+  e.set_reduce_every_micro_batch(stage >= 2);
+  // Stages 1 and 2 all-reduce each bucket whole and copy out their slices
+  // (use_multi_rank_bucket_allreduce, default True); stage 3 reduce-scatters.
+  e.set_all_reduce_buckets(stage < 3);
+  e.set_launch_overhead_s(kC10dCallS);
+  e.set_fetch_overhead_s(stage == 3 ? kDeepSpeedFetchS : 0);
+  // Stage 3 synchronizes the reduce stream at the end of every backward
+  // (stage3.py L1357-1364).
+  e.set_sync_after_backward(stage == 3);
+  // At most 2 fetch events outstanding before the host blocks
+  // (__max_ongoing_fetch_events, partitioned_param_coordinator.py L140).
+  e.set_max_inflight_fetches(stage == 3 ? 2 : 0);
+  // Stages 1-2 rebuild parameters after the step with one
+  // all_gather_into_tensor of the whole flat group (runtime/utils.py
+  // L1005-1018; allgather_bucket_size no longer splits it).
+  e.set_rebuild_per_layer(false);
+  return e;
+}
+
+// PyTorch FSDP1 (torch.distributed.fsdp, FullyShardedDataParallel):
+// one flat parameter per wrapped unit (a transformer block under the usual
+// auto-wrap policy), one all-gather and one reduce-scatter per unit.
+Execution Fsdp() {
+  Execution e;
+  e.set_gather_unit(LAYER);
+  e.set_prefetch_bucket_elements(0);
+  e.set_max_live_elements(0);
+  e.set_persistence_threshold(0);  // flat parameters: everything sharded
+  // backward_prefetch=BACKWARD_PRE, forward_prefetch=False,
+  // backward_prefetch_limit = 1.
+  e.set_prefetch_units(1);
+  e.set_forward_prefetch(false);
+  // limit_all_gathers=True: _max_num_inflight_all_gathers = 2
+  // (_limiter_utils.py), so two unsharded units at most.
+  e.set_max_gathered_units(2);
+  e.set_reduce_bucket_elements(0);  // one reduce-scatter per unit
+  e.set_overlap_comm(true);         // the post-backward stream
+  // Without no_sync() every backward reduce-scatters (and HSDP
+  // all-reduces: _reduce_grad).
+  e.set_reduce_every_micro_batch(true);
+  e.set_all_reduce_buckets(false);
+  e.set_launch_overhead_s(kC10dCallS);
+  e.set_fetch_overhead_s(0);  // hooks' own time not measured: left out
+  e.set_sync_after_backward(false);
+  e.set_max_inflight_fetches(0);
+  e.set_rebuild_per_layer(true);
+  return e;
+}
+
+// PyTorch DDP: gradients all-reduced in buckets of bucket_cap_mb = 25 MiB
+// (12.5 Mi bf16 elements) on its own stream, after the last micro-batch
+// (no_sync() on the others, as gradient accumulation is run with DDP).
+Execution Ddp() {
+  Execution e = Fsdp();
+  // Gradient hooks per parameter; a small one (a norm's) shares the next
+  // one's bucket, never fills one alone.
+  e.set_gather_unit(SUBMODULE);
+  e.set_persistence_threshold(100'000);
+  e.set_max_gathered_units(0);
+  e.set_prefetch_units(0);
+  e.set_reduce_bucket_elements(25 * 1024 * 1024 / 2);
+  e.set_reduce_every_micro_batch(false);
+  e.set_all_reduce_buckets(true);
+  return e;
+}
+
+// PaRO's paper: layer-wise gathers with the next layer prefetched,
+// reduce-scatters per layer overlapping backward (SPEC section 4). Its code
+// is not public; its calls are c10d's.
+Execution Paro() {
+  Execution e = Fsdp();
+  e.set_forward_prefetch(true);  // "prefetch of the next layer's parameters"
+  return e;
+}
+
+// InternEvo (Lins' framework): parameters fetched per module with the next
+// one prefetched; gradients reduced in buckets of reduce_bucket_size =
+// 512 Mi elements with overlap_sync_grad (InternEvo configs/7B_sft.py).
+Execution InternEvo() {
+  Execution e = Fsdp();
+  e.set_gather_unit(SUBMODULE);
+  e.set_forward_prefetch(true);
+  e.set_reduce_bucket_elements(512 * 1024 * 1024);
+  return e;
+}
+
+int ZeroStage(const Strategy& s) {
+  if (FactorSize(s.p()) > 1) return 3;
+  if (FactorSize(s.g()) > 1) return 2;
+  return 1;
+}
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("execution.", field, ": ", why));
+}
+
+}  // namespace
+
+const char* FrameworkName(Framework f) {
+  switch (f) {
+    case DEEPSPEED: return "DeepSpeed";
+    case FSDP: return "FSDP";
+    case TORCH_DDP: return "DDP";
+    case PARO_PAPER: return "PaRO";
+    case INTERNEVO: return "InternEvo";
+    default: return "unknown";
+  }
+}
+
+absl::Status ResolveExecution(const Execution& o, int64_t hidden,
+                              Strategy* s) {
+  const Framework framework = s->execution().framework();
+  Execution e;
+  switch (framework) {
+    case DEEPSPEED: e = DeepSpeed(ZeroStage(*s)); break;
+    case FSDP: e = Fsdp(); break;
+    case TORCH_DDP: e = Ddp(); break;
+    case PARO_PAPER: e = Paro(); break;
+    case INTERNEVO: e = InternEvo(); break;
+    default:
+      return absl::InternalError(absl::StrCat("strategy \"", s->name(),
+                                              "\" has no framework"));
+  }
+  // What the strategy itself carries (a DeepSpeed config's keys), then the
+  // scenario's overrides.
+  e.MergeFrom(s->execution());
+  for (const std::string& key : s->execution().hf_auto()) {
+    if (key == "reduce_bucket_size") {
+      e.set_reduce_bucket_elements(hidden * hidden);
+    } else if (key == "stage3_prefetch_bucket_size") {
+      e.set_prefetch_bucket_elements(static_cast<int64_t>(0.9 * hidden * hidden));
+    } else if (key == "stage3_param_persistence_threshold") {
+      e.set_persistence_threshold(10 * hidden);
+    }
+  }
+  e.clear_hf_auto();
+  e.MergeFrom(o);
+  e.set_framework(framework);
+  if (o.gather_unit() != GATHER_UNIT_UNSPECIFIED) e.set_gather_unit(o.gather_unit());
+  for (const auto& [field, v] :
+       {std::pair<const char*, int64_t>{"prefetch_bucket_elements",
+                                        e.prefetch_bucket_elements()},
+        {"max_live_elements", e.max_live_elements()},
+        {"persistence_threshold", e.persistence_threshold()},
+        {"prefetch_units", e.prefetch_units()},
+        {"max_gathered_units", e.max_gathered_units()},
+        {"reduce_bucket_elements", e.reduce_bucket_elements()},
+        {"max_inflight_fetches", e.max_inflight_fetches()}}) {
+    if (v < 0) return Bad(field, absl::StrCat("must be >= 0, got ", v));
+  }
+  if (e.max_gathered_units() == 1) {
+    return Bad("max_gathered_units",
+               "must be 0 (no limit) or >= 2: the unit computing and the one "
+               "being gathered");
+  }
+  for (const auto& [field, v] :
+       {std::pair<const char*, double>{"launch_overhead_s",
+                                       e.launch_overhead_s()},
+        {"fetch_overhead_s", e.fetch_overhead_s()}}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return Bad(field, absl::StrCat("must be a finite number >= 0, got ", v));
+    }
+  }
+  *s->mutable_execution() = e;
+  return absl::OkStatus();
+}
+
+}  // namespace shardsim
