@@ -348,19 +348,6 @@ absl::Status WrongType(absl::string_view key, absl::string_view want,
 }
 
 // JSON numbers arrive as doubles; DeepSpeed's integer keys must be whole.
-absl::StatusOr<int> IntKey(const google::protobuf::Struct& zero,
-                           const std::string& key, int fallback) {
-  auto it = zero.fields().find(key);
-  if (it == zero.fields().end()) return fallback;
-  const google::protobuf::Value& v = it->second;
-  if (v.kind_case() != google::protobuf::Value::kNumberValue ||
-      std::floor(v.number_value()) != v.number_value() ||
-      std::abs(v.number_value()) > std::numeric_limits<int>::max()) {
-    return WrongType(key, "an integer", v);
-  }
-  return static_cast<int>(v.number_value());
-}
-
 // Sizes (elements) may pass 2^31; JSON numbers are exact to 2^53.
 absl::StatusOr<int64_t> Int64Key(const google::protobuf::Struct& zero,
                                  const std::string& key, int64_t fallback) {
@@ -373,6 +360,17 @@ absl::StatusOr<int64_t> Int64Key(const google::protobuf::Struct& zero,
     return WrongType(key, "an integer", v);
   }
   return static_cast<int64_t>(v.number_value());
+}
+
+// The same for keys that fit an int (stage, partition sizes).
+absl::StatusOr<int> IntKey(const google::protobuf::Struct& zero,
+                           const std::string& key, int fallback) {
+  absl::StatusOr<int64_t> v = Int64Key(zero, key, fallback);
+  if (!v.ok()) return v.status();
+  if (std::abs(*v) > std::numeric_limits<int>::max()) {
+    return WrongType(key, "an integer", zero.fields().at(key));
+  }
+  return static_cast<int>(*v);
 }
 
 absl::StatusOr<bool> BoolKey(const google::protobuf::Struct& zero,
