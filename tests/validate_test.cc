@@ -423,3 +423,30 @@ TEST(ValidateKernels, AnUnknownFamilyIsRefusedNamingTheSpec) {
 
 }  // namespace
 }  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+TEST(ValidateKernels, SharedH100MeasurementWithinFivePercentOnDgxH100) {
+  // ../shared/data/h100_calibration.json: two LLaMA-7B block shapes,
+  // forward and backward, and seven GEMMs, measured with PyTorch on one
+  // H100. dgx_h100's kernel model must give each within 5%.
+  const std::string path = absl::StrCat(
+      SHARDSIM_SOURCE_DIR, "/../shared/data/h100_calibration.json");
+  if (!std::ifstream(path)) GTEST_SKIP() << "no " << path;
+  absl::StatusOr<Platform> h100 = LoadPlatform("dgx_h100", "");
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  absl::StatusOr<std::vector<KernelSample>> samples = ReadKernelSamples(path);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  int blocks = 0, gemms = 0;
+  for (const KernelCheck& c : CheckKernels(*h100, *samples)) {
+    if (c.sample->family != "block" && c.sample->family != "gemm") continue;
+    EXPECT_LT(std::abs(c.error), 0.05) << c.sample->what;
+    (c.sample->family == "block" ? blocks : gemms) += 1;
+  }
+  EXPECT_EQ(blocks, 4);  // 2 shapes x forward, backward
+  EXPECT_EQ(gemms, 7);
+}
+
+}  // namespace
+}  // namespace shardsim
