@@ -27,6 +27,22 @@ struct OpTiming {
   int op_id = -1;
   double start_s = 0;
   double end_s = 0;
+  // A compute op's kernels, in order, when the backend times each.
+  std::vector<std::pair<double, double>> kernels;
+};
+
+// Device memory measured over one step (-1: not measured, e.g. the CPU
+// transport, which allocates no device memory).
+struct MemoryUse {
+  // The step's buffers (the allocation plan's, stream-ordered pool) at their
+  // high-water mark, plus what the backend holds besides them (kernel
+  // operands, cuDNN's workspace, collective buffers).
+  int64_t allocator_peak_bytes = -1;
+  int64_t held_bytes = -1;  // of which held besides the plan's buffers
+  // cudaMemGetInfo's used bytes (total - free) after the step, with the
+  // pool keeping its high-water memory: also the CUDA context, cuBLAS,
+  // cuDNN and NCCL's own memory.
+  int64_t device_used_bytes = -1;
 };
 
 // A collective's data check: elements that differ from the expected result.
@@ -44,21 +60,36 @@ class Backend {
   virtual int rank() const = 0;
   virtual const Mesh& mesh() const = 0;
 
+  // Before the first step: what the backend sizes once from the schedule
+  // (the CUDA backend's kernel workspace), so no step allocates it.
+  virtual absl::Status Prepare(const Schedule& /*schedule*/) {
+    return absl::OkStatus();
+  }
+
   // Begins timing; op timings are relative to this.
   virtual absl::Status Start() = 0;
 
-  // Enqueues op `op_id` of the IR on its stream. Compute runs work of the
-  // op's shape (GEMMs, or a busy loop of the calibrated length); a
+  // Enqueues op `op_id` of the IR on its stream. Compute runs the op's
+  // kernels (the CPU backend sleeps their simulated time); a
   // collective runs its plan over this rank's group of its shape on a
   // buffer of call.bytes() that the backend owns.
   virtual absl::Status Compute(int op_id, const ComputeOp& op,
                                Stream stream) = 0;
   virtual absl::Status Collective(int op_id, const CollectiveCall& call,
                                   Stream stream) = 0;
+  // A memory op of the IR: allocates its bytes (delta_bytes > 0) or gives
+  // back the allocation of op `op.frees()`, stream-ordered after what
+  // `stream` has enqueued. Out of memory is a ResourceExhausted error that
+  // names the buffer, the bytes wanted and the bytes free.
+  virtual absl::Status Memory(int op_id, const MemoryOp& op, Stream stream) = 0;
+  // Measured over the step since the last Start().
+  virtual MemoryUse MeasuredMemory() const { return {}; }
+
   // Cross-stream dependency: `stream` waits until op `op_id` is done.
   virtual absl::Status WaitFor(int op_id, Stream stream) = 0;
 
-  // Waits for everything enqueued and returns each op's measured times.
+  // Waits for everything enqueued and returns each op's measured times;
+  // gives back every allocation still live.
   virtual absl::StatusOr<std::vector<OpTiming>> Finish() = 0;
 
   // Runs one collective with data checking: fills the inputs with known

@@ -24,6 +24,9 @@
 #include "hw/backend.h"
 #include "hw/cpu/cpu_backend.h"
 #include "hw/runtime/runtime.h"
+#include "sim/cli/scenario_flags.h"
+#include "absl/strings/str_format.h"
+#include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
 #include "sim/scenario/args.h"
@@ -37,13 +40,6 @@
 #define SHARDSIM_HW_NCCL 1
 #endif
 
-ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,
-          "shipped platform name or platform .textproto");
-ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
-          "run: built-in model name or model .textproto (overrides the "
-          "scenario)");
-ABSL_FLAG(std::optional<std::string>, strategy, std::nullopt,
-          "run: one strategy spec (zero3, paro-IGG, ...)");
 ABSL_FLAG(std::string, op, "all_gather",
           "collective: all_gather, reduce_scatter, all_reduce, broadcast");
 ABSL_FLAG(std::string, algorithm, "ring",
@@ -52,7 +48,8 @@ ABSL_FLAG(std::string, min_bytes, "1024", "collective: first size");
 ABSL_FLAG(std::string, max_bytes, "1048576", "collective: last size");
 ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
 ABSL_FLAG(int, iters, 10, "collective: timed runs per size");
-ABSL_FLAG(int, warmup, 2, "collective: untimed runs per size");
+ABSL_FLAG(int, warmup, 2,
+          "collective: untimed runs per size; run: untimed steps first");
 ABSL_FLAG(int, channels, 0, "parallel rings (0 = the platform's)");
 ABSL_FLAG(std::string, transport, "",
           "cpu or nccl (default: nccl when built with CUDA and a GPU is "
@@ -69,6 +66,29 @@ ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
 namespace shardsim::hw {
 namespace {
 
+// Per rank: the plan's peak, the measured one, and the simulator's
+// prediction (the row's peak_memory_bytes, reserve included) beside them.
+std::string FormatRankMemory(const ResultRow& row) {
+  auto gb = [](bool has, int64_t b) {
+    return has ? absl::StrFormat("%.3f", b / 1e9) : std::string("-");
+  };
+  std::string out = absl::StrFormat(
+      "per-rank memory, GB (1e9 bytes): planned = the allocation plan's "
+      "peak; measured = allocator high-water + held; device = "
+      "cudaMemGetInfo used\n%6s %10s %10s %10s %10s %10s\n",
+      "rank", "planned", "measured", "held", "device", "predicted");
+  for (const RankMemory& m : row.rank_memory()) {
+    absl::StrAppendFormat(
+        &out, "%6d %10s %10s %10s %10s %10.3f\n", m.rank(),
+        gb(true, m.planned_peak_memory_bytes()),
+        gb(m.has_measured_peak_memory_bytes(), m.measured_peak_memory_bytes()),
+        gb(m.has_held_bytes(), m.held_bytes()),
+        gb(m.has_device_used_bytes(), m.device_used_bytes()),
+        row.peak_memory_bytes() / 1e9);
+  }
+  return out;
+}
+
 constexpr char kUsage[] =
     "shardsim-hw: run shardsim's schedules and collective plans on real "
     "machines\n"
@@ -80,13 +100,14 @@ constexpr char kUsage[] =
     "            --max-bytes B [--step-factor F] [--iters N --warmup W]\n"
     "            [--channels K]: a data-checked collective sweep over all\n"
     "            ranks in nccl-tests' layout, with a #wrong column\n"
-    "  run SCENARIO --strategy X [--model M] [--steps N] [--trace FILE]:\n"
+    "  run SCENARIO --strategy X [--steps N] [--trace FILE] [overrides]:\n"
     "            replay one lowered training step; the MPI world size is the\n"
     "            GPU count\n"
     "  help      this text\n"
     "\n"
     "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
-    "  --compute-scale S (cpu: compute ops sleep S x their simulated time)\n";
+    "  --compute-scale S (cpu: compute ops sleep S x their simulated time)\n"
+    SHARDSIM_SCENARIO_FLAGS_HELP;
 
 int VisibleGpus() {
 #if defined(SHARDSIM_HAVE_CUDA)
@@ -133,7 +154,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Mesh& mesh,
         "(CUDA_VISIBLE_DEVICES, driver)");
   }
 #if defined(SHARDSIM_HW_NCCL)
-  return MakeCudaBackend(mesh, platform, CudaOptions{});
+  CudaOptions options;
+  // A trace gets every kernel timed one by one (what `shardsim calibrate`
+  // fits); without one only ops are, and no event sits between kernels.
+  options.kernel_timeline = !absl::GetFlag(FLAGS_trace).empty();
+  return MakeCudaBackend(mesh, platform, options);
 #else
   return absl::InternalError("unreachable");
 #endif
@@ -232,18 +257,20 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   const int rank = mpi.rank();
   Job job;
   Point point;
+  AllocationPlan plan;
   std::string spec;
   std::unique_ptr<Backend> backend;
   absl::Status setup = [&]() -> absl::Status {
     absl::StatusOr<Scenario> scenario = ReadScenario(path);
     if (!scenario.ok()) return scenario.status();
-    ScenarioOverrides o;
-    o.model = absl::GetFlag(FLAGS_model);
-    o.platform = absl::GetFlag(FLAGS_platform);
-    if (auto v = absl::GetFlag(FLAGS_strategy)) {
-      o.strategies = std::vector<std::string>{*v};
-    }
+    const ScenarioOverrides o = OverridesFromFlags();
     if (absl::Status s = ApplyOverrides(o, &*scenario); !s.ok()) return s;
+    if (o.gpus && (scenario->gpus_size() != 1 ||
+                   scenario->gpus(0) != mpi.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus: the GPU count is the MPI world size, ", mpi.size(),
+          "; got \"", *o.gpus, "\""));
+    }
     if (scenario->strategies_size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "run replays one strategy; the scenario has ",
@@ -270,11 +297,14 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
           point.mesh.gpus_per_node, ") is not the world's (", mesh->nodes,
           "x", mesh->gpus_per_node, ")"));
     }
+    absl::StatusOr<AllocationPlan> a = PlanAllocations(point.schedule);
+    if (!a.ok()) return a.status();
+    plan = *std::move(a);
     absl::StatusOr<std::unique_ptr<Backend>> b =
         MakeBackend(point.mesh, job.platform);
     if (!b.ok()) return b.status();
     backend = *std::move(b);
-    return absl::OkStatus();
+    return backend->Prepare(point.schedule);
   }();
   if (AnyFailed(rank, setup)) return 1;
   if (rank == 0) {
@@ -288,6 +318,13 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     }
   }
 
+  // Untimed steps first: cuBLAS and cuDNN pick and build their kernels on
+  // first use, and the pool grows to the step's size.
+  for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
+    absl::StatusOr<std::vector<OpTiming>> t =
+        ReplaySchedule(point.schedule, backend.get());
+    if (!t.ok()) AbortAll(rank, t.status());
+  }
   const int steps = std::max(1, absl::GetFlag(FLAGS_steps));
   double total = 0;
   std::vector<OpTiming> last;
@@ -318,8 +355,24 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
              all_times.data(), static_cast<int>(mine_times.size()), MPI_DOUBLE,
              0, MPI_COMM_WORLD);
 
+  // Every rank's memory, measured over its last step, on rank 0.
+  const MemoryUse use = backend->MeasuredMemory();
+  const int64_t mine_mem[3] = {use.allocator_peak_bytes, use.held_bytes,
+                               use.device_used_bytes};
+  std::vector<int64_t> all_mem(rank == 0 ? 3 * mpi.size() : 0);
+  MPI_Gather(mine_mem, 3, MPI_INT64_T, all_mem.data(), 3, MPI_INT64_T, 0,
+             MPI_COMM_WORLD);
+
   if (rank != 0) return 0;
   ResultRow row = point.row;
+  for (int r = 0; r < mpi.size(); ++r) {
+    RankMemory* m = row.add_rank_memory();
+    m->set_rank(r);
+    m->set_planned_peak_memory_bytes(plan.peak_bytes);
+    if (all_mem[3 * r] >= 0) m->set_measured_peak_memory_bytes(all_mem[3 * r]);
+    if (all_mem[3 * r + 1] >= 0) m->set_held_bytes(all_mem[3 * r + 1]);
+    if (all_mem[3 * r + 2] >= 0) m->set_device_used_bytes(all_mem[3 * r + 2]);
+  }
   row.set_step_time_s(step_time);
   if (step_time > 0) {
     row.set_tokens_per_gpu_per_s(static_cast<double>(
@@ -331,6 +384,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
               "tokens/s/GPU");
   std::printf("%-24s %6d %14.6f %16.1f\n", spec.c_str(), point.mesh.gpus(),
               step_time, row.tokens_per_gpu_per_s());
+  std::fputs(FormatRankMemory(row).c_str(), stdout);
   std::fflush(stdout);
   Results results;
   results.set_scenario(path);
@@ -350,6 +404,12 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
       for (int id = 0; id <= max_id; ++id) {
         const double* t = &all_times[r * mine_times.size() + 2 * id];
         proc.times.push_back({std::max(t[0], 0.0), std::max(t[1], 0.0)});
+      }
+      if (r == 0) {  // rank 0's kernels, one by one
+        proc.kernels.resize(max_id + 1);
+        for (const OpTiming& t : last) {
+          if (t.op_id >= 0 && t.op_id <= max_id) proc.kernels[t.op_id] = t.kernels;
+        }
       }
       ranks.push_back(std::move(proc));
     }

@@ -3,7 +3,7 @@
 # and field, overrides, and the JSON rows' field names.
 # usage: cli_test.sh path/to/shardsim repo-root
 set -u
-bin=$1
+bin=$(realpath "$1")
 root=$2
 bad=$root/tests/data/bad
 quick=$root/scenarios/quickstart.textproto
@@ -82,6 +82,78 @@ for r in rows:
     assert "step_time_s" not in r, "no engine yet: no times"
 assert [r["strategy"] for r in rows] == ["zero3", "zero3", "mics", "mics"]
 PY
+
+# The shared override flags (sim/cli/scenario_flags.h): --flash-attention
+# and --noflash-attention are tri-state (unset: the scenario's, here off),
+# --seq-len and --micro-batch-size set the tokens per step.
+for fa in "" --flash-attention --noflash-attention; do
+  "$bin" run "$quick" --strategy zero3 --gpus 16 --micro-batches 1 \
+    --micro-batch-size 2 --seq-len 1024 $fa --json "$tmp/fa$fa.json" \
+    >/dev/null 2>"$tmp/err" || fail "run $fa: $(cat "$tmp/err")"
+done
+python3 - "$tmp/fa.json" "$tmp/fa--flash-attention.json" \
+  "$tmp/fa--noflash-attention.json" <<'PY' && ok || fail "run --flash-attention"
+import json, sys
+unset, on, off = (json.load(open(f))["rows"][0] for f in sys.argv[1:])
+act = lambda r: int(r["activation_bytes"])
+assert act(on) < act(off), (act(on), act(off))
+assert act(unset) == act(off), "unset keeps the scenario's flash_attention"
+for r in (unset, on, off):
+    # 2 sequences x 1024 tokens x 1 micro-batch per GPU per step.
+    t = r["tokens_per_gpu_per_s"] * r["step_time_s"]
+    assert abs(t - 2 * 1024) < 1e-6 * t, t
+PY
+# Bad values name the flag.
+for bad_flag in "--seq-len 0" "--micro-batch-size -1" "--micro-batches 0" \
+                "--optimizer-bytes-per-param 0"; do
+  name=${bad_flag%% *}
+  "$bin" memory "$quick" $bad_flag >/dev/null 2>"$tmp/err"
+  [ $? -eq 1 ] && grep -q -- "error: $name: must be" "$tmp/err" && ok \
+    || fail "$bad_flag: $(cat "$tmp/err")"
+done
+"$bin" memory "$quick" --seq-len x >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "seq_len" "$tmp/err" && ok || fail "--seq-len x: $(cat "$tmp/err")"
+"$bin" memory "$root/tests/data/global_batch.textproto" --micro-batches 2 \
+  --gpus 8 >/dev/null 2>"$tmp/err" && ok \
+  || fail "--micro-batches replaces global_batch_tokens: $(cat "$tmp/err")"
+"$bin" schedule "$quick" --strategy zero3 --gpus 8 --global-batch-tokens 4194304 \
+  --micro-batch-size 1 --seq-len 4096 \
+  2>&1 | head -1 | grep -q "4194304 tokens per step" && ok \
+  || fail "--global-batch-tokens replaces micro_batches"
+
+# Paths on the command line are the working directory's; paths in a
+# scenario file are the file's. Here the scenario lives in $tmp/scen, the
+# command-line model in the repo, the scenario's own model beside it.
+mkdir -p "$tmp/scen"
+sed 's/^model: .*/model: "mine.textproto"/' "$quick" >"$tmp/scen/s.textproto"
+sed 's/^layers: 2/layers: 3/' "$root/tests/data/tiny_model.textproto" \
+  >"$tmp/scen/mine.textproto"
+(cd "$root" && "$bin" memory "$tmp/scen/s.textproto" --strategy zero3 --gpus 8 \
+  --model tests/data/tiny_model.textproto --json "$tmp/cwd.json" \
+  >/dev/null 2>"$tmp/err") || fail "cwd-relative --model: $(cat "$tmp/err")"
+(cd "$tmp" && "$bin" memory scen/s.textproto --strategy zero3 --gpus 8 \
+  --json "$tmp/own.json" >/dev/null 2>"$tmp/err") \
+  || fail "scenario-relative model: $(cat "$tmp/err")"
+(cd "$root/tests" && "$bin" memory "$tmp/scen/s.textproto" --strategy zero3 \
+  --gpus 8 --model data/tiny_model.textproto --platform ../platforms/dgx_a100.textproto \
+  --json "$tmp/cwd2.json" >/dev/null 2>"$tmp/err") \
+  || fail "cwd-relative --model, --platform: $(cat "$tmp/err")"
+python3 - "$tmp/cwd.json" "$tmp/own.json" "$tmp/cwd2.json" <<'PY' && ok || fail "model paths"
+import json, sys
+cwd, own, cwd2 = (json.load(open(f))["rows"][0] for f in sys.argv[1:])
+p = lambda r: int(r["param_bytes"])
+# The scenario's own model has 3 layers, the command line's 2.
+assert p(own) > p(cwd), (p(own), p(cwd))
+assert p(cwd2) == p(cwd), (p(cwd2), p(cwd))
+PY
+(cd "$root" && "$bin" memory "$tmp/scen/s.textproto" --strategy zero3 --gpus 8 \
+  --model tests/data/no_such_model.textproto >/dev/null 2>"$tmp/err")
+[ $? -eq 1 ] && grep -qF "$root/tests/data/no_such_model.textproto" "$tmp/err" \
+  && ok || fail "missing --model file: $(cat "$tmp/err")"
+# A DeepSpeed config given as --strategy is the working directory's too.
+(cd "$root/tests" && "$bin" memory "$quick" --strategy data/ds_config_stage3.json \
+  --gpus 8 >"$tmp/ds" 2>"$tmp/err") && ok \
+  || fail "cwd-relative --strategy FILE.json: $(cat "$tmp/err")"
 
 "$bin" schedule "$quick" --strategy paro-IGG --gpus 16 >"$tmp/sched" || fail "schedule"
 grep -q "REDUCE_SCATTER over 8x2, HORING" "$tmp/sched" && ok || fail "paro-IGG RS by HO-Ring"

@@ -52,7 +52,7 @@ else
 fi
 
 # One training step of zero3 on the tiny model, replayed.
-if "${MPIRUN[@]}" -np 16 "$HW" run "$SRC/scenarios/quickstart.textproto" \
+if "${MPIRUN[@]}" -np 16 "$HW" run --warmup 0 "$SRC/scenarios/quickstart.textproto" \
     --strategy zero3 --model "$SRC/tests/data/tiny_model.textproto" \
     --transport cpu --json "$TMP/run.json" --trace "$TMP/trace.json" \
     >"$TMP/run.log" 2>&1 &&
@@ -76,6 +76,66 @@ assert len(set(per_rank.values())) == 1, per_rank
 assert all(e["dur"] >= 0 for e in slices)
 PY
 then ok; else bad "trace per rank"; fi
+# The allocation plan, reported per rank without device memory: every
+# rank's plan holds at least its model states, 16 bytes a parameter over
+# 16 ranks = psi = 2,106,624 bytes (tests/allocation_test.cc derives psi).
+if python3 - "$TMP/run.json" <<'PY'
+import json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+mem = row["rank_memory"]
+assert [m.get("rank", 0) for m in mem] == list(range(16)), mem
+for m in mem:
+    assert int(m["planned_peak_memory_bytes"]) > 2106624, m
+    assert "measured_peak_memory_bytes" not in m, m
+PY
+then ok; else bad "run reports the allocation plan"; fi
+
+# run takes every override shardsim run takes (sim/cli/scenario_flags.h),
+# and its command-line paths are the working directory's: the scenario is
+# elsewhere, --model is relative. 2 ranks; 2 sequences of 64 tokens, one
+# micro-batch, with and without flash attention.
+mkdir -p "$TMP/scen"
+cp "$SRC/scenarios/quickstart.textproto" "$TMP/scen/q.textproto"
+for fa in --flash-attention --noflash-attention; do
+  if (cd "$SRC" && "${MPIRUN[@]}" -np 2 "$HW" run --warmup 0 "$TMP/scen/q.textproto" \
+      --strategy zero3 --model tests/data/tiny_model.textproto \
+      --seq-len 64 --micro-batch-size 2 --micro-batches 1 $fa \
+      --transport cpu --json "$TMP/o$fa.json" >"$TMP/o$fa.log" 2>&1); then
+    ok
+  else
+    bad "run with overrides $fa"; tail -5 "$TMP/o$fa.log"
+  fi
+done
+if python3 - "$TMP/o--flash-attention.json" "$TMP/o--noflash-attention.json" <<'PY'
+import json, sys
+on, off = (json.load(open(f))["rows"][0] for f in sys.argv[1:])
+for r in (on, off):
+    assert r["gpus"] == 2, r
+    # 2 sequences x 64 tokens x 1 micro-batch per GPU per step.
+    t = r["tokens_per_gpu_per_s"] * r["step_time_s"]
+    assert abs(t - 2 * 64) < 1e-6 * t, t
+assert int(on["activation_bytes"]) < int(off["activation_bytes"]), (on, off)
+PY
+then ok; else bad "run overrides' effects"; fi
+# Bad values name the flag; --gpus other than the world size is refused.
+if "${MPIRUN[@]}" -np 2 "$HW" run --warmup 0 "$TMP/scen/q.textproto" --strategy zero3 \
+    --model "$SRC/tests/data/tiny_model.textproto" --seq-len 0 \
+    --transport cpu >"$TMP/e.log" 2>&1; then
+  bad "--seq-len 0 accepted"
+elif grep -q 'shardsim-hw: error: rank 0: --seq-len: must be >= 1' "$TMP/e.log"; then
+  ok
+else
+  bad "--seq-len 0: unclear error"; cat "$TMP/e.log"
+fi
+if "${MPIRUN[@]}" -np 2 "$HW" run --warmup 0 "$TMP/scen/q.textproto" --strategy zero3 \
+    --model "$SRC/tests/data/tiny_model.textproto" --gpus 4 \
+    --transport cpu >"$TMP/g.log" 2>&1; then
+  bad "--gpus 4 on 2 ranks accepted"
+elif grep -q 'shardsim-hw: error: rank 0: --gpus: the GPU count is the MPI world size, 2' "$TMP/g.log"; then
+  ok
+else
+  bad "--gpus 4: unclear error"; cat "$TMP/g.log"
+fi
 
 # Refusal: 12 ranks are not whole nodes of 8.
 if "${MPIRUN[@]}" -np 12 "$HW" collective --platform dgx_a100 \

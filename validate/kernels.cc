@@ -564,6 +564,24 @@ std::string KernelCheckTable(const std::vector<KernelCheck>& checks) {
                           c.sample->seconds * 1e6, c.predicted * 1e6,
                           100 * c.error);
   }
+  // Per family: how many, the median error and the median |error|, so a
+  // family the model gets wrong is not hidden by the others.
+  std::map<std::string, std::vector<double>> by_family;
+  for (const KernelCheck& c : checks) by_family[c.sample->family].push_back(c.error);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  for (const auto& [family, errors] : by_family) {
+    std::vector<double> abs_errors;
+    for (double e : errors) abs_errors.push_back(std::abs(e));
+    absl::StrAppendFormat(&out,
+                          "# %-10s %5d samples, median error %+6.1f%%, "
+                          "median |error| %5.1f%%\n",
+                          family, errors.size(), 100 * median(errors),
+                          100 * median(abs_errors));
+  }
   return out;
 }
 

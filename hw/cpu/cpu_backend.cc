@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hw/runtime/rank_program.h"
+#include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
 #include "sim/compute/kernel_time.h"
 
@@ -21,10 +22,6 @@ namespace shardsim::hw {
 namespace {
 
 constexpr int kTagSpan = 32000;  // MPI guarantees tags up to 32767
-
-// Same value scheme as sim/collective/executor.cc's CheckPlan.
-int64_t Input(int m, int64_t e) { return int64_t{m + 1} * 1000003 + e * 7 + 1; }
-constexpr int64_t kPoison = -999999937;
 
 // This rank's part of one plan: the rank program (hw/runtime/rank_program.h)
 // and where each of its transfers sits in its step's payload buffer (every
@@ -84,6 +81,13 @@ class CpuBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // Host buffers only: the allocation plan (sim/memory/allocation.h) is
+  // reported from the schedule; no device memory is allocated here.
+  absl::Status Memory(int op_id, const MemoryOp&, Stream) override {
+    done_.insert(op_id);
+    return absl::OkStatus();
+  }
+
   absl::Status WaitFor(int op_id, Stream) override {
     // Streams are serialized: an op enqueued earlier is already done.
     if (!done_.count(op_id)) {
@@ -102,40 +106,17 @@ class CpuBackend : public Backend {
     const MyPlan& plan = **got;
     const int64_t n = plan.count;
     const int m = plan.member, p = plan.size;
+    // Same values as sim/collective/executor.cc's CheckPlan.
+    const DataCheck check(plan.op, p, plan.root, n, CheckValues::Exact());
     std::vector<int64_t> buffer(n);
-    const Range own = ChunkRange(n, p, m);
-    for (int64_t e = 0; e < n; ++e) {
-      const bool in_own = e >= own.offset && e < own.offset + own.count;
-      const bool is_input = plan.op == REDUCE_SCATTER ||
-                            plan.op == ALL_REDUCE ||
-                            (plan.op == ALL_GATHER && in_own) ||
-                            (plan.op == BROADCAST && m == plan.root);
-      buffer[e] = is_input ? Input(m, e) : kPoison;
-    }
+    check.Fill(m, buffer.data());
     if (absl::Status s = Execute(plan, &buffer); !s.ok()) return s;
     // Expected values need no communication: every input is known.
-    int64_t counts[2] = {0, 0};  // checked, wrong
-    int owner = 0;
-    for (int64_t e = 0; e < n; ++e) {
-      while (e >= ChunkRange(n, p, owner).offset + ChunkRange(n, p, owner).count) {
-        ++owner;
-      }
-      int64_t want = 0;
-      switch (plan.op) {
-        case ALL_GATHER: want = Input(owner, e); break;
-        case REDUCE_SCATTER:
-          if (owner != m) continue;
-          [[fallthrough]];
-        case ALL_REDUCE:
-          for (int k = 0; k < p; ++k) want += Input(k, e);
-          break;
-        case BROADCAST: want = Input(plan.root, e); break;
-        default:
-          return absl::InvalidArgumentError("cpu backend: unknown op");
-      }
-      ++counts[0];
-      if (buffer[e] != want) ++counts[1];
+    if (!DataCheck::Supports(plan.op)) {
+      return absl::InvalidArgumentError("cpu backend: unknown op");
     }
+    const DataCheck::Count c = check.Verify(m, buffer.data());
+    int64_t counts[2] = {c.checked, c.wrong};
     int64_t total[2];
     MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     return CheckResult{total[0], total[1]};

@@ -6,18 +6,10 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -25,18 +17,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "hw/cuda/check.h"
+#include "hw/cuda/environment.h"
+#include "hw/cuda/kernel_runner.h"
 #include "hw/cuda/kernels.h"
+#include "hw/cuda/watchdog.h"
 #include "hw/runtime/rank_program.h"
+#include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
-#include "sim/compute/kernel_time.h"
-
-extern char** environ;
+#include "hw/runtime/kernel_work.h"
 
 namespace shardsim::hw {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // How one element of a call moves and adds.
 struct ElemInfo {
@@ -58,10 +51,6 @@ ElemInfo InfoOf(DType dtype) {
 // Checked runs use float: small integer inputs add exactly.
 constexpr ElemInfo kCheckInfo = {ncclFloat32, ElemType::kFloat32, 4};
 
-// GEMM shape of compute ops.
-constexpr int64_t kGemmN = 4096;
-constexpr int64_t kGemmK = 4096;
-constexpr int64_t kGemmMaxRows = 8192;
 
 // Streams: COMPUTE, GATHER, REDUCE.
 constexpr int kStreams = 3;
@@ -83,90 +72,6 @@ struct DeviceBuffer {
   size_t bytes = 0;
 };
 
-// Checked runs' input: member m's element e. Distinct across members (for
-// one e) and across elements modulo `period`; every partial sum stays below
-// 2^24, so float adds are exact (period = 2^24 / p^2, at least 1).
-int64_t CheckPeriod(int p) {
-  const int64_t pp = static_cast<int64_t>(p) * p;
-  return std::max<int64_t>(1, (int64_t{1} << 24) / pp);
-}
-float CheckInput(int p, int64_t period, int m, int64_t e) {
-  return static_cast<float>((m + 1) + static_cast<int64_t>(p) * (e % period));
-}
-constexpr float kPoison = -1.0f;  // inputs and sums are >= 1
-
-// Aborts every communicator and exits when an armed wait makes no progress
-// for `timeout_s`, or when NCCL reports an asynchronous error.
-class Watchdog {
- public:
-  Watchdog(int rank, double timeout_s, std::function<void()> abort_all,
-           std::function<std::string()> async_error)
-      : rank_(rank),
-        timeout_s_(timeout_s),
-        abort_all_(std::move(abort_all)),
-        async_error_(std::move(async_error)),
-        thread_([this] { Loop(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void Arm() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (depth_++ == 0) armed_at_ = Clock::now();
-  }
-  void Disarm() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (depth_ > 0) --depth_;
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    while (!stop_) {
-      cv_.wait_for(l, std::chrono::milliseconds(200));
-      if (stop_ || depth_ == 0) continue;
-      const double idle =
-          std::chrono::duration<double>(Clock::now() - armed_at_).count();
-      const std::string error = async_error_();
-      if (error.empty() && idle <= timeout_s_) continue;
-      std::string why =
-          error.empty()
-              ? absl::StrCat("rank ", rank_, ": watchdog: no progress for ",
-                             timeout_s_, " s, communicators aborted")
-              : absl::StrCat("rank ", rank_, ": watchdog: NCCL error (",
-                             error, "), communicators aborted");
-      abort_all_();
-      std::fprintf(stderr, "%s\n", why.c_str());
-      std::fflush(stderr);
-      std::_Exit(3);
-    }
-  }
-
-  const int rank_;
-  const double timeout_s_;
-  std::function<void()> abort_all_;
-  std::function<std::string()> async_error_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  int depth_ = 0;
-  Clock::time_point armed_at_;
-  std::thread thread_;  // last: starts after the members above exist
-};
-
-class ArmScope {
- public:
-  explicit ArmScope(Watchdog* w) : w_(w) { w_->Arm(); }
-  ~ArmScope() { w_->Disarm(); }
-
- private:
-  Watchdog* w_;
-};
-
 class CudaBackend : public Backend {
  public:
   CudaBackend(const Mesh& mesh, const Platform& platform,
@@ -185,7 +90,10 @@ class CudaBackend : public Backend {
   const Mesh& mesh() const override { return mesh_; }
 
   absl::Status Start() override;
+  absl::Status Prepare(const Schedule& schedule) override;
   absl::Status Compute(int op_id, const ComputeOp& op, Stream stream) override;
+  absl::Status Memory(int op_id, const MemoryOp& op, Stream stream) override;
+  MemoryUse MeasuredMemory() const override { return memory_use_; }
   absl::Status Collective(int op_id, const CollectiveCall& call,
                           Stream stream) override;
   absl::Status WaitFor(int op_id, Stream stream) override;
@@ -208,6 +116,7 @@ class CudaBackend : public Backend {
     int op_id;
     cudaEvent_t start;
     cudaEvent_t end;
+    std::vector<cudaEvent_t> kernels;  // kernel_timeline: start, end pairs
   };
   // Per stream: the collective data, receive staging and switch buffers.
   struct StreamBuffers {
@@ -227,6 +136,7 @@ class CudaBackend : public Backend {
                            const ElemInfo& ei, int64_t count, GroupComm* main,
                            GroupComm* aux);
   absl::Status NewOpEvents(int op_id, OpEvents** out);
+  int64_t LiveBytes() const;
   absl::Status Synchronize();
   void AbortAll();
   std::string AsyncError();
@@ -251,7 +161,11 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_[kStreams] = {};
   StreamBuffers buffers_[kStreams];
   std::vector<void*> retired_;  // grown-out buffers, freed once idle
-  DeviceBuffer gemm_a_, gemm_b_, gemm_c_;
+  std::unique_ptr<KernelRunner> runner_;  // the COMPUTE stream's kernels
+  cudaMemPool_t pool_ = nullptr;          // the plan's buffers
+  std::map<int, void*> live_;             // alloc op id -> its buffer
+  std::map<int, int64_t> live_bytes_;     // alloc op id -> its bytes
+  MemoryUse memory_use_;
 
   cudaEvent_t start_event_ = nullptr;
   bool started_ = false;
@@ -270,6 +184,7 @@ CudaBackend::~CudaBackend() {
     for (OpEvents& e : events_) {
       cudaEventDestroy(e.start);
       cudaEventDestroy(e.end);
+      for (cudaEvent_t k : e.kernels) cudaEventDestroy(k);
     }
     if (start_event_ != nullptr) cudaEventDestroy(start_event_);
     for (void* p : retired_) cudaFree(p);
@@ -278,9 +193,9 @@ CudaBackend::~CudaBackend() {
       cudaFree(b.stage.ptr);
       cudaFree(b.sw.ptr);
     }
-    cudaFree(gemm_a_.ptr);
-    cudaFree(gemm_b_.ptr);
-    cudaFree(gemm_c_.ptr);
+    for (auto& [id, p] : live_) cudaFree(p);
+    runner_.reset();
+    if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
     for (int i = 0; i < kStreams; ++i) {
       if (cublas_[i] != nullptr) cublasDestroy(cublas_[i]);
       if (fork_[i] != nullptr) cudaEventDestroy(fork_[i]);
@@ -312,6 +227,20 @@ absl::Status CudaBackend::Init(int local_rank) {
     CUBLAS_CHECK(cublasSetStream(cublas_[i], streams_[i]));
   }
   CUDA_CHECK(cudaEventCreate(&start_event_));
+  absl::StatusOr<std::unique_ptr<KernelRunner>> runner =
+      KernelRunner::Create(streams_[0], cublas_[0], rank_);
+  if (!runner.ok()) return runner.status();
+  runner_ = *std::move(runner);
+  // The plan's buffers come from their own pool, which keeps what it has
+  // (release threshold: all) so that its high-water mark is the step's.
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device_;
+  CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+  uint64_t keep_all = UINT64_MAX;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold,
+                                     &keep_all));
 
   watchdog_ = std::make_unique<Watchdog>(
       rank_, options_.watchdog_s, [this] { AbortAll(); },
@@ -590,8 +519,12 @@ absl::Status CudaBackend::Start() {
   for (OpEvents& e : events_) {
     CUDA_CHECK(cudaEventDestroy(e.start));
     CUDA_CHECK(cudaEventDestroy(e.end));
+    for (cudaEvent_t k : e.kernels) CUDA_CHECK(cudaEventDestroy(k));
   }
   events_.clear();
+  uint64_t zero = 0;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero));
+  runner_->Rewind();
   event_index_.clear();
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   CUDA_CHECK(cudaEventRecord(start_event_, streams_[0]));
@@ -621,43 +554,86 @@ absl::Status CudaBackend::NewOpEvents(int op_id, OpEvents** out) {
   return absl::OkStatus();
 }
 
+// The kernel workspace is sized once, before any step is timed.
+absl::Status CudaBackend::Prepare(const Schedule& schedule) {
+  return runner_->Reserve(WorkspaceBytes(schedule));
+}
+
 absl::Status CudaBackend::Compute(int op_id, const ComputeOp& op,
                                   Stream stream) {
+  if (stream != COMPUTE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": compute op ", op_id, " on stream ",
+        Stream_Name(stream), "; kernels run on COMPUTE"));
+  }
+  cudaStream_t s = streams_[0];
+  OpEvents* ev = nullptr;
+  HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
+  CUDA_CHECK(cudaEventRecord(ev->start, s));
+  for (const Kernel& k : op.kernels()) {
+    cudaEvent_t k0 = nullptr, k1 = nullptr;
+    if (options_.kernel_timeline) {
+      CUDA_CHECK(cudaEventCreate(&k0));
+      CUDA_CHECK(cudaEventCreate(&k1));
+      ev->kernels.push_back(k0);
+      ev->kernels.push_back(k1);
+      CUDA_CHECK(cudaEventRecord(k0, s));
+    }
+    HW_RETURN_IF_ERROR(runner_->Run(k));
+    if (k1 != nullptr) CUDA_CHECK(cudaEventRecord(k1, s));
+  }
+  CUDA_CHECK(cudaEventRecord(ev->end, s));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Memory(int op_id, const MemoryOp& op,
+                                 Stream stream) {
   absl::StatusOr<int> si = StreamIndex(stream);
   if (!si.ok()) return si.status();
   cudaStream_t s = streams_[*si];
-  OpEvents* ev = nullptr;
-  HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
-  const cudaEvent_t start = ev->start, end = ev->end;
-  CUDA_CHECK(cudaEventRecord(start, s));
-  if (options_.gemm_compute) {
-    const double per_row = 2.0 * kGemmN * kGemmK;
-    int64_t rows = op.flops() > 0
-                       ? std::max<int64_t>(1, std::llround(op.flops() / per_row))
-                       : 0;
-    if (rows > 0) {
-      const size_t bf16 = 2;
-      HW_RETURN_IF_ERROR(Ensure(&gemm_a_, kGemmMaxRows * kGemmK * bf16, s));
-      HW_RETURN_IF_ERROR(Ensure(&gemm_b_, kGemmK * kGemmN * bf16, s));
-      HW_RETURN_IF_ERROR(Ensure(&gemm_c_, kGemmMaxRows * kGemmN * bf16, s));
+  if (op.delta_bytes() < 0) {
+    auto it = live_.find(op.frees());
+    if (it == live_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank_, ": op ", op_id, " frees \"", op.buffer(),
+          "\" of op ", op.frees(), ", which holds no buffer"));
     }
-    const float alpha = 1.0f, beta = 0.0f;
-    while (rows > 0) {
-      const int m = static_cast<int>(std::min(rows, kGemmMaxRows));
-      // Column-major C(m x n) = A(m x k) * B(k x n).
-      CUBLAS_CHECK(cublasGemmEx(
-          cublas_[*si], CUBLAS_OP_N, CUBLAS_OP_N, m, kGemmN, kGemmK, &alpha,
-          gemm_a_.ptr, CUDA_R_16BF, m, gemm_b_.ptr, CUDA_R_16BF, kGemmK,
-          &beta, gemm_c_.ptr, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT));
-      rows -= m;
-    }
-  } else {
-    const double seconds = ComputeOpCost(op, platform_).seconds;
-    CUDA_CHECK(LaunchSpin(static_cast<int64_t>(seconds * 1e9), s));
+    CUDA_CHECK(cudaFreeAsync(it->second, s));
+    live_.erase(it);
+    return absl::OkStatus();
   }
-  CUDA_CHECK(cudaEventRecord(end, s));
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocFromPoolAsync(&p, op.delta_bytes(), pool_, s);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it: the error is reported, not sticky
+    // What the failed attempt left reserved in the pool goes back first, so
+    // "free" is what the device really had.
+    cudaStreamSynchronize(s);
+    cudaMemPoolTrimTo(pool_, 0);
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "out of GPU memory: allocating \"%s\" wanted %d bytes (%.3f GB) "
+        "with %d bytes (%.3f GB) free of %d; the plan's buffers held %d bytes "
+        "(%.3f GB) (%s)",
+        op.buffer(), op.delta_bytes(), op.delta_bytes() / 1e9,
+        free, free / 1e9, total, LiveBytes(), LiveBytes() / 1e9,
+        cudaGetErrorString(e)));
+  }
+  live_[op_id] = p;
+  live_bytes_[op_id] = op.delta_bytes();
+  if (op.buffer() == "OS shard") {
+    // Adam's w, m and v: zeroed, so the first steps see finite values.
+    CUDA_CHECK(cudaMemsetAsync(p, 0, op.delta_bytes(), s));
+    runner_->SetOptimizerStates(p, op.delta_bytes());
+  }
   return absl::OkStatus();
+}
+
+int64_t CudaBackend::LiveBytes() const {
+  int64_t n = 0;
+  for (const auto& [id, p] : live_) n += live_bytes_.at(id);
+  return n;
 }
 
 absl::Status CudaBackend::Collective(int op_id, const CollectiveCall& call,
@@ -707,12 +683,42 @@ absl::StatusOr<std::vector<OpTiming>> CudaBackend::Finish() {
   HW_RETURN_IF_ERROR(Synchronize());
   std::vector<OpTiming> out;
   out.reserve(events_.size());
+  auto seconds = [&](cudaEvent_t e, double* t) -> absl::Status {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start_event_, e));
+    *t = ms * 1e-3;
+    return absl::OkStatus();
+  };
   for (const OpEvents& e : events_) {
-    float start_ms = 0, end_ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&start_ms, start_event_, e.start));
-    CUDA_CHECK(cudaEventElapsedTime(&end_ms, start_event_, e.end));
-    out.push_back({e.op_id, start_ms * 1e-3, end_ms * 1e-3});
+    OpTiming t;
+    t.op_id = e.op_id;
+    HW_RETURN_IF_ERROR(seconds(e.start, &t.start_s));
+    HW_RETURN_IF_ERROR(seconds(e.end, &t.end_s));
+    for (size_t k = 0; k + 1 < e.kernels.size(); k += 2) {
+      double k0 = 0, k1 = 0;
+      HW_RETURN_IF_ERROR(seconds(e.kernels[k], &k0));
+      HW_RETURN_IF_ERROR(seconds(e.kernels[k + 1], &k1));
+      t.kernels.push_back({k0, k1});
+    }
+    out.push_back(std::move(t));
   }
+  // What the step held at most, then give back what it kept (the model
+  // states): the next step allocates them again from the pool.
+  uint64_t high = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high));
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  int64_t held = runner_->held_bytes();
+  for (const StreamBuffers& b : buffers_) {
+    held += b.data.bytes + b.stage.bytes + b.sw.bytes;
+  }
+  memory_use_.held_bytes = held;
+  memory_use_.allocator_peak_bytes = static_cast<int64_t>(high) + held;
+  memory_use_.device_used_bytes = static_cast<int64_t>(total - free);
+  for (auto& [id, p] : live_) CUDA_CHECK(cudaFreeAsync(p, streams_[0]));
+  live_.clear();
+  live_bytes_.clear();
+  HW_RETURN_IF_ERROR(Synchronize());
   started_ = false;
   return out;
 }
@@ -731,17 +737,11 @@ absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
         "rank ", rank_, ": checked run of ", call.bytes(),
         " bytes: fewer than one float element"));
   }
-  const int64_t period = CheckPeriod(p);
-  const Range own = ChunkRange(n, p, me);
+  // Float values whose sums stay exact (sim/collective/check_data.h).
+  const DataCheck check(call.op(), p, call.root(), n,
+                        CheckValues::Float32(p));
   std::vector<float> host(n);
-  for (int64_t e = 0; e < n; ++e) {
-    const bool is_input =
-        call.op() == REDUCE_SCATTER || call.op() == ALL_REDUCE ||
-        (call.op() == ALL_GATHER && e >= own.offset &&
-         e < own.offset + own.count) ||
-        (call.op() == BROADCAST && me == call.root());
-    host[e] = is_input ? CheckInput(p, period, me, e) : kPoison;
-  }
+  check.Fill(me, host.data());
   StreamBuffers& b = buffers_[0];
   cudaStream_t s = streams_[0];
   HW_RETURN_IF_ERROR(Ensure(&b.data, n * kCheckInfo.bytes, s));
@@ -754,35 +754,13 @@ absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
                              cudaMemcpyDeviceToHost, s));
   HW_RETURN_IF_ERROR(Synchronize());
 
-  // owner of element e: the member whose chunk holds it.
-  std::vector<int> owner(n);
-  for (int m = 0; m < p; ++m) {
-    const Range r = ChunkRange(n, p, m);
-    for (int64_t e = r.offset; e < r.offset + r.count; ++e) owner[e] = m;
+  if (!DataCheck::Supports(call.op())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": collective op ",
+                     CollectiveOp_Name(call.op()), " unknown"));
   }
-  int64_t counts[2] = {0, 0};  // checked, wrong
-  const int64_t base_sum = static_cast<int64_t>(p) * (p + 1) / 2;
-  const int64_t pp = static_cast<int64_t>(p) * p;
-  for (int64_t e = 0; e < n; ++e) {
-    float want;
-    switch (call.op()) {
-      case ALL_GATHER: want = CheckInput(p, period, owner[e], e); break;
-      case REDUCE_SCATTER:
-        if (e < own.offset || e >= own.offset + own.count) continue;
-        want = static_cast<float>(base_sum + pp * (e % period));
-        break;
-      case ALL_REDUCE:
-        want = static_cast<float>(base_sum + pp * (e % period));
-        break;
-      case BROADCAST: want = CheckInput(p, period, call.root(), e); break;
-      default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("rank ", rank_, ": collective op ",
-                         CollectiveOp_Name(call.op()), " unknown"));
-    }
-    ++counts[0];
-    if (host[e] != want) ++counts[1];
-  }
+  const DataCheck::Count c = check.Verify(me, host.data());
+  int64_t counts[2] = {c.checked, c.wrong};
   int64_t total[2] = {0, 0};
   MPI_CHECK(MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM,
                           MPI_COMM_WORLD));
@@ -840,85 +818,16 @@ absl::StatusOr<double> CudaBackend::TimeCollective(const CollectiveCall& call,
 
 std::vector<std::pair<std::string, std::string>> CudaBackend::Environment()
     const {
-  std::vector<std::pair<std::string, std::string>> env;
-  auto add = [&](std::string k, std::string v) {
-    env.emplace_back(std::move(k), std::move(v));
-  };
-  add("backend", "nccl");
-  add("rank", absl::StrCat(rank_));
-  add("world_size", absl::StrCat(world_));
-  add("mesh", absl::StrCat(mesh_.nodes, " nodes x ", mesh_.gpus_per_node,
-                           " GPUs"));
-  add("cuda.device", absl::StrCat(device_));
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) {
-    add("gpu", prop.name);
-    add("gpu.compute_capability", absl::StrCat(prop.major, ".", prop.minor));
-    add("gpu.memory_bytes", absl::StrCat(prop.totalGlobalMem));
-    add("gpu.sms", absl::StrCat(prop.multiProcessorCount));
-  } else {
-    add("gpu", "unknown (cudaGetDeviceProperties failed)");
-  }
-  char bus[64] = {0};
-  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_) == cudaSuccess) {
-    add("gpu.pci_bus_id", bus);
-  }
-  int v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) {
-    add("cuda.driver", absl::StrCat(v / 1000, ".", (v % 1000) / 10));
-  }
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess) {
-    add("cuda.runtime", absl::StrCat(v / 1000, ".", (v % 1000) / 10));
-  }
-  if (ncclGetVersion(&v) == ncclSuccess) {
-    // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch (>= 2.9).
-    add("nccl.version",
-        absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100));
-  }
-  if (cublas_[0] != nullptr &&
-      cublasGetVersion(cublas_[0], &v) == CUBLAS_STATUS_SUCCESS) {
-    add("cublas.version", absl::StrCat(v));
-  }
-  add("compute", options_.gemm_compute
-                     ? absl::StrCat("cuBLAS bf16 GEMM, n = k = ", kGemmN)
-                     : std::string("spin for the simulator's kernel times"));
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "NCCL_", 5) != 0) continue;
-    const char* eq = std::strchr(*e, '=');
-    if (eq == nullptr) continue;
-    add(absl::StrCat("env.", std::string(*e, eq - *e)), std::string(eq + 1));
-  }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess) {
-    add("local.device_count", absl::StrCat(devices));
-    // Peer access between local GPUs; native atomics over a peer link
-    // usually means NVLink (PCIe peers rarely have them).
-    std::string p2p;
-    for (int a = 0; a < devices; ++a) {
-      for (int b = 0; b < devices; ++b) {
-        if (a == b) continue;
-        int access = 0, atomics = 0, rank = 0;
-        cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, a,
-                                  b);
-        cudaDeviceGetP2PAttribute(&atomics,
-                                  cudaDevP2PAttrNativeAtomicSupported, a, b);
-        cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b);
-        absl::StrAppend(&p2p, p2p.empty() ? "" : " ", a, "-", b,
-                        ":access=", access, ",atomics=", atomics,
-                        ",perf_rank=", rank);
-      }
-    }
-    add("local.p2p", p2p.empty() ? "none (one device)" : p2p);
-    std::string buses;
-    for (int d = 0; d < devices; ++d) {
-      char id[64] = {0};
-      if (cudaDeviceGetPCIBusId(id, sizeof(id), d) == cudaSuccess) {
-        absl::StrAppend(&buses, buses.empty() ? "" : " ", d, "=", id);
-      }
-    }
-    add("local.pci_bus_ids", buses);
-  }
-  return env;
+  return CudaEnvironment(
+      device_, rank_, world_, mesh_, cublas_[0],
+#if defined(SHARDSIM_HAVE_CUDNN)
+      "the IR's kernels: cuBLAS bf16 GEMMs, cuDNN fused attention, "
+      "shardsim's memory-bound and Adam kernels"
+#else
+      "the IR's kernels: cuBLAS bf16 GEMMs, shardsim's memory-bound and Adam "
+      "kernels (no cuDNN: fused attention refused)"
+#endif
+  );
 }
 
 }  // namespace

@@ -10,11 +10,12 @@
 // SHARP without CollNet: member 0 of the group plays the switch (its zeroed
 // buffer); this measures the data path of the plan, not SHARP's speed.
 //
-// Compute: a ComputeOp only has a kind and FLOPs. With gemm_compute it runs
-// cuBLAS bf16 GEMMs (fp32 accumulate) of n = k = 4096 and m = FLOPs /
-// (2 n k) rows, at least 1, in slabs of at most 8192 rows; otherwise one
-// GPU thread spins on the global timer for ComputeOpCost(op, platform)
-// (sim/compute/kernel_time.h), the simulator's own kernel times.
+// Compute: each kernel of a compute op runs as itself, with its shapes
+// (kernel_runner.h: cuBLAS GEMMs, cuDNN's fused attention, the step's own
+// memory-bound and Adam kernels). Memory: every memory op of the IR
+// allocates or frees a real buffer from a stream-ordered pool
+// (cudaMallocFromPoolAsync / cudaFreeAsync), so the step holds what the
+// allocation plan (sim/memory/allocation.h) says, when it says it.
 #ifndef SHARDSIM_HW_CUDA_CUDA_BACKEND_H_
 #define SHARDSIM_HW_CUDA_CUDA_BACKEND_H_
 
@@ -31,8 +32,9 @@ struct CudaOptions {
   // Finish, RunChecked, TimeCollective (and each collective's enqueue) that
   // make no progress for this long abort every communicator and exit.
   double watchdog_s = 300;
-  // Compute ops as bf16 GEMMs (true) or as a timed spin (false).
-  bool gemm_compute = true;
+  // Times every kernel of every compute op (CUDA events around each), for
+  // a per-kernel timeline; off, only ops are timed.
+  bool kernel_timeline = false;
 };
 
 // MPI must be initialized. Rank = MPI_COMM_WORLD rank; the world size must

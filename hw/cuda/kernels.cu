@@ -25,14 +25,6 @@ __global__ void AddBf16Kernel(__nv_bfloat16* dst, const __nv_bfloat16* src,
   }
 }
 
-__global__ void SpinKernel(int64_t nanoseconds) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (static_cast<int64_t>(now - start) < nanoseconds);
-}
-
 }  // namespace
 
 cudaError_t LaunchAdd(ElemType type, void* dst, const void* src, int64_t count,
@@ -60,12 +52,6 @@ cudaError_t LaunchAdd(ElemType type, void* dst, const void* src, int64_t count,
           static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count);
       break;
   }
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchSpin(int64_t nanoseconds, cudaStream_t stream) {
-  if (nanoseconds <= 0) return cudaSuccess;
-  SpinKernel<<<1, 1, 0, stream>>>(nanoseconds);
   return cudaGetLastError();
 }
 

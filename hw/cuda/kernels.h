@@ -16,10 +16,6 @@ enum class ElemType { kFloat32, kBfloat16, kInt8, kUint8 };
 cudaError_t LaunchAdd(ElemType type, void* dst, const void* src, int64_t count,
                       cudaStream_t stream);
 
-// One thread that spins on the GPU's global timer (nanoseconds, no clock
-// calibration needed) until `nanoseconds` have passed.
-cudaError_t LaunchSpin(int64_t nanoseconds, cudaStream_t stream);
-
 }  // namespace shardsim::hw
 
 #endif  // SHARDSIM_HW_CUDA_KERNELS_H_

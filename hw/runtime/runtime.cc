@@ -102,8 +102,11 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
       case Op::kCollective:
         s = backend->Collective(op.id(), op.collective(), op.stream());
         break;
+      case Op::kMemory:
+        s = backend->Memory(op.id(), op.memory(), op.stream());
+        break;
       default:
-        break;  // memory ops: nothing to run
+        break;
     }
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("op ", op.id(), " (",

@@ -46,8 +46,8 @@ bool AnyFailed(int rank, const absl::Status& status);
 absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 
 // Replays one step: Start(), then the IR's ops in order; before each op,
-// WaitFor each dependency on another stream; compute and collective ops are
-// issued on their stream, memory ops do nothing. Returns Finish()'s timings.
+// WaitFor each dependency on another stream; compute, collective and memory
+// ops are issued on their stream. Returns Finish()'s timings.
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend);
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/engine/simulate.h"
+#include "sim/cli/scenario_flags.h"
 #include "sim/results/results.h"
 #include "validate/cli.h"
 #include "sim/scenario/args.h"
@@ -29,23 +30,6 @@
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 
-ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
-          "built-in model name or model .textproto (overrides the scenario)");
-ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,
-          "shipped platform name or platform .textproto");
-ABSL_FLAG(std::optional<std::string>, strategy, std::nullopt,
-          "comma-separated strategy specs (zero3,paro-IGG,lins:p=1x1:g=1x1:"
-          "os=8x1,...)");
-ABSL_FLAG(std::optional<std::string>, gpus, std::nullopt,
-          "comma-separated GPU counts");
-ABSL_FLAG(std::optional<int>, micro_batches, std::nullopt,
-          "micro-batches per step (--micro-batches)");
-ABSL_FLAG(std::optional<int>, micro_batch_size, std::nullopt,
-          "sequences per micro-batch per GPU (--micro-batch-size)");
-ABSL_FLAG(std::optional<int>, seq_len, std::nullopt,
-          "sequence length (--seq-len)");
-ABSL_FLAG(bool, recompute, false,
-          "full activation recomputation (--recompute, --norecompute)");
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
 ABSL_FLAG(std::string, trace, "", "run: write a Chrome-trace timeline here");
@@ -99,27 +83,8 @@ constexpr char kUsage[] =
     "  schedule  one step's schedule IR (needs one --strategy and --gpus)\n"
     "  help      this text\n"
     "\n"
-    "scenario overrides: --model --platform --strategy --gpus "
-    "--micro-batches\n"
-    "  --micro-batch-size --seq-len --recompute; --json FILE writes results\n";
-
-// A bool flag has no "unset" state, so Undash's names tell whether
-// --recompute was given.
-absl::Status ApplyFlagOverrides(Scenario* s, bool recompute_given) {
-  ScenarioOverrides o;
-  o.model = absl::GetFlag(FLAGS_model);
-  o.platform = absl::GetFlag(FLAGS_platform);
-  if (auto v = absl::GetFlag(FLAGS_strategy)) {
-    std::vector<std::string> specs = absl::StrSplit(*v, ',', absl::SkipEmpty());
-    o.strategies = std::move(specs);
-  }
-  o.gpus = absl::GetFlag(FLAGS_gpus);
-  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
-  o.micro_batch_size = absl::GetFlag(FLAGS_micro_batch_size);
-  o.seq_len = absl::GetFlag(FLAGS_seq_len);
-  if (recompute_given) o.recompute = absl::GetFlag(FLAGS_recompute);
-  return ApplyOverrides(o, s);
-}
+    "--json FILE writes the results\n"
+    SHARDSIM_SCENARIO_FLAGS_HELP;
 
 absl::StatusOr<FlowMode> ParseMode() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -219,19 +184,18 @@ absl::Status RunCollective() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Job> LoadJob(const std::string& path, bool recompute_given) {
+absl::StatusOr<Job> LoadJob(const std::string& path) {
   absl::StatusOr<Scenario> scenario = ReadScenario(path);
   if (!scenario.ok()) return scenario.status();
-  if (absl::Status s = ApplyFlagOverrides(&*scenario, recompute_given);
+  if (absl::Status s = ApplyOverrides(OverridesFromFlags(), &*scenario);
       !s.ok()) {
     return s;
   }
   return ResolveJob(path, *std::move(scenario));
 }
 
-absl::Status Run(const std::string& command, const std::string& path,
-                 bool recompute_given) {
-  absl::StatusOr<Job> job = LoadJob(path, recompute_given);
+absl::Status Run(const std::string& command, const std::string& path) {
+  absl::StatusOr<Job> job = LoadJob(path);
   if (!job.ok()) return job.status();
 
   if (command == "schedule") {
@@ -285,11 +249,8 @@ absl::Status Run(const std::string& command, const std::string& path,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(shardsim::kUsage);
-  std::vector<std::string> keep, names;
-  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep, &names);
-  const bool recompute_given =
-      std::find(names.begin(), names.end(), "recompute") != names.end() ||
-      std::find(names.begin(), names.end(), "norecompute") != names.end();
+  std::vector<std::string> keep;
+  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep);
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
@@ -355,7 +316,7 @@ int main(int argc, char** argv) {
                  command.c_str(), shardsim::kUsage);
     return 2;
   }
-  if (absl::Status s = shardsim::Run(command, args[2], recompute_given); !s.ok()) {
+  if (absl::Status s = shardsim::Run(command, args[2]); !s.ok()) {
     std::fprintf(stderr, "shardsim: error: %s\n",
                  std::string(s.message()).c_str());
     return 1;

@@ -1,6 +1,7 @@
 #include "sim/collective/executor.h"
 
 #include "absl/strings/str_cat.h"
+#include "sim/collective/check_data.h"
 
 namespace shardsim {
 namespace {
@@ -10,11 +11,6 @@ std::string Describe(const Transfer& t) {
                       "->", t.dst, " [", t.offset, ", +", t.count, ")",
                       t.reduce ? " reduce" : " copy");
 }
-
-// Value of member m's input element e: distinct across members and
-// elements, so a misplaced or doubled contribution shows.
-int64_t Input(int m, int64_t e) { return (m + 1) * 1000003 + e * 7 + 1; }
-constexpr int64_t kPoison = -999999937;
 
 }  // namespace
 
@@ -71,52 +67,22 @@ absl::Status ExecutePlan(const Plan& plan,
 absl::Status CheckPlan(const Plan& plan) {
   const int p = plan.shape.size();
   const int64_t n = plan.count;
+  const DataCheck check(plan.op, p, plan.root, n, CheckValues::Exact());
   std::vector<std::vector<int64_t>> buffers(p, std::vector<int64_t>(n));
-  std::vector<int64_t> sum(n, 0);
-  for (int m = 0; m < p; ++m) {
-    const Range own = ChunkRange(n, p, m);
-    for (int64_t e = 0; e < n; ++e) {
-      sum[e] += Input(m, e);
-      const bool is_input =
-          plan.op == REDUCE_SCATTER || plan.op == ALL_REDUCE ||
-          (plan.op == ALL_GATHER && e >= own.offset &&
-           e < own.offset + own.count) ||
-          (plan.op == BROADCAST && m == plan.root);
-      buffers[m][e] = is_input ? Input(m, e) : kPoison;
-    }
-  }
+  for (int m = 0; m < p; ++m) check.Fill(m, buffers[m].data());
   if (absl::Status s = ExecutePlan(plan, &buffers); !s.ok()) return s;
-
-  // owner[e]: the member whose chunk holds element e.
-  std::vector<int> owner(n);
-  for (int m = 0; m < p; ++m) {
-    const Range r = ChunkRange(n, p, m);
-    for (int64_t e = r.offset; e < r.offset + r.count; ++e) owner[e] = m;
+  if (p > 0 && n > 0 && !DataCheck::Supports(plan.op)) {
+    return absl::InvalidArgumentError("executor: unknown op");
   }
   for (int m = 0; m < p; ++m) {
-    const Range own = ChunkRange(n, p, m);
-    for (int64_t e = 0; e < n; ++e) {
-      int64_t want;
-      switch (plan.op) {
-        case ALL_GATHER:
-          want = Input(owner[e], e);
-          break;
-        case REDUCE_SCATTER:
-          if (e < own.offset || e >= own.offset + own.count) continue;
-          want = sum[e];
-          break;
-        case ALL_REDUCE: want = sum[e]; break;
-        case BROADCAST: want = Input(plan.root, e); break;
-        default:
-          return absl::InvalidArgumentError("executor: unknown op");
-      }
-      if (buffers[m][e] != want) {
-        return absl::InternalError(absl::StrCat(
-            CollectiveOp_Name(plan.op), " ", Algorithm_Name(plan.algorithm),
-            " on ", plan.shape.per_node, "x", plan.shape.nodes, " count ", n,
-            " channels ", plan.channels, ": member ", m, " element ", e,
-            " is ", buffers[m][e], ", expected ", want));
-      }
+    const DataCheck::Count c = check.Verify(m, buffers[m].data());
+    if (c.wrong > 0) {
+      const int64_t e = c.first_wrong;
+      return absl::InternalError(absl::StrCat(
+          CollectiveOp_Name(plan.op), " ", Algorithm_Name(plan.algorithm),
+          " on ", plan.shape.per_node, "x", plan.shape.nodes, " count ", n,
+          " channels ", plan.channels, ": member ", m, " element ", e,
+          " is ", buffers[m][e], ", expected ", check.ExpectedValue(m, e)));
     }
   }
   return absl::OkStatus();

@@ -20,7 +20,8 @@ absl::Status ExecutePlan(const Plan& plan,
 // Fills inputs the contract of plan.h asks for with distinct values, runs
 // the plan, and compares every element with the expected result. Elements
 // outside a member's input are filled with a poison value so that a plan
-// that forgets to send them is caught. Returns the first mismatch.
+// that forgets to send them is caught. Returns the first mismatch. The
+// values and expected results are check_data.h's (CheckValues::Exact).
 absl::Status CheckPlan(const Plan& plan);
 
 }  // namespace shardsim

@@ -129,8 +129,9 @@ ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
   states.params = ShardBytes(psi, kHalfBytes, Shards(strategy.p()));
   if (strategy.secondary_params_intra() > 0) {
     // ZeRO++ hpZ: a second bf16 copy sharded only inside the node.
-    states.params +=
+    states.secondary =
         ShardBytes(psi, kHalfBytes, strategy.secondary_params_intra());
+    states.params += states.secondary;
   }
   states.grads = ShardBytes(psi, kHalfBytes, Shards(strategy.g()));
   states.optimizer =

@@ -16,6 +16,7 @@ namespace shardsim {
 
 struct ModelStates {
   int64_t params = 0;     // 2 psi / s_p, plus the hpZ secondary copy
+  int64_t secondary = 0;  // of params: the hpZ secondary copy alone
   int64_t grads = 0;      // 2 psi / s_g
   int64_t optimizer = 0;  // K psi / s_os
 };

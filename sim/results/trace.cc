@@ -38,6 +38,25 @@ Struct ThreadName(int pid, int tid, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// A kernel in protobuf's JSON mapping, as a Value (what `shardsim
+// calibrate` reads back).
+Value KernelValue(const Kernel& k) {
+  std::string json;
+  Value v;
+  if (google::protobuf::util::MessageToJsonString(k, &json).ok()) {
+    (void)google::protobuf::util::JsonStringToMessage(json,
+                                                       v.mutable_struct_value());
+  }
+  return v;
+}
+
+// The compute stream's kernels, one by one, below the streams.
+constexpr int kKernelTid = 4;
+
+}  // namespace
+
 absl::Status WriteChromeTrace(const Schedule& schedule,
                               const std::vector<TraceProcess>& processes,
                               const std::string& title,
@@ -58,6 +77,12 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
           pid, s, absl::AsciiStrToLower(Stream_Name(static_cast<Stream>(s))));
     }
     constexpr int kHostTid = 0;
+    bool any_kernels = false;
+    for (const auto& k : proc.kernels) any_kernels |= !k.empty();
+    if (any_kernels) {
+      *events->add_values()->mutable_struct_value() =
+          ThreadName(pid, kKernelTid, "kernels (compute, one by one)");
+    }
     if (!proc.host.empty()) {
       *events->add_values()->mutable_struct_value() =
           ThreadName(pid, kHostTid, "host (framework issuing ops)");
@@ -88,14 +113,7 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
         // fit the kernel model to measured timelines.
         auto* list = args["kernel_list"].mutable_list_value();
         for (const Kernel& k : op.compute().kernels()) {
-          std::string json;
-          Value v;
-          if (google::protobuf::util::MessageToJsonString(k, &json).ok() &&
-              google::protobuf::util::JsonStringToMessage(
-                  json, v.mutable_struct_value())
-                  .ok()) {
-            *list->add_values() = std::move(v);
-          }
+          *list->add_values() = KernelValue(k);
         }
       } else if (op.has_collective()) {
         const CollectiveCall& c = op.collective();
@@ -105,6 +123,27 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
         args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
       }
       *events->add_values()->mutable_struct_value() = std::move(e);
+      if (op.has_compute() && op.id() < static_cast<int>(proc.kernels.size())) {
+        const auto& times = proc.kernels[op.id()];
+        for (int k = 0; k < op.compute().kernels_size() &&
+                        k < static_cast<int>(times.size());
+             ++k) {
+          const Kernel& kernel = op.compute().kernels(k);
+          Struct ke;
+          auto& kf = *ke.mutable_fields();
+          kf["name"] = Str(kernel.name());
+          kf["ph"] = Str("X");
+          kf["pid"] = Num(pid);
+          kf["tid"] = Num(kKernelTid);
+          kf["ts"] = Num(times[k].first * 1e6);
+          kf["dur"] = Num((times[k].second - times[k].first) * 1e6);
+          auto& kargs = *kf["args"].mutable_struct_value()->mutable_fields();
+          kargs["op_id"] = Num(op.id());
+          *kargs["kernel_list"].mutable_list_value()->add_values() =
+              KernelValue(kernel);
+          *events->add_values()->mutable_struct_value() = std::move(ke);
+        }
+      }
       if (op.id() < static_cast<int>(proc.host.size())) {
         const auto& [h0, h1] = proc.host[op.id()];
         if (h1 > h0) {

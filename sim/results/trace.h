@@ -24,6 +24,9 @@ struct TraceProcess {
   // cause its time was charged to on the critical path ("" if not on it).
   std::vector<std::pair<double, double>> host;
   std::vector<std::string> causes;
+  // Optional, by op id: a compute op's kernels as measured one by one, in
+  // its kernel order (a "kernels" track, each event carrying its kernel).
+  std::vector<std::vector<std::pair<double, double>>> kernels;
 };
 
 absl::Status WriteChromeTrace(const Schedule& schedule,

@@ -1,24 +1,70 @@
 #include "sim/scenario/overrides.h"
 
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 namespace shardsim {
+namespace {
+
+absl::Status AtLeast(const char* flag, double value, double min) {
+  if (value >= min) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": must be >= ", min, ", got ", value));
+}
+
+// What LoadModel and LoadPlatform take for a file, not a name.
+bool IsTextprotoPath(absl::string_view name_or_path) {
+  return absl::EndsWith(name_or_path, ".textproto");
+}
+
+// What the strategy parser takes for a DeepSpeed config, not a spec.
+std::string StrategyFromWorkingDirectory(const std::string& spec) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(spec);
+  if (!absl::EndsWithIgnoreCase(trimmed, ".json")) return spec;
+  return FromWorkingDirectory(trimmed);
+}
+
+}  // namespace
+
+std::string FromWorkingDirectory(absl::string_view path) {
+  if (path.empty() || absl::StartsWith(path, "/")) return std::string(path);
+  std::error_code error;
+  const std::filesystem::path cwd = std::filesystem::current_path(error);
+  if (error) return std::string(path);  // then the loader's error names it
+  return (cwd / std::string(path)).lexically_normal().string();
+}
 
 absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
+  if (o.micro_batches && o.global_batch_tokens) {
+    return absl::InvalidArgumentError(
+        "--micro-batches, --global-batch-tokens: give one, not both");
+  }
   if (o.model) {
     s->clear_model_def();
-    s->set_model(*o.model);
+    s->set_model(IsTextprotoPath(*o.model) ? FromWorkingDirectory(*o.model)
+                                           : *o.model);
   }
   if (o.platform) {
     s->clear_platform_def();
-    s->set_platform(*o.platform);
+    s->set_platform(IsTextprotoPath(*o.platform)
+                        ? FromWorkingDirectory(*o.platform)
+                        : *o.platform);
   }
   if (o.strategies) {
+    if (o.strategies->empty()) {
+      return absl::InvalidArgumentError("--strategy: give at least one");
+    }
     s->clear_strategies();
-    for (const std::string& spec : *o.strategies) s->add_strategies(spec);
+    for (const std::string& spec : *o.strategies) {
+      s->add_strategies(StrategyFromWorkingDirectory(spec));
+    }
   }
   if (o.gpus) {
     s->clear_gpus();
@@ -29,13 +75,54 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
         return absl::InvalidArgumentError(
             absl::StrCat("--gpus: \"", n, "\" is not a number"));
       }
+      if (absl::Status st = AtLeast("gpus", gpus, 1); !st.ok()) return st;
       s->add_gpus(gpus);
     }
+    if (s->gpus().empty()) {
+      return absl::InvalidArgumentError("--gpus: give at least one count");
+    }
   }
-  if (o.micro_batches) s->set_micro_batches(*o.micro_batches);
-  if (o.micro_batch_size) s->set_micro_batch_size(*o.micro_batch_size);
-  if (o.seq_len) s->set_seq_len(*o.seq_len);
+  if (o.micro_batches) {
+    if (absl::Status st = AtLeast("micro-batches", *o.micro_batches, 1);
+        !st.ok()) {
+      return st;
+    }
+    s->set_micro_batches(*o.micro_batches);
+    s->clear_global_batch_tokens();
+  }
+  if (o.global_batch_tokens) {
+    if (absl::Status st = AtLeast("global-batch-tokens",
+                                  static_cast<double>(*o.global_batch_tokens),
+                                  1);
+        !st.ok()) {
+      return st;
+    }
+    s->set_global_batch_tokens(*o.global_batch_tokens);
+    s->clear_micro_batches();
+  }
+  if (o.micro_batch_size) {
+    if (absl::Status st = AtLeast("micro-batch-size", *o.micro_batch_size, 1);
+        !st.ok()) {
+      return st;
+    }
+    s->set_micro_batch_size(*o.micro_batch_size);
+  }
+  if (o.seq_len) {
+    if (absl::Status st = AtLeast("seq-len", *o.seq_len, 1); !st.ok()) {
+      return st;
+    }
+    s->set_seq_len(*o.seq_len);
+  }
   if (o.recompute) s->set_recompute(*o.recompute);
+  if (o.flash_attention) s->set_flash_attention(*o.flash_attention);
+  if (o.optimizer_bytes_per_param) {
+    if (!(*o.optimizer_bytes_per_param > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--optimizer-bytes-per-param: must be > 0, got ",
+                       *o.optimizer_bytes_per_param));
+    }
+    s->set_optimizer_bytes_per_param(*o.optimizer_bytes_per_param);
+  }
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #include "sim/schedule/lower.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/memory/memory.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -43,6 +45,7 @@ struct Segment {
   std::vector<const Unit*> units;  // forward order
   int64_t gathered = 0;            // parameters its gather brings
   int64_t params = 0;              // parameters of its units (gradients)
+  bool first_of_layer = false;     // forward order
 };
 
 class StepBuilder {
@@ -55,11 +58,15 @@ class StepBuilder {
         out_(out),
         dp_(MakeFactor(mesh.gpus_per_node, mesh.nodes)),
         last_mb_(scenario.micro_batches() - 1),
-        reduced_(layers.size(), -1) {
+        optimizer_bytes_per_param_(scenario.optimizer_bytes_per_param()),
+        reduced_(layers.size(), -1),
+        activations_(layers.size(), -1),
+        working_(layers.size(), -1) {
     BuildSegments();
   }
 
   void Build() {
+    Resident();
     PlanVisits();
     EmitVisits();
     Update();
@@ -104,6 +111,7 @@ class StepBuilder {
           last.gathered += pending.gathered;
         }
       }
+      mine.front().first_of_layer = true;
       for (Segment& s : mine) segments_.push_back(std::move(s));
     }
   }
@@ -141,14 +149,42 @@ class StepBuilder {
     return op->id();
   }
 
-  int Memory(Stream stream, Phase phase, int mb, int layer, int64_t delta,
-             const std::string& buffer, std::vector<int> deps) {
-    Op* op = NewOp(stream, phase, mb, layer,
-                   absl::StrCat(delta > 0 ? "alloc " : "free ", buffer),
-                   std::move(deps));
-    op->mutable_memory()->set_delta_bytes(delta);
+  // An allocation of `bytes` (none when 0: returns -1).
+  int Alloc(Stream stream, Phase phase, int mb, int layer, int64_t bytes,
+            const std::string& buffer) {
+    if (bytes <= 0) return -1;
+    Op* op = NewOp(stream, phase, mb, layer, absl::StrCat("alloc ", buffer), {});
+    op->mutable_memory()->set_delta_bytes(bytes);
     op->mutable_memory()->set_buffer(buffer);
     return op->id();
+  }
+
+  // Gives back allocation `alloc` (nothing when it is -1) once `deps` are
+  // done.
+  void Free(Stream stream, Phase phase, int mb, int layer, int alloc,
+            std::vector<int> deps) {
+    if (alloc < 0) return;
+    const MemoryOp& a = out_->ops(alloc).memory();
+    const std::string buffer = a.buffer();
+    const int64_t bytes = a.delta_bytes();
+    Op* op = NewOp(stream, phase, mb, layer, absl::StrCat("free ", buffer),
+                   std::move(deps));
+    op->mutable_memory()->set_delta_bytes(-bytes);
+    op->mutable_memory()->set_buffer(buffer);
+    op->mutable_memory()->set_frees(alloc);
+  }
+
+  // The model states this GPU keeps all step (sim/memory's ModelStateBytes):
+  // allocated before the step, never given back.
+  void Resident() {
+    int64_t psi = 0;
+    for (const Layer& l : layers_) psi += l.params;
+    const ModelStates st =
+        ModelStateBytes(psi, optimizer_bytes_per_param_, strategy_);
+    Alloc(COMPUTE, FORWARD, -1, -1, st.params - st.secondary, "P shard");
+    Alloc(COMPUTE, FORWARD, -1, -1, st.secondary, "P secondary");
+    Alloc(COMPUTE, FORWARD, -1, -1, st.grads, "G shard");
+    Alloc(COMPUTE, FORWARD, -1, -1, st.optimizer, "OS shard");
   }
 
   // Groups that span nodes with several GPUs per node run the strategy's
@@ -209,11 +245,13 @@ class StepBuilder {
     Phase phase = FORWARD;
     int mb = 0;
     int op = -1;                   // the gather, once emitted
+    int alloc = -1;                // its full-size buffer
     Limit limit = PREFETCH_LIMIT;  // why, if issued at its own hook
   };
   struct Bucket {
     int64_t params = 0;
     std::vector<int> segments;  // in backward order
+    std::vector<int> allocs;    // their full-size gradients
     int after = -1;             // the compute op that produced the last grads
   };
 
@@ -354,7 +392,11 @@ class StepBuilder {
       if (why == NO_LIMIT) why = PREFETCH_LIMIT;
     }
     const int layer = segments_[first.seg].layer;
-    Memory(GATHER, first.phase, first.mb, layer, 2 * params, "P full", {});
+    for (int f : fetches) {
+      fetches_[f].alloc = Alloc(GATHER, first.phase, first.mb, layer,
+                                2 * segments_[fetches_[f].seg].gathered,
+                                "P full");
+    }
     const int id = Collective(
         GATHER, first.phase, first.mb, layer, ALL_GATHER, group,
         qwz ? QuantizedBytes(params, 8) : 2 * params, qwz ? INT8 : BF16,
@@ -382,8 +424,7 @@ class StepBuilder {
       const Fetch& f = fetches_[i];
       if (f.op < 0) continue;
       const Segment& seg = segments_[f.seg];
-      Memory(COMPUTE, visits_[v].phase, visits_[v].mb, seg.layer,
-             -2 * seg.gathered, "P full", {id});
+      Free(COMPUTE, visits_[v].phase, visits_[v].mb, seg.layer, f.alloc, {id});
       live_ -= seg.gathered;
     }
   }
@@ -399,6 +440,10 @@ class StepBuilder {
       for (int f : visit.fetches) deps.push_back(fetches_[f].op);
       int id;
       if (visit.seg < 0) {
+        // Recomputation rebuilds the layer's activations for its backward.
+        working_[visit.layer] =
+            Alloc(COMPUTE, BACKWARD, visit.mb, visit.layer,
+                  layers_[visit.layer].backward_working_bytes, "recompute");
         std::vector<Kernel> kernels;
         for (const Segment& s : segments_) {
           if (s.layer != visit.layer) continue;
@@ -409,6 +454,13 @@ class StepBuilder {
                      layers_[visit.layer].name, std::move(kernels), deps);
       } else if (visit.phase == FORWARD) {
         const Segment& seg = segments_[visit.seg];
+        // What the layer keeps for its backward (only its input when it
+        // recomputes), from its first forward kernel on.
+        if (seg.first_of_layer) {
+          activations_[seg.layer] =
+              Alloc(COMPUTE, FORWARD, visit.mb, seg.layer,
+                    layers_[seg.layer].activation_bytes, "activations");
+        }
         id = Compute(FORWARD, visit.mb, seg.layer, "forward", seg.name,
                      ForwardKernels(seg), deps);
       } else {
@@ -424,6 +476,15 @@ class StepBuilder {
       }
       visit_ops_.push_back(id);
       Release(v, id);
+      // The layer's last backward (its first segment) ends its activations.
+      if (visit.phase == BACKWARD && visit.seg >= 0 &&
+          segments_[visit.seg].first_of_layer) {
+        Free(COMPUTE, BACKWARD, visit.mb, visit.layer,
+             activations_[visit.layer], {id});
+        Free(COMPUTE, BACKWARD, visit.mb, visit.layer, working_[visit.layer],
+             {id});
+        activations_[visit.layer] = working_[visit.layer] = -1;
+      }
       if (visit.phase == BACKWARD && visit.seg >= 0) ReduceAfter(v, id, &bucket);
     }
   }
@@ -441,7 +502,8 @@ class StepBuilder {
       }
     }
     if (TransientGrad()) {
-      Memory(COMPUTE, BACKWARD, visit.mb, seg.layer, 2 * seg.params, "G full", {});
+      grad_alloc_[visit.seg] =
+          Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer, 2 * seg.params, "G full");
     }
     std::vector<Kernel> kernels;
     for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
@@ -477,6 +539,8 @@ class StepBuilder {
     }
     bucket->params += seg.params;
     bucket->segments.push_back(q);
+    bucket->allocs.push_back(grad_alloc_[q]);
+    grad_alloc_[q] = -1;
     bucket->after = id;
     if ((cap == 0 && last_of_layer) || q == 0) Flush(visit.mb, bucket);
     if (q == 0 && ex_.sync_after_backward() && visit.mb < last_mb_) {
@@ -493,8 +557,9 @@ class StepBuilder {
     const int done = Lins() ? ReduceLins(mb, *bucket) : ReducePaRO(mb, *bucket);
     const int layer = segments_[bucket->segments.back()].layer;
     if (transient_grad) {
-      Memory(ReduceStream(), BACKWARD, mb, layer, -2 * bucket->params, "G full",
-             {done});
+      for (int alloc : bucket->allocs) {
+        Free(ReduceStream(), BACKWARD, mb, layer, alloc, {done});
+      }
     }
     for (int q : bucket->segments) reduced_[segments_[q].layer] = done;
     last_reduce_ = done;
@@ -640,7 +705,11 @@ class StepBuilder {
   std::vector<int> calls_;         // gather calls in issue order (first fetch)
   int frontier_ = 0;               // where DeepSpeed's prefetch resumes
   int64_t live_ = 0;               // gathered parameters not yet freed
+  const double optimizer_bytes_per_param_;
   std::vector<int> reduced_;       // per layer: last op reducing its G
+  std::vector<int> activations_;   // per layer: its live activations' alloc
+  std::vector<int> working_;       // per layer: its live recompute's alloc
+  std::map<int, int> grad_alloc_;  // per segment: its unreduced gradients
   int last_reduce_ = -1;
   int sync_pending_ = -1;  // the next host op waits for this reduction
 };

@@ -25,7 +25,13 @@ writes one JSON file. What it measures, and why:
 
 Timings: wall times are CUDA events around 10 runs after 3 warm-ups;
 kernel times are torch.profiler's GPU time per kernel, mean of 5 runs, so
-that host launch gaps of small kernels do not count. Usage: python3 torch_reference.py OUT.json
+that host launch gaps of small kernels do not count.
+
+Usage: python3 torch_reference.py OUT.json [SECTION ...] [--blocks M:B:S,...]
+  SECTION: blocks, gemm, attention, memory, dispatch, adam, cross_entropy,
+  compiled_blocks (default: all); --blocks replaces BLOCK_SHAPES, e.g.
+  --blocks llama7b:4:512,llama7b:10:512 (what hw/README.md compares
+  shardsim-hw's blocks with).
 """
 import json
 import math
@@ -405,7 +411,28 @@ def cross_entropy_rows():
 
 
 def main():
-    out_path = sys.argv[1]
+    global BLOCK_SHAPES
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit(__doc__)
+    out_path, wanted = args[0], []
+    i = 1
+    while i < len(args):
+        if args[i] == "--blocks":
+            if i + 1 >= len(args):
+                sys.exit("--blocks: give MODEL:B:S[,...]")
+            try:
+                BLOCK_SHAPES = [(m, int(b), int(s_)) for m, b, s_ in
+                                (x.split(":") for x in args[i + 1].split(","))]
+            except ValueError:
+                sys.exit(f"--blocks: \"{args[i + 1]}\" is not MODEL:B:S,...")
+            for m, _, _ in BLOCK_SHAPES:
+                if m not in MODELS:
+                    sys.exit(f"--blocks: unknown model {m} ({', '.join(MODELS)})")
+            i += 2
+        else:
+            wanted.append(args[i])
+            i += 1
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
     result = {
@@ -424,7 +451,13 @@ def main():
         ("compiled_blocks", lambda: [time_block("llama7b", 4, 512, True),
                                      time_block("llama7b", 1, 4096, True)]),
     ]
+    known = [name for name, _ in sections]
+    for w in wanted:
+        if w not in known:
+            sys.exit(f"unknown section {w} ({', '.join(known)})")
     for name, fn in sections:
+        if wanted and name not in wanted:
+            continue
         t0 = time.time()
         try:
             result[name] = fn()

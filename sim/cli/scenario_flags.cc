@@ -1,0 +1,79 @@
+#include "sim/cli/scenario_flags.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+
+ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
+          "built-in model name or model .textproto (overrides the scenario)");
+ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,
+          "shipped platform name or platform .textproto");
+ABSL_FLAG(std::optional<std::string>, strategy, std::nullopt,
+          "comma-separated strategy specs (zero3,paro-IGG,lins:p=1x1:g=1x1:"
+          "os=8x1,ds_config.json,...)");
+ABSL_FLAG(std::optional<std::string>, gpus, std::nullopt,
+          "comma-separated GPU counts");
+ABSL_FLAG(std::optional<int>, micro_batches, std::nullopt,
+          "micro-batches per step (--micro-batches; replaces "
+          "global_batch_tokens)");
+ABSL_FLAG(std::optional<int64_t>, global_batch_tokens, std::nullopt,
+          "tokens per step over all GPUs (--global-batch-tokens; replaces "
+          "micro_batches)");
+ABSL_FLAG(std::optional<int>, micro_batch_size, std::nullopt,
+          "sequences per micro-batch per GPU (--micro-batch-size)");
+ABSL_FLAG(std::optional<int>, seq_len, std::nullopt,
+          "sequence length (--seq-len)");
+// A bool flag has no unset state, and whether it was given is private to
+// Abseil; its update callback tells. Abseil also calls it once when the flag
+// is registered, at static initialisation, so the marks are cleared after
+// the definitions (in this file's order of initialisation).
+namespace {
+bool recompute_given = false;
+bool flash_attention_given = false;
+}  // namespace
+ABSL_FLAG(bool, recompute, false,
+          "full activation recomputation (--recompute, --norecompute; unset: "
+          "the scenario's)")
+    .OnUpdate([] { recompute_given = true; });
+ABSL_FLAG(bool, flash_attention, false,
+          "attention scores not stored (--flash-attention, "
+          "--noflash-attention; unset: the scenario's)")
+    .OnUpdate([] { flash_attention_given = true; });
+namespace {
+const bool kMarksCleared = [] {
+  recompute_given = false;
+  flash_attention_given = false;
+  return true;
+}();
+}  // namespace
+ABSL_FLAG(std::optional<double>, optimizer_bytes_per_param, std::nullopt,
+          "optimizer-state bytes per parameter (--optimizer-bytes-per-param; "
+          "12 for mixed-precision Adam)");
+
+namespace shardsim {
+
+ScenarioOverrides OverridesFromFlags() {
+  ScenarioOverrides o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.platform = absl::GetFlag(FLAGS_platform);
+  if (std::optional<std::string> v = absl::GetFlag(FLAGS_strategy)) {
+    std::vector<std::string> specs = absl::StrSplit(*v, ',', absl::SkipEmpty());
+    o.strategies = std::move(specs);
+  }
+  o.gpus = absl::GetFlag(FLAGS_gpus);
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  o.global_batch_tokens = absl::GetFlag(FLAGS_global_batch_tokens);
+  o.micro_batch_size = absl::GetFlag(FLAGS_micro_batch_size);
+  o.seq_len = absl::GetFlag(FLAGS_seq_len);
+  (void)kMarksCleared;
+  if (recompute_given) o.recompute = absl::GetFlag(FLAGS_recompute);
+  if (flash_attention_given) {
+    o.flash_attention = absl::GetFlag(FLAGS_flash_attention);
+  }
+  o.optimizer_bytes_per_param = absl::GetFlag(FLAGS_optimizer_bytes_per_param);
+  return o;
+}
+
+}  // namespace shardsim
