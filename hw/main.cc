@@ -23,7 +23,9 @@
 #include "absl/strings/str_split.h"
 #include "hw/backend.h"
 #include "hw/cpu/cpu_backend.h"
+#include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
+#include "sim/schema/limits.h"
 #include "sim/cli/scenario_flags.h"
 #include "absl/strings/str_format.h"
 #include "sim/memory/allocation.h"
@@ -62,6 +64,12 @@ ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(std::string, trace, "",
           "run: write every rank's measured timeline (a process per rank)");
 ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
+ABSL_FLAG(double, watchdog_s, 300,
+          "a rank whose collective, barrier or stream wait makes no progress "
+          "for this many seconds aborts every rank (exit 3)");
+ABSL_FLAG(std::string, fault, "",
+          "testing aid: skip:RANK:N or die:RANK:N (rank RANK skips, or "
+          "SIGKILLs itself before, its N-th collective run)");
 
 namespace shardsim::hw {
 namespace {
@@ -107,6 +115,17 @@ constexpr char kUsage[] =
     "\n"
     "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
     "  --compute-scale S (cpu: compute ops sleep S x their simulated time)\n"
+    "  --watchdog-s S (default 300): a rank whose collective, barrier or\n"
+    "            stream wait makes no progress for S seconds prints what it\n"
+    "            waits on and aborts every rank (exit 3); both transports\n"
+    "\n"
+    "testing aid (tests/hw_fault_test.sh):\n"
+    "  --fault skip:R:N  rank R silently skips its N-th collective run (the\n"
+    "            others wait on it: the watchdog ends the job)\n"
+    "  --fault die:R:N   rank R raises SIGKILL on itself just before its\n"
+    "            N-th collective run (a rank dying mid-collective)\n"
+    "  A collective run: one collective op of a step, one checked, warm-up\n"
+    "  or timed run of `collective`; N counts from 1 over the whole process.\n"
     SHARDSIM_SCENARIO_FLAGS_HELP;
 
 int VisibleGpus() {
@@ -120,9 +139,12 @@ int VisibleGpus() {
 }
 
 // Picks the transport and makes the backend. Every rank decides alike
-// except for GPU visibility, which AnyFailed then agrees on.
+// except for GPU visibility and device setup, which AnyFailed then agrees on.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Mesh& mesh,
                                                      const Platform& platform) {
+  absl::StatusOr<Fault> fault =
+      ParseFault(absl::GetFlag(FLAGS_fault), mesh.gpus());
+  if (!fault.ok()) return fault.status();
   std::string transport = absl::GetFlag(FLAGS_transport);
 #if defined(SHARDSIM_HW_NCCL)
   const bool built_nccl = true;
@@ -136,6 +158,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Mesh& mesh,
     CpuOptions options;
     options.compute_scale = absl::GetFlag(FLAGS_compute_scale);
     options.channels = absl::GetFlag(FLAGS_channels);
+    options.watchdog_s = absl::GetFlag(FLAGS_watchdog_s);
+    options.fault = *fault;
     return MakeCpuBackend(mesh, platform, options);
   }
   if (transport != "nccl") {
@@ -158,6 +182,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Mesh& mesh,
   // A trace gets every kernel timed one by one (what `shardsim calibrate`
   // fits); without one only ops are, and no event sits between kernels.
   options.kernel_timeline = !absl::GetFlag(FLAGS_trace).empty();
+  options.watchdog_s = absl::GetFlag(FLAGS_watchdog_s);
+  options.fault = *fault;
   return MakeCudaBackend(mesh, platform, options);
 #else
   return absl::InternalError("unreachable");
@@ -218,8 +244,9 @@ int RunCollective(const MpiSession& mpi) {
     sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
     sweep.iters = absl::GetFlag(FLAGS_iters);
     sweep.warmup = absl::GetFlag(FLAGS_warmup);
+    // 0 is the platform's; a negative count is left for RunSweep to refuse.
     const int channels = absl::GetFlag(FLAGS_channels);
-    sweep.channels = channels > 0 ? channels : platform.channels();
+    sweep.channels = channels == 0 ? platform.channels() : channels;
     absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(mesh, platform);
     if (!b.ok()) return b.status();
     backend = *std::move(b);
@@ -228,8 +255,13 @@ int RunCollective(const MpiSession& mpi) {
   if (AnyFailed(rank, setup)) return 1;
 
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(backend.get(), sweep);
-  // Plan errors (an algorithm that cannot run this op on this shape) come
-  // before any message and are the same on every rank.
+  // Plan errors (InvalidArgument: an algorithm that cannot run this op on
+  // this shape) come before any message and are the same on every rank.
+  // Any other (a device, NCCL or MPI error) may be this rank's alone, with
+  // the others waiting on it in a collective: abort them all.
+  if (!rows.ok() && !absl::IsInvalidArgument(rows.status())) {
+    AbortAll(rank, rows.status());
+  }
   if (AnyFailed(rank, rows.status())) return 1;
   if (rank == 0) {
     PrintEnvironment(*backend);
@@ -325,7 +357,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
         ReplaySchedule(point.schedule, backend.get());
     if (!t.ok()) AbortAll(rank, t.status());
   }
-  const int steps = std::max(1, absl::GetFlag(FLAGS_steps));
+  const int steps = absl::GetFlag(FLAGS_steps);
   double total = 0;
   std::vector<OpTiming> last;
   for (int i = 0; i < steps; ++i) {
@@ -447,6 +479,17 @@ int main(int argc, char** argv) {
     }
     return 2;
   };
+  // shardsim-hw's own numbers, checked like every other (the scenario's
+  // are checked when it is read). Every rank sees the same flags.
+  shardsim::FieldCheck flags("command line");
+  flags.Count("gpus_per_node", absl::GetFlag(FLAGS_gpus_per_node), 0,
+              shardsim::limits::kMaxGpusPerNode)
+      .Count("steps", absl::GetFlag(FLAGS_steps), 1, 10000)
+      .Count("warmup", absl::GetFlag(FLAGS_warmup), 0, 10000)
+      .Count("iters", absl::GetFlag(FLAGS_iters), 1, 1000000)
+      .Real("compute_scale", absl::GetFlag(FLAGS_compute_scale), 0, 1e6)
+      .Real("watchdog_s", absl::GetFlag(FLAGS_watchdog_s), 1e-3, 1e9);
+  if (!flags.ok()) return usage_error(std::string(flags.status().message()));
   if (command == "collective") {
     if (args.size() != 2) return usage_error("collective takes flags only");
     return shardsim::hw::RunCollective(mpi);

@@ -6,6 +6,7 @@
 // (SimulateCollective and SimulateJob fork; the flow probe uses
 // RunIsolated): SimGrid allows one engine per process.
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -835,6 +836,44 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
                 1e-9 * row.step_time_s());
     EXPECT_GT(b.compute_s(), 0);
   }
+}
+
+}  // namespace
+}  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+// A platform that escaped validation (every protocol's latency infinite):
+// protocol selection is an error naming the platform, not a null protocol.
+TEST(EngineProtocol, NoFiniteEstimateIsAnErrorNotACrash) {
+  Platform p = TestPlatform(Knobs{});
+  for (Protocol& proto : *p.mutable_protocols()) {
+    proto.set_base_latency_s(std::numeric_limits<double>::infinity());
+  }
+  auto task = [&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    const Mesh mesh{8, 2};
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Build(p, mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine engine(**fabric, FlowMode::kFast, 1);
+    CollectiveCall call;
+    call.set_op(ALL_GATHER);
+    call.set_algorithm(RING);
+    call.set_bytes(1 << 20);
+    *call.mutable_group() = GlobalGroup(mesh);
+    absl::Status s = engine.Prepare(call);
+    if (s.ok()) return std::string("prepared");
+    return s;
+  };
+  absl::StatusOr<std::string> r = RunIsolated({task}, 1)[0];
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(
+                "platform test: no wire protocol gives a finite time for "
+                "ALL_GATHER of 1048576 bytes"),
+            std::string::npos)
+      << r.status();
 }
 
 }  // namespace

@@ -197,7 +197,7 @@ TEST(ModelValidate, ErrorNamesTheField) {
   m.set_hidden(0);
   absl::Status status = ValidateModel(m);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "model.hidden: must be > 0, got 0");
+  EXPECT_EQ(status.message(), "model.hidden: must be in [1, 262144], got 0");
 
   m = MustLoad("llama-7b");
   m.set_heads(30);  // 4096 % 30 != 0

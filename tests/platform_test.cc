@@ -56,7 +56,7 @@ TEST(PlatformShipped, EveryPlatformLoadsAndPassesEngineValidation) {
     absl::StatusOr<Platform> p = LoadPlatform(name, "");
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->name(), name);
-    const absl::Status s = ValidateEnginePlatform(*p, name);
+    const absl::Status s = ValidatePlatform(*p, name);
     EXPECT_TRUE(s.ok()) << s;
   }
 }
@@ -226,10 +226,10 @@ TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
             "--gpus: 32 GPUs need 4 nodes; platform two_node_lab has 2");
 }
 
-// A valid platform with one field broken must fail ValidateEnginePlatform
+// A valid platform with one field broken must fail ValidatePlatform
 // with that field named.
 void ExpectFieldError(const Platform& p, const std::string& field) {
-  const absl::Status s = ValidateEnginePlatform(p, "bad.textproto");
+  const absl::Status s = ValidatePlatform(p, "bad.textproto");
   ASSERT_FALSE(s.ok()) << "expected an error naming " << field;
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find(absl::StrCat("bad.textproto: field ", field, ":")),
@@ -239,7 +239,7 @@ void ExpectFieldError(const Platform& p, const std::string& field) {
 
 TEST(PlatformValidation, BadFieldsAreNamed) {
   const Platform good = Shipped("dgx_a100");
-  ASSERT_TRUE(ValidateEnginePlatform(good, "good").ok());
+  ASSERT_TRUE(ValidatePlatform(good, "good").ok());
 
   Platform p = good;
   p.mutable_network()->set_nics_per_node(3);  // 8 GPUs cannot share 3 NICs

@@ -140,7 +140,8 @@ absl::Status RunValidateCommand(const std::string& platform,
   }
   if (max_median_error >= 0) {
     for (const FileError& e : report->files) {
-      if (e.median_relative_error > max_median_error) {
+      // Written so that a NaN error fails the gate too.
+      if (!(e.median_relative_error <= max_median_error)) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "%s: median relative error %.3g exceeds --max-median-error %.3g",
             e.file, e.median_relative_error, max_median_error));

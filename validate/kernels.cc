@@ -17,6 +17,7 @@
 #include "sim/compute/kernel_time.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
+#include "sim/scenario/scenario.h"
 
 namespace shardsim {
 namespace {
@@ -486,7 +487,7 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
 
 absl::StatusOr<KernelFitResult> FitKernelModel(
     const Platform& base, const std::vector<KernelSample>& samples) {
-  if (absl::Status s = ValidateKernelModel(base, "base platform"); !s.ok()) {
+  if (absl::Status s = ValidatePlatform(base, "base platform"); !s.ok()) {
     return s;
   }
   Fitter f{base, {}};

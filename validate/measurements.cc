@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "sim/schema/limits.h"
 
 namespace shardsim {
 
@@ -44,6 +45,16 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A JSON number as a count in [lo, hi], checked before the cast: a double
+// beyond the integer's range does not convert.
+bool AsCount(double v, int64_t lo, int64_t hi, int64_t* out) {
+  if (!(v >= static_cast<double>(lo) && v <= static_cast<double>(hi))) {
+    return false;
+  }
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
 absl::Status Finish(const MeasurementHints& hints, MeasurementSet* set) {
   if (hints.op != OP_UNSPECIFIED) set->op = hints.op;
   if (hints.algorithm != ALGORITHM_UNSPECIFIED) set->algorithm = hints.algorithm;
@@ -63,13 +74,16 @@ absl::Status Finish(const MeasurementHints& hints, MeasurementSet* set) {
     return absl::InvalidArgumentError(
         absl::StrCat(set->file, ": no measurement rows"));
   }
+  // A collective takes at least a nanosecond and at most 1000 s: a time
+  // outside would make an infinite or zero bandwidth, and a NaN error.
+  FieldCheck check(set->file);
+  check.Count("gpus", set->gpus, 2, limits::kMaxGpus);
   for (const MeasurementRow& r : set->rows) {
-    if (r.size_bytes < 1 || !(r.time_us > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          set->file, ": size ", r.size_bytes, ": need size >= 1 and time > 0"));
-    }
+    const std::string at = absl::StrCat("size ", r.size_bytes, " ");
+    check.Count(at + "size", r.size_bytes, 1, limits::kMaxCollectiveBytes)
+        .Real(at + "time_us", r.time_us, 1e-3, 1e9);
   }
-  return absl::OkStatus();
+  return check.status();
 }
 
 absl::StatusOr<MeasurementSet> ParseText(const std::string& path,
@@ -193,8 +207,14 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
   if (const Value* rows = Field(doc, "rows")) {  // shardsim-hw
     set.format = "shardsim-hw";
     double gpus = 0;
-    Number(doc, "gpus", &gpus);
-    set.gpus = static_cast<int>(gpus);
+    int64_t count = 0;
+    if (Number(doc, "gpus", &gpus)) {
+      if (!AsCount(gpus, 1, limits::kMaxGpus, &count)) {
+        return bad(absl::StrCat("\"gpus\": must be in [1, ", limits::kMaxGpus,
+                                "], got ", gpus));
+      }
+      set.gpus = static_cast<int>(count);
+    }
     if (const Value* op = Field(doc, "op")) {
       absl::StatusOr<CollectiveOp> o = ParseOpName(op->string_value());
       if (!o.ok()) return bad(std::string(o.status().message()));
@@ -216,7 +236,10 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
       if (!Number(r, "size_bytes", &size) || !Number(r, "time_us", &row.time_us)) {
         return bad(where + ": needs size_bytes and time_us");
       }
-      row.size_bytes = static_cast<int64_t>(size);
+      if (!AsCount(size, 1, limits::kMaxCollectiveBytes, &row.size_bytes)) {
+        return bad(absl::StrCat(where, ": size_bytes must be in [1, ",
+                                limits::kMaxCollectiveBytes, "], got ", size));
+      }
       Number(r, "algbw_gbps", &row.algbw_gbps);
       Number(r, "busbw_gbps", &row.busbw_gbps);
       if (Number(r, "wrong", &wrong) && wrong > 0) {
@@ -266,7 +289,12 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
       if (v.kind_case() != Value::kStructValue) return bad(where + " is not an object");
       const Struct& r = v.struct_value();
       double size = 0;
+      int64_t bytes = 0;
       if (!Number(r, "size", &size)) return bad(where + ": no \"size\"");
+      if (!AsCount(size, 1, limits::kMaxCollectiveBytes, &bytes)) {
+        return bad(absl::StrCat(where, ": size must be in [1, ",
+                                limits::kMaxCollectiveBytes, "], got ", size));
+      }
       if (const Value* n = Field(r, "experiment_name");
           n != nullptr && set.op == OP_UNSPECIFIED) {
         set.op = GuessOp(n->string_value());
@@ -276,7 +304,7 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
         if (p == nullptr || p->kind_case() != Value::kStructValue) continue;
         const Struct& m = p->struct_value();
         MeasurementRow row;
-        row.size_bytes = static_cast<int64_t>(size);
+        row.size_bytes = bytes;
         row.in_place = std::string(key) == "in_place";
         if (!Number(m, "time", &row.time_us) && !Number(m, "cpu_time", &row.time_us)) {
           return bad(absl::StrCat(where, ".", key, ": no \"time\""));
@@ -374,8 +402,9 @@ absl::StatusOr<MeasurementSet> ParseMeasurementSpec(const std::string& spec) {
     } else if (kv.first == "proto" || kv.first == "protocol") {
       hints.protocol = kv.second;
     } else if (kv.first == "gpus") {
-      if (!absl::SimpleAtoi(kv.second, &hints.gpus) || hints.gpus < 1) {
-        return absl::InvalidArgumentError(where + "gpus must be a positive integer");
+      if (!absl::SimpleAtoi(kv.second, &hints.gpus) || hints.gpus < 1 ||
+          hints.gpus > limits::kMaxGpus) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "gpus must be in [1, ", limits::kMaxGpus, "]"));
       }
     } else {
       return absl::InvalidArgumentError(

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <unordered_set>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hw/runtime/fault.h"
 #include "hw/runtime/rank_program.h"
+#include "hw/runtime/watchdog.h"
 #include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
 #include "sim/compute/kernel_time.h"
@@ -22,6 +25,23 @@ namespace shardsim::hw {
 namespace {
 
 constexpr int kTagSpan = 32000;  // MPI guarantees tags up to 32767
+
+// How many collective runs the tags tell apart: what MPI_TAG_UB leaves
+// above kTagSpan (Open MPI: 2^31 - 1, so 67108; the minimum, 32767: 1).
+int64_t SeqSpan() {
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  const int64_t tag_ub = flag && ub != nullptr ? *ub : 32767;
+  return std::max<int64_t>(1, (tag_ub + 1) / kTagSpan);
+}
+
+// What a collective run waits on, for the watchdog's message.
+std::string CallName(const CollectiveCall& call) {
+  return absl::StrCat(CollectiveOp_Name(call.op()), " ",
+                      Algorithm_Name(call.algorithm()), " of ", call.bytes(),
+                      " bytes over group ", GroupName(call.group()));
+}
 
 // This rank's part of one plan: the rank program (hw/runtime/rank_program.h)
 // and where each of its transfers sits in its step's payload buffer (every
@@ -44,7 +64,13 @@ class CpuBackend : public Backend {
  public:
   CpuBackend(const Mesh& mesh, const Platform& platform,
              const CpuOptions& options, int rank)
-      : mesh_(mesh), platform_(platform), options_(options), rank_(rank) {}
+      : mesh_(mesh),
+        platform_(platform),
+        options_(options),
+        rank_(rank),
+        seq_span_(SeqSpan()),
+        fault_(options.fault, rank),
+        watchdog_(rank, options.watchdog_s) {}
 
   std::string name() const override { return "cpu"; }
   int rank() const override { return rank_; }
@@ -53,7 +79,10 @@ class CpuBackend : public Backend {
   absl::Status Start() override {
     timings_.clear();
     done_.clear();
-    MPI_Barrier(MPI_COMM_WORLD);
+    {
+      ArmScope arm(&watchdog_, "the barrier that starts a step");
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
     t0_ = MPI_Wtime();
     return absl::OkStatus();
   }
@@ -75,7 +104,12 @@ class CpuBackend : public Backend {
     absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
     std::vector<int64_t>& buffer = Buffer((*plan)->count);
-    if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+    if (absl::Status s = Execute(**plan, &buffer,
+                                 absl::StrCat("op ", op_id, ": ",
+                                              CallName(call)));
+        !s.ok()) {
+      return s;
+    }
     timings_.push_back({op_id, start, MPI_Wtime() - t0_});
     done_.insert(op_id);
     return absl::OkStatus();
@@ -110,7 +144,8 @@ class CpuBackend : public Backend {
     const DataCheck check(plan.op, p, plan.root, n, CheckValues::Exact());
     std::vector<int64_t> buffer(n);
     check.Fill(m, buffer.data());
-    if (absl::Status s = Execute(plan, &buffer); !s.ok()) return s;
+    const std::string what = absl::StrCat("checked ", CallName(call));
+    if (absl::Status s = Execute(plan, &buffer, what); !s.ok()) return s;
     // Expected values need no communication: every input is known.
     if (!DataCheck::Supports(plan.op)) {
       return absl::InvalidArgumentError("cpu backend: unknown op");
@@ -118,6 +153,8 @@ class CpuBackend : public Backend {
     const DataCheck::Count c = check.Verify(m, buffer.data());
     int64_t counts[2] = {c.checked, c.wrong};
     int64_t total[2];
+    ArmScope arm(&watchdog_, absl::StrCat("the sum of checked counts after ",
+                                          what));
     MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     return CheckResult{total[0], total[1]};
   }
@@ -129,15 +166,20 @@ class CpuBackend : public Backend {
     absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
     std::vector<int64_t> buffer((*plan)->count, 1);
+    const std::string what = absl::StrCat("timed ", CallName(call));
     for (int i = 0; i < warmup; ++i) {
-      if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+      if (absl::Status s = Execute(**plan, &buffer, what); !s.ok()) return s;
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    {
+      ArmScope arm(&watchdog_, absl::StrCat("the barrier before ", what));
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
     const double start = MPI_Wtime();
     for (int i = 0; i < iters; ++i) {
-      if (absl::Status s = Execute(**plan, &buffer); !s.ok()) return s;
+      if (absl::Status s = Execute(**plan, &buffer, what); !s.ok()) return s;
     }
     double mine = (MPI_Wtime() - start) / iters, worst = 0;
+    ArmScope arm(&watchdog_, absl::StrCat("the max of times after ", what));
     MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return worst;
   }
@@ -226,7 +268,13 @@ class CpuBackend : public Backend {
     return &plans_.emplace(key, std::move(mine)).first->second;
   }
 
-  absl::Status Execute(const MyPlan& plan, std::vector<int64_t>* buffer) {
+  // One collective run; `what` names it for the watchdog.
+  absl::Status Execute(const MyPlan& plan, std::vector<int64_t>* buffer,
+                       const std::string& what) {
+    // Every rank numbers its runs alike, skipped ones included.
+    const int64_t seq = seq_++ % seq_span_;
+    if (fault_.SkipThisRun()) return absl::OkStatus();
+    ArmScope arm(&watchdog_, what);
     int64_t* buf = buffer->data();
     const RankProgram& prog = plan.program;
     if (prog.uses_switch) switch_.assign(plan.count, 0);  // member 0 only
@@ -249,7 +297,7 @@ class CpuBackend : public Backend {
         const RankOp& op = ops[i];
         if (op.kind == RankOp::kLocal) continue;
         const int peer = plan.members[op.peer];
-        const int tag = static_cast<int>(op.index % kTagSpan);
+        const int tag = static_cast<int>(seq * kTagSpan + op.index % kTagSpan);
         requests_.emplace_back();
         int rc = op.kind == RankOp::kSend
                      ? MPI_Isend(pay + slot[i], static_cast<int>(op.count),
@@ -291,12 +339,16 @@ class CpuBackend : public Backend {
   Platform platform_;
   CpuOptions options_;
   int rank_ = 0;
+  const int64_t seq_span_;
+  int64_t seq_ = 0;  // collective runs so far
+  FaultInjector fault_;
   double t0_ = 0;
   std::vector<OpTiming> timings_;
   std::unordered_set<int> done_;
   std::map<PlanKey, MyPlan> plans_;
   std::vector<int64_t> scratch_, switch_, payload_;
   std::vector<MPI_Request> requests_;
+  Watchdog watchdog_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace
@@ -319,6 +371,10 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(
   }
   if (options.compute_scale < 0) {
     return absl::InvalidArgumentError("--compute-scale: must be >= 0");
+  }
+  if (!(options.watchdog_s > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--watchdog-s: must be > 0, got ", options.watchdog_s));
   }
   return std::unique_ptr<Backend>(
       new CpuBackend(mesh, platform, options, rank));

@@ -15,8 +15,12 @@
 //     a step is copied out (a snapshot) before any receive is applied; the
 //     receives are applied after MPI_Waitall, in transfer order, copies
 //     overwriting, reduces adding. The tag of a message is the transfer's
-//     index within its step (mod 32000); MPI's non-overtaking order keeps
-//     several messages between one pair in one step matched as well.
+//     index within its step (mod 32000) plus 32000 x the collective run's
+//     sequence number (mod what MPI_TAG_UB leaves): a run one rank skipped
+//     never matches a later run's messages, so the others wait (and the
+//     watchdog ends the job) instead of silently shifting by one. MPI's
+//     non-overtaking order keeps several messages between one pair in one
+//     step matched.
 //   * The SHARP switch (kSwitch) is emulated on the group's member 0: it
 //     holds the switch's zeroed buffer of `count` elements; transfers to the
 //     switch are messages to member 0 that add into (or overwrite) that
@@ -25,6 +29,9 @@
 //     ComputeOpCost(op, platform).seconds x `compute_scale` (0 = instantaneous).
 //   * Streams are serialized: ops run synchronously in the order enqueued,
 //     so WaitFor only checks that the op it names was enqueued.
+//   * Every blocking wait (a collective run, a barrier, a reduction) is
+//     armed on a watchdog (hw/runtime/watchdog.h): a wait with no progress
+//     for `watchdog_s` ends every rank with a message naming the wait.
 #ifndef SHARDSIM_HW_CPU_CPU_BACKEND_H_
 #define SHARDSIM_HW_CPU_CPU_BACKEND_H_
 
@@ -32,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "hw/backend.h"
+#include "hw/runtime/fault.h"
 #include "sim/collective/group.h"
 #include "sim/schema/platform.pb.h"
 
@@ -42,6 +50,10 @@ struct CpuOptions {
   double compute_scale = 0;
   // Ring/tree channels used by Collective() (replay); 0 = the platform's.
   int channels = 0;
+  // A blocking wait with no progress for this long aborts every rank.
+  double watchdog_s = 300;
+  // Testing aid (hw/runtime/fault.h).
+  Fault fault;
 };
 
 // MPI must be initialized. Errors when the world size is not mesh.gpus().

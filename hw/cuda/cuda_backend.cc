@@ -22,8 +22,9 @@
 #include "hw/cuda/environment.h"
 #include "hw/cuda/kernel_runner.h"
 #include "hw/cuda/kernels.h"
-#include "hw/cuda/watchdog.h"
+#include "hw/runtime/fault.h"
 #include "hw/runtime/rank_program.h"
+#include "hw/runtime/watchdog.h"
 #include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
 #include "hw/runtime/kernel_work.h"
@@ -67,6 +68,13 @@ absl::StatusOr<int> StreamIndex(Stream s) {
   }
 }
 
+// What a collective waits on, for the watchdog's message.
+std::string CallName(const CollectiveCall& call) {
+  return absl::StrCat(CollectiveOp_Name(call.op()), " ",
+                      Algorithm_Name(call.algorithm()), " of ", call.bytes(),
+                      " bytes over group ", GroupName(call.group()));
+}
+
 struct DeviceBuffer {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -80,7 +88,8 @@ class CudaBackend : public Backend {
         platform_(platform),
         options_(options),
         rank_(rank),
-        world_(world) {}
+        world_(world),
+        fault_(options.fault, rank) {}
   ~CudaBackend() override;
 
   absl::Status Init(int local_rank);
@@ -123,6 +132,7 @@ class CudaBackend : public Backend {
     DeviceBuffer data, stage, sw;
   };
 
+  absl::Status InitWorldComm();
   absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
   absl::StatusOr<const RankProgram*> GetProgram(const CollectiveCall& call,
                                                 int p, int member,
@@ -147,6 +157,7 @@ class CudaBackend : public Backend {
   const int rank_;
   const int world_;
   int device_ = -1;
+  FaultInjector fault_;
 
   ncclComm_t world_comm_ = nullptr;
   std::mutex comms_mu_;  // guards comms_ against the watchdog
@@ -243,13 +254,25 @@ absl::Status CudaBackend::Init(int local_rank) {
                                      &keep_all));
 
   watchdog_ = std::make_unique<Watchdog>(
-      rank_, options_.watchdog_s, [this] { AbortAll(); },
-      [this] { return AsyncError(); });
-  ArmScope arm(watchdog_.get());
+      rank_, options_.watchdog_s,
+      Watchdog::Hooks{[this] { AbortAll(); }, [this] { return AsyncError(); }});
+  return absl::OkStatus();
+}
+
+// The world communicator, on first use (every rank's first collective) and
+// not in Init: a rank whose device setup failed then fails the setup that
+// all ranks agree on (AnyFailed), instead of leaving the others waiting on
+// it in ncclCommInitRank.
+absl::Status CudaBackend::InitWorldComm() {
+  if (world_comm_ != nullptr) return absl::OkStatus();
+  ArmScope arm(watchdog_.get(), "the NCCL world communicator's setup");
   ncclUniqueId id;
   if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-  NCCL_CHECK(ncclCommInitRank(&world_comm_, world_, id, rank_));
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommInitRank(&comm, world_, id, rank_));
+  std::lock_guard<std::mutex> l(comms_mu_);
+  world_comm_ = comm;
   return absl::OkStatus();
 }
 
@@ -295,6 +318,7 @@ absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank_, ": group ", GroupName(group), ": ", s.message()));
   }
+  HW_RETURN_IF_ERROR(InitWorldComm());
   const std::vector<int> members = GroupMembers(group, mesh_, rank_);
   const int color = GroupFirstMember(group, mesh_, rank_);
   GroupComm gc;
@@ -375,6 +399,7 @@ absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
         "rank ", rank_, ": BROADCAST root ", call.root(), " outside group of ",
         p));
   }
+  if (fault_.SkipThisRun()) return absl::OkStatus();
   if (count <= 0) return absl::OkStatus();
   cudaStream_t s = streams_[si];
   char* buf = static_cast<char*>(buffers_[si].data.ptr);
@@ -514,7 +539,7 @@ absl::Status CudaBackend::EnqueuePlan(const RankProgram& prog, int si,
 }
 
 absl::Status CudaBackend::Start() {
-  ArmScope arm(watchdog_.get());
+  ArmScope arm(watchdog_.get(), "the streams and barrier that start a step");
   HW_RETURN_IF_ERROR(Synchronize());
   for (OpEvents& e : events_) {
     CUDA_CHECK(cudaEventDestroy(e.start));
@@ -640,7 +665,9 @@ absl::Status CudaBackend::Collective(int op_id, const CollectiveCall& call,
                                      Stream stream) {
   absl::StatusOr<int> si = StreamIndex(stream);
   if (!si.ok()) return si.status();
-  ArmScope arm(watchdog_.get());  // first use of a shape splits a communicator
+  // The first use of a shape splits a communicator, a collective call.
+  ArmScope arm(watchdog_.get(),
+               absl::StrCat("op ", op_id, ": enqueueing ", CallName(call)));
   OpEvents* ev = nullptr;
   HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
   const cudaEvent_t start = ev->start, end = ev->end;
@@ -679,7 +706,7 @@ absl::Status CudaBackend::Synchronize() {
 }
 
 absl::StatusOr<std::vector<OpTiming>> CudaBackend::Finish() {
-  ArmScope arm(watchdog_.get());
+  ArmScope arm(watchdog_.get(), "the end of the step (every stream's work)");
   HW_RETURN_IF_ERROR(Synchronize());
   std::vector<OpTiming> out;
   out.reserve(events_.size());
@@ -725,7 +752,7 @@ absl::StatusOr<std::vector<OpTiming>> CudaBackend::Finish() {
 
 absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
                                                     int channels) {
-  ArmScope arm(watchdog_.get());
+  ArmScope arm(watchdog_.get(), absl::StrCat("checked ", CallName(call)));
   HW_RETURN_IF_ERROR(Synchronize());
   absl::StatusOr<GroupComm*> gc = GetComm(call.group(), 0);
   if (!gc.ok()) return gc.status();
@@ -778,7 +805,7 @@ absl::StatusOr<double> CudaBackend::TimeCollective(const CollectiveCall& call,
         "rank ", rank_, ": TimeCollective needs iters >= 1 and warmup >= 0, "
         "got ", iters, " and ", warmup));
   }
-  ArmScope arm(watchdog_.get());
+  ArmScope arm(watchdog_.get(), absl::StrCat("timed ", CallName(call)));
   HW_RETURN_IF_ERROR(Synchronize());
   const ElemInfo ei = InfoOf(call.dtype());
   const int64_t count = call.bytes() / ei.bytes;
@@ -847,7 +874,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
   }
   if (options.watchdog_s <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank, ": watchdog_s must be positive, got ",
+        "rank ", rank, ": --watchdog-s: must be > 0, got ",
         options.watchdog_s));
   }
   MPI_Comm local;

@@ -23,15 +23,19 @@
 
 #include "absl/status/statusor.h"
 #include "hw/backend.h"
+#include "hw/runtime/fault.h"
 #include "sim/collective/group.h"
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim::hw {
 
 struct CudaOptions {
-  // Finish, RunChecked, TimeCollective (and each collective's enqueue) that
-  // make no progress for this long abort every communicator and exit.
+  // Start, Finish, RunChecked, TimeCollective (and each collective's
+  // enqueue) that make no progress for this long abort every communicator
+  // and every rank (hw/runtime/watchdog.h); so does an NCCL async error.
   double watchdog_s = 300;
+  // Testing aid (hw/runtime/fault.h).
+  Fault fault;
   // Times every kernel of every compute op (CUDA events around each), for
   // a per-kernel timeline; off, only ops are timed.
   bool kernel_timeline = false;

@@ -2,6 +2,7 @@
 
 #include "sim/collective/sweep.h"
 #include "sim/results/results.h"
+#include "sim/schema/limits.h"
 
 #include <mpi.h>
 
@@ -119,16 +120,17 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
 
 absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
                                                const SweepOptions& o) {
-  if (o.min_bytes < 1 || o.max_bytes < o.min_bytes) {
-    return absl::InvalidArgumentError(
-        "--min-bytes and --max-bytes: need 1 <= min <= max");
+  if (absl::Status s = ValidateSweep({o.op, o.algorithm, o.min_bytes,
+                                      o.max_bytes, o.step_factor, 0},
+                                     "collective sweep");
+      !s.ok()) {
+    return s;
   }
-  if (o.step_factor <= 1) {
-    return absl::InvalidArgumentError("--step-factor: must be > 1");
-  }
-  if (o.iters < 1 || o.warmup < 0) {
-    return absl::InvalidArgumentError("--iters >= 1 and --warmup >= 0 needed");
-  }
+  FieldCheck check("collective sweep");
+  check.Count("iters", o.iters, 1, 1000000)
+      .Count("warmup", o.warmup, 0, 1000000)
+      .Count("channels", o.channels, 1, limits::kMaxChannels);
+  if (!check.ok()) return check.status();
   const int gpus = backend->mesh().gpus();
   std::vector<SweepRow> rows;
   for (const CollectiveCall& call :

@@ -29,6 +29,7 @@
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
+#include "sim/schema/limits.h"
 
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
@@ -38,7 +39,10 @@ ABSL_FLAG(bool, breakdown, false,
           "by cause)");
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
-ABSL_FLAG(int, jobs, 2, "simulations run at once");
+ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
+ABSL_FLAG(double, time_limit, 0,
+          "run, collective: stop with an error after this many seconds "
+          "(0: no limit)");
 ABSL_FLAG(std::string, op, "all_gather",
           "collective: all_gather, reduce_scatter, all_reduce, broadcast");
 ABSL_FLAG(std::string, algorithm, "ring",
@@ -83,7 +87,8 @@ constexpr char kUsage[] =
     "  schedule  one step's schedule IR (needs one --strategy and --gpus)\n"
     "  help      this text\n"
     "\n"
-    "--json FILE writes the results\n"
+    "--json FILE writes the results; --jobs N simulations at once;\n"
+    "--time-limit S stops run and collective after S seconds\n"
     SHARDSIM_SCENARIO_FLAGS_HELP;
 
 absl::StatusOr<FlowMode> ParseMode() {
@@ -92,6 +97,14 @@ absl::StatusOr<FlowMode> ParseMode() {
   if (mode == "per-step") return FlowMode::kPerStep;
   return absl::InvalidArgumentError(
       absl::StrCat("--mode: \"", mode, "\" is neither fast nor per-step"));
+}
+
+// --jobs and --time-limit, checked like every other number.
+absl::Status CheckEngineFlags() {
+  FieldCheck check("command line");
+  return check.Count("jobs", absl::GetFlag(FLAGS_jobs), 1, 256)
+      .Real("time_limit", absl::GetFlag(FLAGS_time_limit), 0, 1e9)
+      .status();
 }
 
 absl::StatusOr<int64_t> ParseBytes(const char* flag) {
@@ -116,8 +129,12 @@ absl::Status RunCollectiveScenario(const std::string& path) {
   if (!op.ok()) return field_error("op", op.status().message());
   if (sc->algorithms().empty()) return field_error("algorithms", "none given");
   if (sc->gpus() < 2) return field_error("gpus", "must be >= 2");
+  // 0 means the platform's channels and a factor of 2; anything else is
+  // checked as given.
+  const double step_factor = sc->step_factor() == 0 ? 2 : sc->step_factor();
   absl::StatusOr<FlowMode> mode = ParseMode();
   if (!mode.ok()) return mode.status();
+  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
   CollectiveBenchmark out;
   out.set_scenario(path);
   for (const std::string& name : sc->algorithms()) {
@@ -131,8 +148,9 @@ absl::Status RunCollectiveScenario(const std::string& path) {
     sweep.channels = sc->channels();
     sweep.min_bytes = sc->min_bytes();
     sweep.max_bytes = sc->max_bytes();
-    sweep.step_factor = sc->step_factor() > 0 ? sc->step_factor() : 2;
+    sweep.step_factor = step_factor;
     sweep.mode = *mode;
+    sweep.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     absl::StatusOr<CollectiveResults> results =
         SimulateCollective(*platform, sweep);
     if (!results.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", results.status().message()));
@@ -155,6 +173,7 @@ absl::Status RunCollective() {
   if (!algorithm.ok()) return algorithm.status();
   absl::StatusOr<FlowMode> mode = ParseMode();
   if (!mode.ok()) return mode.status();
+  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
   const std::optional<std::string> gpus = absl::GetFlag(FLAGS_gpus);
   if (!gpus || !absl::SimpleAtoi(*gpus, &sweep.gpus) || sweep.gpus < 2) {
     return absl::InvalidArgumentError("--gpus: give one GPU count >= 2");
@@ -174,6 +193,7 @@ absl::Status RunCollective() {
   sweep.max_bytes = *max;
   sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
   sweep.mode = *mode;
+  sweep.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   absl::StatusOr<CollectiveResults> results =
       SimulateCollective(*platform, sweep);
   if (!results.ok()) return results.status();
@@ -214,9 +234,11 @@ absl::Status Run(const std::string& command, const std::string& path) {
   absl::StatusOr<FlowMode> mode = ParseMode();
   if (!mode.ok()) return mode.status();
   if (command == "run") {
+    if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
     EngineOptions options;
     options.mode = *mode;
-    options.jobs = std::max(1, absl::GetFlag(FLAGS_jobs));
+    options.jobs = absl::GetFlag(FLAGS_jobs);
+    options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     options.trace_path = absl::GetFlag(FLAGS_trace);
     absl::StatusOr<Results> results = SimulateJob(*job, options);
     if (!results.ok()) return results.status();
@@ -272,6 +294,10 @@ int main(int argc, char** argv) {
       s = absl::InvalidArgumentError("--platform: required");
     } else if (files.empty()) {
       s = absl::InvalidArgumentError("--measurements: give at least one file");
+    } else if (const double e = absl::GetFlag(FLAGS_max_median_error);
+               !(e >= 0 && e <= 1e6) && e != -1) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "--max-median-error: must be a finite number >= 0, got ", e));
     } else if (command == "calibrate") {
       s = absl::GetFlag(FLAGS_out).empty()
               ? absl::InvalidArgumentError("--out: required")

@@ -2,7 +2,31 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "sim/schema/limits.h"
+
 namespace shardsim {
+
+absl::Status ValidateSweep(const SweepSpec& spec, absl::string_view where) {
+  FieldCheck c(where);
+  c.Count("min_bytes", spec.min_bytes, 1, limits::kMaxCollectiveBytes)
+      .Count("max_bytes", spec.max_bytes, spec.min_bytes,
+             limits::kMaxCollectiveBytes)
+      .Real("step_factor", spec.step_factor, 1, 1e6)
+      .Rule("step_factor", spec.step_factor != 1, "must be > 1");
+  if (!c.ok()) return c.status();
+  const double sizes =
+      1 + std::floor(std::log(static_cast<double>(spec.max_bytes) /
+                              spec.min_bytes) /
+                     std::log(spec.step_factor));
+  return c.Rule("step_factor", sizes <= limits::kMaxSweepSizes,
+                absl::StrCat("from ", spec.min_bytes, " to ", spec.max_bytes,
+                             " bytes by ", Num(spec.step_factor), " is ",
+                             Num(sizes),
+                             " sizes, beyond the limit of ",
+                             limits::kMaxSweepSizes))
+      .status();
+}
 
 std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh) {
   std::vector<CollectiveCall> calls;

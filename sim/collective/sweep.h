@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
 #include "sim/collective/group.h"
 #include "sim/schema/schedule.pb.h"
 #include "sim/schema/strategy.pb.h"
@@ -22,6 +25,11 @@ struct SweepSpec {
   double step_factor = 2;  // > 1
   int root = 0;            // BROADCAST
 };
+
+// Checks the sizes against sim/schema/limits.h: 1 <= min_bytes <= max_bytes
+// <= 1 TiB, a finite step_factor > 1, and at most 1,000 sizes. Errors read
+// "WHERE: field NAME: ...".
+absl::Status ValidateSweep(const SweepSpec& spec, absl::string_view where);
 
 std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh);
 

@@ -98,12 +98,6 @@ int Launches(const Kernel& kernel) {
   return kernel.has_memory() ? std::max(1, kernel.memory().launches()) : 1;
 }
 
-absl::Status Field(const std::string& where, const std::string& field,
-                   const std::string& why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, ": field ", field, ": ", why));
-}
-
 }  // namespace
 
 double KernelSeconds(const Kernel& kernel, const Platform& platform) {
@@ -124,41 +118,6 @@ OpCost ComputeOpCost(const ComputeOp& op, const Platform& platform) {
                                     : cost.compute_bound_s) += t;
   }
   return cost;
-}
-
-absl::Status ValidateKernelModel(const Platform& p, const std::string& where) {
-  const KernelModel& km = p.kernels();
-  if (!(p.gpu().sms() >= 1)) return Field(where, "gpu.sms", "must be >= 1");
-  if (!(p.gpu().hbm_bytes_per_s() > 0) || !std::isfinite(p.gpu().hbm_bytes_per_s())) {
-    return Field(where, "gpu.hbm_bytes_per_s", "must be a finite number > 0");
-  }
-  const std::pair<const char*, double> shares[] = {
-      {"kernels.gemm_efficiency", km.gemm_efficiency()},
-      {"kernels.attention_fwd_efficiency", km.attention_fwd_efficiency()},
-      {"kernels.attention_bwd_efficiency", km.attention_bwd_efficiency()},
-      {"kernels.vector_fraction", km.vector_fraction()},
-      {"kernels.general_fraction", km.general_fraction()},
-      {"kernels.optimizer_fraction", km.optimizer_fraction()}};
-  for (const auto& [field, v] : shares) {
-    if (!(v > 0 && v <= 1)) {
-      return Field(where, field, absl::StrCat("must be in (0, 1], got ", v));
-    }
-  }
-  const std::pair<const char*, double> lengths[] = {
-      {"kernels.gemm_k_overhead", km.gemm_k_overhead()},
-      {"kernels.attention_fwd_seq", km.attention_fwd_seq()},
-      {"kernels.attention_bwd_seq", km.attention_bwd_seq()},
-      {"kernels.launch_s", km.launch_s()}};
-  for (const auto& [field, v] : lengths) {
-    if (!(v >= 0) || !std::isfinite(v)) {
-      return Field(where, field,
-                   absl::StrCat("must be a finite number >= 0, got ", v));
-    }
-  }
-  if (km.gemm_tile_m() < 1 || km.gemm_tile_n() < 1) {
-    return Field(where, "kernels.gemm_tile_m/gemm_tile_n", "must be >= 1");
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace shardsim

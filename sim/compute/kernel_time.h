@@ -47,10 +47,6 @@ struct OpCost {
 };
 OpCost ComputeOpCost(const ComputeOp& op, const Platform& platform);
 
-// Checks the KernelModel and the GPU fields it reads (sms, peak_flops,
-// hbm_bytes_per_s), naming the field. `where` prefixes messages.
-absl::Status ValidateKernelModel(const Platform& platform,
-                                 const std::string& where);
 
 }  // namespace shardsim
 

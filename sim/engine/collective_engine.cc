@@ -102,6 +102,14 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
       e->protocol = &proto;
     }
   }
+  // Only a platform that escaped validation gets here (no protocol, or
+  // every estimate infinite or NaN); never hand the engine a null protocol.
+  if (e->protocol == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "platform ", fabric_.platform().name(), ": no wire protocol gives a "
+        "finite time for ", CollectiveOp_Name(call.op()), " of ", call.bytes(),
+        " bytes (protocols, bandwidths and efficiencies)"));
+  }
   entries_.emplace(key, std::move(e));
   return absl::OkStatus();
 }

@@ -64,10 +64,6 @@ class Fabric {
   std::vector<simgrid::s4u::Link*> ports_;  // NVSwitch port of each GPU
 };
 
-// Checks the fields the engine needs (bandwidths, protocols, efficiencies,
-// the kernel model, interference), naming the field. `where` prefixes messages (the platform's file).
-absl::Status ValidateEnginePlatform(const Platform& platform,
-                                    const std::string& where);
 
 }  // namespace shardsim
 

@@ -1,12 +1,17 @@
 #include "sim/engine/isolate.h"
 
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,11 +68,14 @@ absl::StatusOr<std::string> Decode(const std::string& out, int wstatus,
 }  // namespace
 
 std::vector<absl::StatusOr<std::string>> RunIsolated(
-    const std::vector<ChildTask>& tasks, int jobs) {
+    const std::vector<ChildTask>& tasks, int jobs, double time_limit_s) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
   std::vector<absl::StatusOr<std::string>> results(
       tasks.size(), absl::InternalError("not run"));
   std::map<pid_t, Running> running;
-  size_t next = 0;
+  size_t next = 0, done = 0;
+  const pid_t parent = getpid();
   std::fflush(nullptr);  // no buffered output duplicated into children
   while (next < tasks.size() || !running.empty()) {
     while (next < tasks.size() && static_cast<int>(running.size()) < jobs) {
@@ -79,6 +87,10 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
       const pid_t pid = fork();
       if (pid == 0) {
         close(fds[0]);
+        // A child dies with its parent, even if the parent died before
+        // the request took effect.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
         RunChild(tasks[next], fds[1]);
       }
       close(fds[1]);
@@ -90,25 +102,56 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
       running[pid] = {next++, fds[0], ""};
     }
     if (running.empty()) break;
-    // Drain every running child's pipe, then reap whichever has finished.
-    // Children write their result only at exit, so reading one pipe to EOF
-    // at a time is enough.
-    auto it = running.begin();
-    Running& r = it->second;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(r.fd, buf, sizeof buf)) != 0) {
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        break;
+    // Wait for output from any child, at most until the time limit.
+    int wait_ms = -1;
+    if (time_limit_s > 0) {
+      const double left =
+          time_limit_s -
+          std::chrono::duration<double>(Clock::now() - start).count();
+      if (left <= 0) {
+        for (auto& [pid, r] : running) {
+          kill(pid, SIGKILL);
+          close(r.fd);
+          waitpid(pid, nullptr, 0);
+        }
+        const absl::Status over = absl::DeadlineExceededError(absl::StrCat(
+            "time limit of ", time_limit_s, " s reached (--time-limit) with ",
+            done, " of ", tasks.size(), " simulations done"));
+        for (absl::StatusOr<std::string>& r : results) {
+          if (!r.ok() && r.status().message() == "not run") r = over;
+        }
+        return results;
       }
-      r.out.append(buf, static_cast<size_t>(n));
+      wait_ms = static_cast<int>(std::ceil(left * 1000));
     }
-    close(r.fd);
-    int wstatus = 0;
-    waitpid(it->first, &wstatus, 0);
-    results[r.task] = Decode(r.out, wstatus, r.task);
-    running.erase(it);
+    std::vector<pollfd> fds;
+    for (const auto& [pid, r] : running) fds.push_back({r.fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
+      for (auto& [pid, r] : running) kill(pid, SIGKILL);
+    }
+    // Read what is there; a child whose pipe closed has finished.
+    size_t i = 0;
+    for (auto it = running.begin(); it != running.end(); ++i) {
+      Running& r = it->second;
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+        ++it;
+        continue;
+      }
+      char buf[65536];
+      ssize_t n = read(r.fd, buf, sizeof buf);
+      while (n < 0 && errno == EINTR) n = read(r.fd, buf, sizeof buf);
+      if (n > 0) {
+        r.out.append(buf, static_cast<size_t>(n));
+        ++it;
+        continue;
+      }
+      close(r.fd);
+      int wstatus = 0;
+      waitpid(it->first, &wstatus, 0);
+      results[r.task] = Decode(r.out, wstatus, r.task);
+      ++done;
+      it = running.erase(it);
+    }
   }
   return results;
 }

@@ -17,9 +17,12 @@ using ChildTask = std::function<absl::StatusOr<std::string>()>;
 
 // Runs each task in its own child process, at most `jobs` at a time, and
 // returns their results in order. A child that crashes gives an error
-// naming its task index and signal.
+// naming its task index and signal. Children die with the caller. With a
+// `time_limit_s` > 0, the children still running when it is reached are
+// killed, and their tasks and those not started fail with
+// DeadlineExceeded.
 std::vector<absl::StatusOr<std::string>> RunIsolated(
-    const std::vector<ChildTask>& tasks, int jobs);
+    const std::vector<ChildTask>& tasks, int jobs, double time_limit_s = 0);
 
 }  // namespace shardsim
 

@@ -14,6 +14,7 @@
 #include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
+#include "sim/schema/limits.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -100,9 +101,8 @@ std::string TracePathFor(const std::string& path, const std::string& strategy,
 
 absl::StatusOr<Results> SimulateJob(const Job& job,
                                     const EngineOptions& options) {
-  if (absl::Status s = ValidateEnginePlatform(job.platform,
-                                              absl::StrCat("platform ",
-                                                           job.platform.name()));
+  if (absl::Status s = ValidatePlatform(
+          job.platform, absl::StrCat("platform ", job.platform.name()));
       !s.ok()) {
     return s;
   }
@@ -118,7 +118,8 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   }
   Results results;
   results.set_scenario(job.path);
-  for (absl::StatusOr<std::string>& r : RunIsolated(tasks, options.jobs)) {
+  for (absl::StatusOr<std::string>& r : RunIsolated(tasks, options.jobs,
+                                                          options.time_limit_s)) {
     if (!r.ok()) return r.status();
     if (!results.add_rows()->ParseFromString(*r)) {
       return absl::InternalError("a simulation returned an unreadable row");
@@ -142,7 +143,7 @@ double BusFactor(CollectiveOp op, int gpus) {
 
 absl::StatusOr<CollectiveResults> SimulateCollective(
     const Platform& platform, const CollectiveSweep& sweep) {
-  if (absl::Status s = ValidateEnginePlatform(
+  if (absl::Status s = ValidatePlatform(
           platform, absl::StrCat("platform ", platform.name()));
       !s.ok()) {
     return s;
@@ -152,12 +153,16 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     return absl::InvalidArgumentError(
         absl::StrCat("--gpus: ", mesh.status().message()));
   }
-  if (sweep.min_bytes < 1 || sweep.max_bytes < sweep.min_bytes) {
-    return absl::InvalidArgumentError(
-        "--min-bytes and --max-bytes: need 1 <= min <= max");
+  if (absl::Status s = ValidateSweep({sweep.op, sweep.algorithm,
+                                      sweep.min_bytes, sweep.max_bytes,
+                                      sweep.step_factor, 0},
+                                     "collective sweep");
+      !s.ok()) {
+    return s;
   }
-  if (sweep.step_factor <= 1) {
-    return absl::InvalidArgumentError("--step-factor: must be > 1");
+  FieldCheck check("collective sweep");
+  if (!check.Count("channels", sweep.channels, 0, limits::kMaxChannels).ok()) {
+    return check.status();
   }
   const int channels = sweep.channels > 0 ? sweep.channels : platform.channels();
   auto task = [&]() -> absl::StatusOr<std::string> {
@@ -196,7 +201,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     sg4::Engine::get_instance()->run();
     return out.SerializeAsString();
   };
-  std::vector<absl::StatusOr<std::string>> r = RunIsolated({task}, 1);
+  std::vector<absl::StatusOr<std::string>> r = RunIsolated({task}, 1, sweep.time_limit_s);
   if (!r[0].ok()) return r[0].status();
   CollectiveResults out;
   if (!out.ParseFromString(*r[0])) {

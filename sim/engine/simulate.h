@@ -21,6 +21,7 @@ struct EngineOptions {
   FlowMode mode = FlowMode::kFast;
   int jobs = 2;            // simulations at once
   std::string trace_path;  // Chrome trace of each point, if set
+  double time_limit_s = 0;  // > 0: stop with an error when reached
 };
 
 // Every strategy x GPU count of the job: memory, traffic and, for the
@@ -37,6 +38,7 @@ struct CollectiveSweep {
   int64_t max_bytes = 0;
   double step_factor = 2;
   FlowMode mode = FlowMode::kFast;
+  double time_limit_s = 0;  // > 0: stop with an error when reached
 };
 
 // Sizes from min to max (x step_factor), each run alone over all GPUs.

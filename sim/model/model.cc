@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "sim/schema/limits.h"
 
 namespace shardsim {
 namespace {
@@ -184,12 +185,6 @@ Layer Head(const Model& m, const Batch& batch) {
   return layer;
 }
 
-absl::Status MustBePositive(absl::string_view field, int64_t value) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.", field, ": must be > 0, got ", value));
-}
-
 }  // namespace
 
 std::vector<std::string> BuiltinModelNames() {
@@ -209,40 +204,28 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name) {
 }
 
 absl::Status ValidateModel(const Model& model) {
-  const std::pair<absl::string_view, int64_t> required[] = {
-      {"layers", model.layers()},         {"hidden", model.hidden()},
-      {"heads", model.heads()},           {"ffn_hidden", model.ffn_hidden()},
-      {"vocab", model.vocab()},
-  };
-  for (const auto& [field, value] : required) {
-    if (absl::Status s = MustBePositive(field, value); !s.ok()) return s;
-  }
-  if (model.mlp() == Model::MLP_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
-        "model.mlp: must be specified (SWIGLU or GELU)");
-  }
-  if (model.norm() == Model::NORM_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
-        "model.norm: must be specified (RMSNORM or LAYERNORM)");
-  }
-  if (model.hidden() % model.heads() != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.heads: must divide model.hidden (",
-                     model.hidden(), "), got ", model.heads()));
-  }
-  if (model.kv_heads() < 0 ||
-      (model.kv_heads() > 0 && model.heads() % model.kv_heads() != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.kv_heads: must be 0 (= heads) or divide "
-                     "model.heads (",
-                     model.heads(), "), got ", model.kv_heads()));
-  }
-  if (model.learned_positions() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.learned_positions: must be >= 0, got ",
-                     model.learned_positions()));
-  }
-  return absl::OkStatus();
+  using namespace limits;  // NOLINT: the limits read as a table
+  FieldCheck c("", "model.");
+  c.Count("layers", model.layers(), 1, kMaxLayers)
+      .Count("hidden", model.hidden(), 1, kMaxHidden)
+      .Count("heads", model.heads(), 1, kMaxHeads)
+      .Count("kv_heads", model.kv_heads(), 0, model.heads())
+      .Count("ffn_hidden", model.ffn_hidden(), 1, kMaxFfnHidden)
+      .Count("vocab", model.vocab(), 1, kMaxVocab)
+      .Count("learned_positions", model.learned_positions(), 0, kMaxSeqLen)
+      .Rule("mlp", model.mlp() != Model::MLP_UNSPECIFIED,
+            "must be specified (SWIGLU or GELU)")
+      .Rule("norm", model.norm() != Model::NORM_UNSPECIFIED,
+            "must be specified (RMSNORM or LAYERNORM)");
+  if (!c.ok()) return c.status();
+  c.Rule("heads", model.hidden() % model.heads() == 0,
+         absl::StrCat("must divide model.hidden (", model.hidden(), "), got ",
+                      model.heads()))
+      .Rule("kv_heads",
+            model.kv_heads() == 0 || model.heads() % model.kv_heads() == 0,
+            absl::StrCat("must be 0 (= heads) or divide model.heads (",
+                         model.heads(), "), got ", model.kv_heads()));
+  return c.status();
 }
 
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch) {

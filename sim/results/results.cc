@@ -7,7 +7,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "sim/memory/memory.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
@@ -217,14 +221,35 @@ std::string FormatCollectiveTable(const CollectiveResults& r) {
   return out;
 }
 
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message,
+                                   bool whitespace) {
+  // MessageToJsonString prints map fields (a Struct's keys among them) in
+  // the map's own order, which differs from run to run. Serialized
+  // deterministically, map entries are sorted by key; printing that binary
+  // keeps the order.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream raw(&binary);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded)) {
+      return absl::InternalError("json: the message does not serialize");
+    }
+  }
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          "type.googleapis.com",
+          google::protobuf::DescriptorPool::generated_pool());
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
+  options.add_whitespace = whitespace;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string json;
-  if (auto s = google::protobuf::util::MessageToJsonString(message, &json,
-                                                           options);
+  if (auto s = google::protobuf::util::BinaryToJsonString(
+          resolver,
+          absl::StrCat("type.googleapis.com/",
+                       message.GetDescriptor()->full_name()),
+          binary, &json, options);
       !s.ok()) {
     return absl::InternalError(absl::StrCat("json: ", s.ToString()));
   }

@@ -46,8 +46,10 @@ std::string FormatBreakdownTable(const Results& results);
 std::string FormatCollectiveTable(const CollectiveResults& results);
 
 // Any message as JSON with the proto field names (protobuf's JSON
-// mapping, indented).
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+// mapping, indented unless told otherwise), map keys sorted: the same
+// message gives the same bytes in every run.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message,
+                                   bool whitespace = true);
 absl::Status WriteJson(const google::protobuf::Message& results,
                        const std::string& path);
 

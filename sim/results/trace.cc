@@ -7,6 +7,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "sim/collective/group.h"
+#include "sim/results/results.h"
 
 namespace shardsim {
 namespace {
@@ -162,13 +163,10 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
       }
     }
   }
-  std::string json;
-  if (auto s = google::protobuf::util::MessageToJsonString(root, &json);
-      !s.ok()) {
-    return absl::InternalError(absl::StrCat("trace: ", s.ToString()));
-  }
+  absl::StatusOr<std::string> json = ToJson(root, /*whitespace=*/false);
+  if (!json.ok()) return json.status();
   std::ofstream out(path);
-  out << json;
+  out << *json;
   if (!out) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   return absl::OkStatus();
 }

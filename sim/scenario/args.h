@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sim/schema/limits.h"
 
 namespace shardsim {
 
@@ -58,13 +59,19 @@ absl::StatusOr<Enum> ParseEnum(const char* flag, const std::string& text,
   return value;
 }
 
-// A byte count >= 1 ("1048576", "1e6").
+// A byte count in [1, limits::kMaxCollectiveBytes] ("1048576", "1e6").
 inline absl::StatusOr<int64_t> ParseBytes(const char* flag,
                                           const std::string& text) {
   double value;
-  if (!absl::SimpleAtod(text, &value) || value < 1) {
+  if (!absl::SimpleAtod(text, &value) || !(value >= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, ": \"", text, "\" is not a byte count"));
+  }
+  // Checked before the cast: a double beyond int64 does not convert.
+  if (value > static_cast<double>(limits::kMaxCollectiveBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": ", text, " bytes is beyond the limit of ",
+        limits::kMaxCollectiveBytes, " (1 TiB)"));
   }
   return static_cast<int64_t>(value);
 }

@@ -8,6 +8,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "sim/model/model.h"
+#include "sim/schema/limits.h"
 
 namespace shardsim {
 namespace {
@@ -84,61 +85,6 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
   Interference interference = model->interference();
   interference.MergeFrom(p->interference());
   *p->mutable_interference() = interference;
-  return absl::OkStatus();
-}
-
-absl::Status ValidatePlatform(const Platform& p, absl::string_view file) {
-  if (p.gpus_per_node() < 1) {
-    return FieldError(file, "gpus_per_node", "must be >= 1");
-  }
-  if (p.nodes() < 0) return FieldError(file, "nodes", "must be >= 0");
-  if (p.gpu().peak_flops() <= 0) {
-    return FieldError(file, "gpu.peak_flops", "must be > 0");
-  }
-  if (p.gpu().memory_bytes() <= 0) {
-    return FieldError(file, "gpu.memory_bytes", "must be > 0");
-  }
-  if (p.gpu().reserved_bytes() < 0) {
-    return FieldError(file, "gpu.reserved_bytes", "must be >= 0");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateScenario(const Scenario& s, absl::string_view file) {
-  if (s.strategies().empty()) {
-    return FieldError(file, "strategies", "at least one strategy is needed");
-  }
-  if (s.gpus().empty()) {
-    return FieldError(file, "gpus", "at least one GPU count is needed");
-  }
-  for (int gpus : s.gpus()) {
-    if (gpus < 1) {
-      return FieldError(file, "gpus", absl::StrCat("must be >= 1, got ", gpus));
-    }
-  }
-  if (s.micro_batch_size() < 1) {
-    return FieldError(file, "micro_batch_size",
-                      absl::StrCat("must be >= 1, got ", s.micro_batch_size()));
-  }
-  if (s.global_batch_tokens() != 0 && s.micro_batches() != 0) {
-    return FieldError(file, "micro_batches",
-                      "give micro_batches or global_batch_tokens, not both");
-  }
-  if (s.global_batch_tokens() < 0) {
-    return FieldError(file, "global_batch_tokens", "must be > 0");
-  }
-  if (s.global_batch_tokens() == 0 && s.micro_batches() < 1) {
-    return FieldError(file, "micro_batches",
-                      absl::StrCat("must be >= 1, got ", s.micro_batches()));
-  }
-  if (s.seq_len() < 1) {
-    return FieldError(file, "seq_len",
-                      absl::StrCat("must be >= 1, got ", s.seq_len()));
-  }
-  if (s.optimizer_bytes_per_param() <= 0) {
-    return FieldError(file, "optimizer_bytes_per_param",
-                      "must be > 0 (12 for mixed-precision Adam)");
-  }
   return absl::OkStatus();
 }
 
@@ -246,23 +192,46 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
 absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {
   Scenario s = scenario;
   if (s.global_batch_tokens() == 0) return s;
-  const int64_t per_micro_batch =
-      int64_t{gpus} * s.micro_batch_size() * s.seq_len();
-  if (s.global_batch_tokens() % per_micro_batch != 0 ||
+  int64_t per_gpu = 0, per_micro_batch = 0;
+  if (absl::Status st = CheckedMul(s.micro_batch_size(), s.seq_len(),
+                                   "micro_batch_size x seq_len", &per_gpu);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckedMul(gpus, per_gpu, "tokens per micro-batch",
+                                   &per_micro_batch);
+      !st.ok()) {
+    return st;
+  }
+  if (per_micro_batch < 1 || s.global_batch_tokens() % per_micro_batch != 0 ||
       s.global_batch_tokens() < per_micro_batch) {
     return absl::InvalidArgumentError(absl::StrCat(
         s.global_batch_tokens(), " tokens are not a whole number of "
         "micro-batches of ", gpus, " GPUs x ", s.micro_batch_size(),
         " sequences x ", s.seq_len(), " tokens"));
   }
-  s.set_micro_batches(
-      static_cast<int32_t>(s.global_batch_tokens() / per_micro_batch));
+  const int64_t micro_batches = s.global_batch_tokens() / per_micro_batch;
+  if (micro_batches > limits::kMaxMicroBatches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.global_batch_tokens(), " tokens at ", gpus, " GPUs are ",
+        micro_batches, " micro-batches, beyond the limit of ",
+        limits::kMaxMicroBatches));
+  }
+  s.set_micro_batches(static_cast<int32_t>(micro_batches));
   s.clear_global_batch_tokens();
   return s;
 }
 
 absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus) {
+  if (gpus < 1 || gpus > limits::kMaxGpus) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        gpus, " GPUs: must be in [1, ", limits::kMaxGpus, "]"));
+  }
   const int per_node = platform.gpus_per_node();
+  if (per_node < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "platform ", platform.name(), ": gpus_per_node must be >= 1"));
+  }
   if (gpus < per_node) return Mesh{gpus, 1};
   if (gpus % per_node != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

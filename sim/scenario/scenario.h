@@ -37,6 +37,14 @@ std::string DirOf(const std::string& path);
 // directory of `path`) and validates all fields.
 absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario);
 
+// Checks every field of a platform, or of a scenario's own fields (not the
+// model or platform it names), against sim/schema/limits.h. Errors read
+// "WHERE: field NAME: ...".
+absl::Status ValidatePlatform(const Platform& platform,
+                              absl::string_view where);
+absl::Status ValidateScenario(const Scenario& scenario,
+                              absl::string_view where);
+
 // A built-in model name or a model .textproto.
 absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
                                 absl::string_view base_dir);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "sim/schema/limits.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -132,10 +133,6 @@ int ZeroStage(const Strategy& s) {
   return 1;
 }
 
-absl::Status Bad(const std::string& field, const std::string& why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("execution.", field, ": ", why));
-}
 
 }  // namespace
 
@@ -180,30 +177,28 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden,
   e.MergeFrom(o);
   e.set_framework(framework);
   if (o.gather_unit() != GATHER_UNIT_UNSPECIFIED) e.set_gather_unit(o.gather_unit());
-  for (const auto& [field, v] :
-       {std::pair<const char*, int64_t>{"prefetch_bucket_elements",
-                                        e.prefetch_bucket_elements()},
-        {"max_live_elements", e.max_live_elements()},
-        {"persistence_threshold", e.persistence_threshold()},
-        {"prefetch_units", e.prefetch_units()},
-        {"max_gathered_units", e.max_gathered_units()},
-        {"reduce_bucket_elements", e.reduce_bucket_elements()},
-        {"max_inflight_fetches", e.max_inflight_fetches()}}) {
-    if (v < 0) return Bad(field, absl::StrCat("must be >= 0, got ", v));
-  }
-  if (e.max_gathered_units() == 1) {
-    return Bad("max_gathered_units",
-               "must be 0 (no limit) or >= 2: the unit computing and the one "
-               "being gathered");
-  }
-  for (const auto& [field, v] :
-       {std::pair<const char*, double>{"launch_overhead_s",
-                                       e.launch_overhead_s()},
-        {"fetch_overhead_s", e.fetch_overhead_s()}}) {
-    if (!(v >= 0) || !std::isfinite(v)) {
-      return Bad(field, absl::StrCat("must be a finite number >= 0, got ", v));
-    }
-  }
+  using limits::kMaxElements;
+  using limits::kMaxLatencyS;
+  FieldCheck c("", "execution.");
+  c.Count("prefetch_bucket_elements", e.prefetch_bucket_elements(), 0,
+          kMaxElements)
+      .Count("max_live_elements", e.max_live_elements(), 0, kMaxElements)
+      .Count("persistence_threshold", e.persistence_threshold(), 0,
+             kMaxElements)
+      .Count("reduce_bucket_elements", e.reduce_bucket_elements(), 0,
+             kMaxElements)
+      // Units: at most one per layer, plus the embedding and the head.
+      .Count("prefetch_units", e.prefetch_units(), 0, limits::kMaxLayers + 2)
+      .Count("max_gathered_units", e.max_gathered_units(), 0,
+             limits::kMaxLayers + 2)
+      .Rule("max_gathered_units", e.max_gathered_units() != 1,
+            "must be 0 (no limit) or >= 2: the unit computing and the one "
+            "being gathered")
+      .Count("max_inflight_fetches", e.max_inflight_fetches(), 0,
+             limits::kMaxLayers + 2)
+      .Real("launch_overhead_s", e.launch_overhead_s(), 0, kMaxLatencyS)
+      .Real("fetch_overhead_s", e.fetch_overhead_s(), 0, kMaxLatencyS);
+  if (!c.ok()) return c.status();
   *s->mutable_execution() = e;
   return absl::OkStatus();
 }

@@ -1,0 +1,66 @@
+#include "hw/runtime/fault.h"
+
+#include <csignal>
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace shardsim::hw {
+
+absl::StatusOr<Fault> ParseFault(absl::string_view spec, int world) {
+  Fault f;
+  if (spec.empty()) return f;
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fault: \"", spec, "\": ", why));
+  };
+  const std::vector<absl::string_view> parts = absl::StrSplit(spec, ':');
+  if (parts.size() != 3) return bad("expected skip:RANK:N or die:RANK:N");
+  if (parts[0] == "skip") {
+    f.kind = Fault::kSkip;
+  } else if (parts[0] == "die") {
+    f.kind = Fault::kDie;
+  } else {
+    return bad(absl::StrCat("unknown kind \"", parts[0],
+                            "\" (skip or die)"));
+  }
+  if (!absl::SimpleAtoi(parts[1], &f.rank) || f.rank < 0 || f.rank >= world) {
+    return bad(absl::StrCat("RANK must be a rank of the world, 0..",
+                            world - 1));
+  }
+  if (!absl::SimpleAtoi(parts[2], &f.run) || f.run < 1) {
+    return bad("N must be a collective run number >= 1");
+  }
+  f.spec = std::string(spec);
+  return f;
+}
+
+FaultInjector::FaultInjector(const Fault& fault, int rank) {
+  if (fault.rank == rank) fault_ = fault;
+}
+
+bool FaultInjector::SkipThisRun() {
+  if (fault_.kind == Fault::kNone || ++runs_ != fault_.run) return false;
+  if (fault_.kind == Fault::kSkip) {
+    std::fprintf(stderr,
+                 "shardsim-hw: fault injection (--fault %s): rank %d skips "
+                 "its collective run %lld\n",
+                 fault_.spec.c_str(), fault_.rank,
+                 static_cast<long long>(runs_));
+    std::fflush(stderr);
+    return true;
+  }
+  std::fprintf(stderr,
+               "shardsim-hw: fault injection (--fault %s): rank %d raises "
+               "SIGKILL before its collective run %lld\n",
+               fault_.spec.c_str(), fault_.rank,
+               static_cast<long long>(runs_));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  return false;  // not reached
+}
+
+}  // namespace shardsim::hw

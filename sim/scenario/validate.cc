@@ -1,0 +1,129 @@
+// Every numeric field of a platform and a scenario, checked in one place
+// per message against sim/schema/limits.h.
+#include "sim/scenario/scenario.h"
+
+#include "absl/strings/str_cat.h"
+#include "sim/schema/limits.h"
+
+namespace shardsim {
+namespace {
+
+using namespace limits;  // NOLINT: the limits read as a table
+
+void CheckGpu(const Gpu& g, FieldCheck& c) {
+  c.Real("gpu.peak_flops", g.peak_flops(), kMinFlops, kMaxFlops)
+      .Count("gpu.memory_bytes", g.memory_bytes(), kMinMemoryBytes,
+             kMaxMemoryBytes)
+      .Real("gpu.hbm_bytes_per_s", g.hbm_bytes_per_s(), kMinBandwidth,
+            kMaxBandwidth)
+      .Count("gpu.reserved_bytes", g.reserved_bytes(), 0, g.memory_bytes())
+      .Count("gpu.sms", g.sms(), 1, 1024);
+}
+
+void CheckNetwork(const Platform& p, FieldCheck& c) {
+  const Network& n = p.network();
+  c.Real("nvswitch.bandwidth", p.nvswitch().bandwidth(), kMinBandwidth,
+         kMaxBandwidth)
+      .Count("network.nics_per_node", n.nics_per_node(), 1, kMaxNicsPerNode)
+      .Real("network.nic_bandwidth", n.nic_bandwidth(), kMinBandwidth,
+            kMaxBandwidth)
+      .Count("network.nics_per_leaf", n.nics_per_leaf(), 0, kMaxGpus)
+      .Real("network.oversubscription", n.oversubscription(), 1, 1024);
+  const int gpus = p.gpus_per_node(), nics = n.nics_per_node();
+  c.Rule("network.nics_per_node",
+         gpus < 1 || nics < 1 || gpus % nics == 0 || nics % gpus == 0,
+         absl::StrCat(nics, " NICs cannot be shared evenly by ", gpus,
+                      " GPUs"));
+}
+
+void CheckProtocols(const Platform& p, FieldCheck& c) {
+  c.Rule("protocols", !p.protocols().empty(),
+         "at least one wire protocol needed");
+  c.Count("protocols", p.protocols_size(), 0, kMaxProtocols);
+  for (int i = 0; i < p.protocols_size(); ++i) {
+    const Protocol& proto = p.protocols(i);
+    const std::string at = absl::StrCat("protocols[", i, "].");
+    c.Share(at + "bandwidth_fraction", proto.bandwidth_fraction())
+        .Real(at + "base_latency_s", proto.base_latency_s(), 0, kMaxLatencyS)
+        .Real(at + "intra_alpha_s", proto.intra_alpha_s(), 0, kMaxLatencyS)
+        .Real(at + "inter_alpha_s", proto.inter_alpha_s(), 0, kMaxLatencyS);
+  }
+}
+
+void CheckEfficiency(const Efficiency& e, FieldCheck& c) {
+  c.Share("efficiency.nvlink_fraction", e.nvlink_fraction())
+      .Share("efficiency.network_fraction", e.network_fraction())
+      .Share("efficiency.nvlink_direct_fraction", e.nvlink_direct_fraction())
+      .Real("efficiency.sharp_latency_s", e.sharp_latency_s(), 0,
+            kMaxLatencyS);
+}
+
+void CheckKernels(const KernelModel& k, FieldCheck& c) {
+  c.Share("kernels.gemm_efficiency", k.gemm_efficiency())
+      .Share("kernels.attention_fwd_efficiency", k.attention_fwd_efficiency())
+      .Share("kernels.attention_bwd_efficiency", k.attention_bwd_efficiency())
+      .Share("kernels.vector_fraction", k.vector_fraction())
+      .Share("kernels.general_fraction", k.general_fraction())
+      .Share("kernels.optimizer_fraction", k.optimizer_fraction())
+      .Real("kernels.gemm_k_overhead", k.gemm_k_overhead(), 0, 1e6)
+      .Real("kernels.attention_fwd_seq", k.attention_fwd_seq(), 0, 1e9)
+      .Real("kernels.attention_bwd_seq", k.attention_bwd_seq(), 0, 1e9)
+      .Real("kernels.launch_s", k.launch_s(), 0, kMaxLatencyS)
+      .Real("kernels.host_launch_s", k.host_launch_s(), 0, kMaxLatencyS)
+      .Count("kernels.gemm_tile_m", k.gemm_tile_m(), 1, 4096)
+      .Count("kernels.gemm_tile_n", k.gemm_tile_n(), 1, 4096);
+}
+
+void CheckInterference(const Interference& in, int sms, FieldCheck& c) {
+  c.Count("interference.collective_sms", in.collective_sms(), 0, sms)
+      .Real("interference.compute_slowdown", in.compute_slowdown(), 0, 100)
+      .Real("interference.memory_slowdown", in.memory_slowdown(), 0, 100)
+      .Share("interference.nvlink_under_compute", in.nvlink_under_compute());
+}
+
+}  // namespace
+
+absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
+  FieldCheck c(where);
+  c.Count("gpus_per_node", p.gpus_per_node(), 1, kMaxGpusPerNode)
+      .Count("nodes", p.nodes(), 0, kMaxGpus)
+      .Count("channels", p.channels(), 1, kMaxChannels);
+  CheckGpu(p.gpu(), c);
+  CheckNetwork(p, c);
+  CheckProtocols(p, c);
+  CheckEfficiency(p.efficiency(), c);
+  CheckKernels(p.kernels(), c);
+  CheckInterference(p.interference(), p.gpu().sms(), c);
+  return c.status();
+}
+
+absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
+  FieldCheck c(where);
+  c.Rule("strategies", !s.strategies().empty(),
+         "at least one strategy is needed")
+      .Rule("gpus", !s.gpus().empty(), "at least one GPU count is needed");
+  for (int gpus : s.gpus()) c.Count("gpus", gpus, 1, kMaxGpus);
+  c.Count("micro_batch_size", s.micro_batch_size(), 1,
+          kMaxTokensPerMicroBatch)
+      .Count("seq_len", s.seq_len(), 1, kMaxSeqLen);
+  const int64_t tokens = int64_t{s.micro_batch_size()} * s.seq_len();
+  c.Rule("micro_batch_size", tokens <= kMaxTokensPerMicroBatch,
+         absl::StrCat("micro_batch_size x seq_len = ", tokens,
+                      " tokens, beyond the limit of ",
+                      kMaxTokensPerMicroBatch, " per micro-batch"));
+  c.Rule("micro_batches",
+         s.global_batch_tokens() == 0 || s.micro_batches() == 0,
+         "give micro_batches or global_batch_tokens, not both")
+      .Count("global_batch_tokens", s.global_batch_tokens(), 0,
+             kMaxGlobalBatchTokens);
+  if (s.global_batch_tokens() == 0) {
+    c.Count("micro_batches", s.micro_batches(), 1, kMaxMicroBatches);
+  }
+  c.Real("optimizer_bytes_per_param", s.optimizer_bytes_per_param(), 0,
+         kMaxOptimizerBytesPerParam)
+      .Rule("optimizer_bytes_per_param", s.optimizer_bytes_per_param() != 0,
+            "must be > 0 (12 for mixed-precision Adam)");
+  return c.status();
+}
+
+}  // namespace shardsim
