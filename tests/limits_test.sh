@@ -223,6 +223,12 @@ refused "row 11: nics_per_node 2^30" "network.nics_per_node" -- \
 refused "row 11: --max-bytes 9.2e18" "--max-bytes" "limit" -- \
   "$bin" collective --platform dgx_a100 --gpus 16 --max-bytes 9.2e18
 
+# Found by fuzz_scenario: each field within its limit, the schedule they
+# make past 6 GB. The layer passes (layers + 2) x micro-batches are limited.
+refused "fuzz: 1024 layers x 4096 micro-batches" "field micro_batches" \
+  "4202496 layer passes, beyond the limit of 65536" -- \
+  "$bin" memory "$root/tests/fuzz/crashes/scenario/oom_schedule_1024_layers_x_4096_micro_batches.textproto"
+
 # The documented limits: valid but absurd sizes, refused by name.
 refused "limit: 65,536 GPUs" "field gpus" "16384" -- \
   "$bin" memory "$root/scenarios/quickstart.textproto" --gpus 65536

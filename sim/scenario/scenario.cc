@@ -182,8 +182,21 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
     if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
       return FieldError(path, "gpus", mesh.status().message());
     }
-    if (absl::StatusOr<Scenario> at = ScenarioAt(s, gpus); !at.ok()) {
+    absl::StatusOr<Scenario> at = ScenarioAt(s, gpus);
+    if (!at.ok()) {
       return FieldError(path, "global_batch_tokens", at.status().message());
+    }
+    // The schedule holds every layer's passes of every micro-batch.
+    const int64_t passes =
+        (int64_t{job.model.layers()} + 2) * at->micro_batches();
+    if (passes > limits::kMaxLayerPasses) {
+      return FieldError(
+          path, "micro_batches",
+          absl::StrCat(at->micro_batches(), " micro-batches of ",
+                       job.model.layers(), " layers (+ embedding and head) ",
+                       "at ", gpus, " GPUs are ", passes,
+                       " layer passes, beyond the limit of ",
+                       limits::kMaxLayerPasses));
     }
   }
   return job;
