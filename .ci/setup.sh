@@ -11,6 +11,8 @@ what=${1:-run}
 packages=(cmake g++ make pkg-config python3 python3-matplotlib
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
+# The sanitizer and fuzzing job (test only): clang with libFuzzer.
+[ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -29,7 +31,8 @@ case "$what" in
     build/shardsim run scenarios/quickstart.textproto
     ;;
   test)
-    cd build && ctest --output-on-failure -j "$(nproc)"
+    (cd build && ctest --output-on-failure -j "$(nproc)")
+    bash .ci/sanitize.sh
     ;;
   *)
     echo "usage: bash .ci/setup.sh run|test" >&2

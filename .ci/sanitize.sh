@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The reliability job: every test that runs in seconds, again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (any finding fails), and
+# each libFuzzer target for a short bounded time (tests/fuzz/README.md).
+# Called by `bash .ci/setup.sh test`; needs clang and libfuzzer-14-dev.
+#
+# Left out here (they run unsanitized in the main job, and sanitized they
+# would push CI past its 30 minutes on 2 cores): the large-shape plan
+# proofs (FlatRing/FlatDirect.AllOpsLargeShapes), the engine's mode and
+# determinism comparisons (EngineModes.*, EngineDeterminism.*), the
+# 16,384-GPU fabric build, reports/regenerate, and the hw_cpu sweep.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSHARDSIM_SANITIZE=ON -DSHARDSIM_FUZZ=ON -DSHARDSIM_CUDA=OFF >/dev/null
+cmake --build build-san -j "$(nproc)"
+# SimGrid switches stacks for its actors: ASan warns about it once per
+# process and is told not to track fake stacks across the switch.
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+cd build-san
+ctest --output-on-failure -j "$(nproc)" -E \
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^reports$|^hw_'
+# shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
+# Its components are unloaded before the leak check, so the fast unwinder
+# stops at an unknown module; the slow one (DWARF) reaches libmpi and
+# libopen-rte, which the suppressions name. Slow on every malloc: only here.
+LSAN_OPTIONS=suppressions=$PWD/../tests/sanitize/lsan.supp:fast_unwind_on_malloc=0 \
+  ctest --output-on-failure -R '^hw_fault$'
