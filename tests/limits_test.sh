@@ -229,6 +229,14 @@ refused "fuzz: 1024 layers x 4096 micro-batches" "field micro_batches" \
   "4202496 layer passes, beyond the limit of 65536" -- \
   "$bin" memory "$root/tests/fuzz/crashes/scenario/oom_schedule_1024_layers_x_4096_micro_batches.textproto"
 
+# Found by fuzz_scenario: a text-format escape makes a name that is not
+# UTF-8, which protobuf cannot serialize (the results would not parse).
+printf 'name: "m\\377" layers: 2 hidden: 64 heads: 4 ffn_hidden: 128 vocab: 100 mlp: SWIGLU norm: RMSNORM\n' \
+  >"$tmp/bad_name.model.textproto"
+refused "fuzz: model name not UTF-8" "bad_name.model.textproto" "model.name: must be valid UTF-8" -- \
+  "$bin" run "$root/scenarios/quickstart.textproto" --model bad_name.model.textproto \
+  --strategy zero3 --gpus 16
+
 # The documented limits: valid but absurd sizes, refused by name.
 refused "limit: 65,536 GPUs" "field gpus" "16384" -- \
   "$bin" memory "$root/scenarios/quickstart.textproto" --gpus 65536

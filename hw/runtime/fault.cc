@@ -44,21 +44,15 @@ FaultInjector::FaultInjector(const Fault& fault, int rank) {
 
 bool FaultInjector::SkipThisRun() {
   if (fault_.kind == Fault::kNone || ++runs_ != fault_.run) return false;
-  if (fault_.kind == Fault::kSkip) {
-    std::fprintf(stderr,
-                 "shardsim-hw: fault injection (--fault %s): rank %d skips "
-                 "its collective run %lld\n",
-                 fault_.spec.c_str(), fault_.rank,
-                 static_cast<long long>(runs_));
-    std::fflush(stderr);
-    return true;
-  }
+  const bool skip = fault_.kind == Fault::kSkip;
   std::fprintf(stderr,
-               "shardsim-hw: fault injection (--fault %s): rank %d raises "
-               "SIGKILL before its collective run %lld\n",
+               "shardsim-hw: fault injection (--fault %s): rank %d %s its "
+               "collective run %lld\n",
                fault_.spec.c_str(), fault_.rank,
+               skip ? "skips" : "raises SIGKILL before",
                static_cast<long long>(runs_));
   std::fflush(stderr);
+  if (skip) return true;
   std::raise(SIGKILL);
   return false;  // not reached
 }

@@ -206,7 +206,8 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name) {
 absl::Status ValidateModel(const Model& model) {
   using namespace limits;  // NOLINT: the limits read as a table
   FieldCheck c("", "model.");
-  c.Count("layers", model.layers(), 1, kMaxLayers)
+  c.Text("name", model.name())
+      .Count("layers", model.layers(), 1, kMaxLayers)
       .Count("hidden", model.hidden(), 1, kMaxHidden)
       .Count("heads", model.heads(), 1, kMaxHeads)
       .Count("kv_heads", model.kv_heads(), 0, model.heads())

@@ -85,6 +85,12 @@ void CheckInterference(const Interference& in, int sms, FieldCheck& c) {
 
 absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
   FieldCheck c(where);
+  c.Text("name", p.name())
+      .Text("gpu_model", p.gpu_model())
+      .Text("gpu.name", p.gpu().name());
+  for (int i = 0; i < p.protocols_size(); ++i) {
+    c.Text(absl::StrCat("protocols[", i, "].name"), p.protocols(i).name());
+  }
   c.Count("gpus_per_node", p.gpus_per_node(), 1, kMaxGpusPerNode)
       .Count("nodes", p.nodes(), 0, kMaxGpus)
       .Count("channels", p.channels(), 1, kMaxChannels);
@@ -99,6 +105,9 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
 
 absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   FieldCheck c(where);
+  c.Text("name", s.name()).Text("model", s.model()).Text("platform",
+                                                          s.platform());
+  for (const std::string& spec : s.strategies()) c.Text("strategies", spec);
   c.Rule("strategies", !s.strategies().empty(),
          "at least one strategy is needed")
       .Rule("gpus", !s.gpus().empty(), "at least one GPU count is needed");

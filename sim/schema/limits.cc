@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/stubs/common.h"
 
 namespace shardsim {
 
@@ -42,6 +43,16 @@ FieldCheck& FieldCheck::Real(absl::string_view field, double value, double lo,
 FieldCheck& FieldCheck::Share(absl::string_view field, double value) {
   if (!(value > 0 && value <= 1)) {
     Fail(field, absl::StrCat("must be in (0, 1], got ", Num(value)));
+  }
+  return *this;
+}
+
+FieldCheck& FieldCheck::Text(absl::string_view field, absl::string_view value) {
+  if (value.size() > 4096) {
+    Fail(field, absl::StrCat("must be at most 4096 bytes, got ", value.size()));
+  } else if (!google::protobuf::internal::IsStructurallyValidUTF8(
+                 value.data(), static_cast<int>(value.size()))) {
+    Fail(field, "must be valid UTF-8");
   }
   return *this;
 }

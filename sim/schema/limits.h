@@ -99,6 +99,9 @@ class FieldCheck {
                    double hi);
   // A finite share of a rate, in (0, 1].
   FieldCheck& Share(absl::string_view field, double value);
+  // Text that protobuf can serialize: valid UTF-8 (a text-format escape
+  // like "\377" is not), at most 4096 bytes.
+  FieldCheck& Text(absl::string_view field, absl::string_view value);
   // Any other rule: fails with `why` where `holds` is false.
   FieldCheck& Rule(absl::string_view field, bool holds, absl::string_view why);
 
