@@ -109,17 +109,16 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
           time_limit_s -
           std::chrono::duration<double>(Clock::now() - start).count();
       if (left <= 0) {
+        const absl::Status over = absl::DeadlineExceededError(absl::StrCat(
+            "time limit of ", time_limit_s, " s reached (--time-limit) with ",
+            done, " of ", tasks.size(), " simulations done"));
         for (auto& [pid, r] : running) {
           kill(pid, SIGKILL);
           close(r.fd);
           waitpid(pid, nullptr, 0);
+          results[r.task] = over;
         }
-        const absl::Status over = absl::DeadlineExceededError(absl::StrCat(
-            "time limit of ", time_limit_s, " s reached (--time-limit) with ",
-            done, " of ", tasks.size(), " simulations done"));
-        for (absl::StatusOr<std::string>& r : results) {
-          if (!r.ok() && r.status().message() == "not run") r = over;
-        }
+        for (size_t t = next; t < tasks.size(); ++t) results[t] = over;
         return results;
       }
       wait_ms = static_cast<int>(std::ceil(left * 1000));
