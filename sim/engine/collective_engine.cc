@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <functional>
+#include <deque>
 #include <set>
 
 #include <simgrid/s4u.hpp>
@@ -32,6 +33,8 @@ bool DirectPattern(Algorithm algorithm) {
 CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
                                    int channels)
     : fabric_(fabric), mode_(mode), channels_(channels) {}
+
+CollectiveEngine::~CollectiveEngine() = default;
 
 CollectiveEngine::Key CollectiveEngine::KeyOf(const CollectiveCall& c) {
   const Group& g = c.group();
@@ -188,14 +191,33 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
   return {fabric_.nic(a), fabric_.nic(b), proto.inter_alpha_s()};
 }
 
-CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call) {
+void CollectiveEngine::Progress::AppendState(double now,
+                                             std::vector<double>* out) const {
+  out->push_back(part);
+  if (until >= 0) out->push_back(until - now);
+  if (flows == nullptr) return;
+  for (const Flow& f : *flows) {
+    out->push_back(f.comm == nullptr ? static_cast<double>(f.bytes)
+                                     : f.comm->get_remaining());
+  }
+}
+
+void CollectiveEngine::EndRun() { workers_.reset(); }
+
+CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
+                                                 Progress* progress) {
+  Progress unused;
+  if (progress == nullptr) progress = &unused;
   const Entry& e = entry(call);
   const double start = sg4::Engine::get_clock();
+  ++progress->part;
+  progress->until = start + e.protocol->base_latency_s();
   sg4::this_actor::sleep_for(e.protocol->base_latency_s());
+  progress->until = -1;
   CallTime t;
   t.latency_s = e.protocol->base_latency_s();
   if (mode_ == FlowMode::kFast) {
-    t.latency_s += RunFast(e);
+    t.latency_s += RunFast(e, progress);
   } else {
     RunPerStep(e);
   }
@@ -204,10 +226,93 @@ CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call) {
   return t;
 }
 
+// SimGrid 3.32 keeps the flows an actor has in flight in a list that every
+// completion walks (ActorImpl::activities_, a std::list it remove()s from),
+// so one actor waiting on n flows pays n^2/2. Flows are started and waited
+// in batches of kBatch, each by one of a pool of worker actors: creating an
+// actor per batch costs more than the list (a context and its stack).
+class CollectiveEngine::FlowWorkers {
+ public:
+  static constexpr size_t kBatch = 32;
+
+  FlowWorkers()
+      : mutex_(sg4::Mutex::create()), work_(sg4::ConditionVariable::create()) {}
+
+  // From an actor: starts every flow at once, returns when all are done.
+  void Run(std::vector<Flow>* flows) {
+    if (flows->size() <= kBatch) {
+      RunBatch(flows, 0, flows->size());
+      return;
+    }
+    Join join{0, sg4::ConditionVariable::create()};
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    for (size_t first = 0; first < flows->size(); first += kBatch) {
+      queue_.push_back({flows, first, std::min(flows->size(), first + kBatch),
+                        &join});
+      ++join.pending;
+    }
+    // Workers that finish a batch go back to the queue; daemons, so that
+    // the simulation ends when the last real actor does.
+    for (int i = idle_; i < join.pending; ++i) {
+      sg4::Actor::create("flows", sg4::this_actor::get_host(),
+                         [this] { Work(); })
+          ->daemonize();
+    }
+    work_->notify_all();
+    join.done->wait(lock, [&] { return join.pending == 0; });
+  }
+
+ private:
+  struct Join {
+    int pending;
+    sg4::ConditionVariablePtr done;
+  };
+  struct Batch {
+    std::vector<Flow>* flows;
+    size_t first;
+    size_t last;
+    Join* join;
+  };
+
+  static void RunBatch(std::vector<Flow>* flows, size_t first, size_t last) {
+    std::vector<sg4::CommPtr> comms;
+    for (size_t i = first; i < last; ++i) {
+      const Flow& f = (*flows)[i];
+      comms.push_back(sg4::Comm::sendto_async(f.from, f.to, f.bytes));
+      (*flows)[i].comm = comms.back();
+    }
+    for (size_t i = first; i < last; ++i) {
+      comms[i - first]->wait();
+      (*flows)[i].finish = comms[i - first]->get_finish_time();
+    }
+  }
+
+  void Work() {
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    for (;;) {
+      ++idle_;
+      work_->wait(lock, [this] { return !queue_.empty(); });
+      --idle_;
+      const Batch b = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      RunBatch(b.flows, b.first, b.last);
+      lock.lock();
+      if (--b.join->pending == 0) b.join->done->notify_all();
+    }
+  }
+
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr work_;
+  std::deque<Batch> queue_;
+  int idle_ = 0;  // workers waiting for a batch
+};
+
 double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
-                                  double floor, double floor_alpha) {
+                                  double floor, double floor_alpha,
+                                  Progress* progress) {
   const int per_node = fabric_.mesh().gpus_per_node;
-  std::vector<sg4::CommPtr> comms;
+  std::vector<Flow> flows;
   std::vector<double> alphas;
   for (const std::vector<int>& group : e.groups) {
     for (const Hop& h : hops) {
@@ -216,36 +321,42 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
       }
       const Route r = RouteOf(e, group, h.src, h.dst);
       const double bytes = h.inter ? h.elements : h.elements * e.intra_inflation;
-      comms.push_back(sg4::Comm::sendto_async(r.from, r.to,
-                                              WireBytes(bytes, *e.protocol)));
+      flows.push_back({r.from, r.to, WireBytes(bytes, *e.protocol)});
       alphas.push_back(h.steps * r.alpha);
     }
   }
   const double start = sg4::Engine::get_clock();
-  sg4::Comm::wait_all(comms);
+  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>();
+  ++progress->part;
+  progress->flows = &flows;
+  workers_->Run(&flows);
+  progress->flows = nullptr;
   double end = start + floor;
   double latency = floor_alpha;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    const double done = comms[i]->get_finish_time() + alphas[i];
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const double done = flows[i].finish + alphas[i];
     if (done > end) {
       end = done;
       latency = alphas[i];
     }
   }
+  ++progress->part;
+  progress->until = end;
   sg4::this_actor::sleep_until(end);
+  progress->until = -1;
   return latency;
 }
 
-double CollectiveEngine::RunFast(const Entry& e) {
+double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
   double latency = 0;
   for (const Stage& stage : e.summary.stages) {
     if (stage.by_step.empty()) {
       double floor_alpha = 0;
       const double floor = StageFloor(stage, *e.protocol, &floor_alpha);
-      latency += RunFlows(e, stage.hops, floor, floor_alpha);
+      latency += RunFlows(e, stage.hops, floor, floor_alpha, progress);
     } else {
       for (const std::vector<Hop>& step : stage.by_step) {
-        latency += RunFlows(e, step, 0, 0);
+        latency += RunFlows(e, step, 0, 0, progress);
       }
     }
   }

@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include <simgrid/forward.h>
+
 #include "absl/status/status.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/fabric.h"
@@ -33,12 +35,22 @@
 
 namespace shardsim {
 
+// One flow of the fast mode: all of a hop's bytes.
+struct Flow {
+  simgrid::s4u::Host* from;
+  simgrid::s4u::Host* to;
+  uint64_t bytes;
+  simgrid::s4u::CommPtr comm;  // once started
+  double finish = 0;           // when its last byte arrived
+};
+
 enum class FlowMode { kFast, kPerStep };
 
 class CollectiveEngine {
  public:
   // `channels`: parallel rings for every call (the platform's by default).
   CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels);
+  ~CollectiveEngine();
 
   // Plans `call` (cached by shape, size and algorithm). Errors name the
   // call's group or algorithm and why it cannot run here.
@@ -51,9 +63,29 @@ class CollectiveEngine {
     double latency_s = 0;
   };
 
+  // Where a running call is, for the collapsed replay's comparison of
+  // states (replay.h). Fast mode only.
+  class Progress {
+   public:
+    // Appends what decides the rest of the call: how far it got, each
+    // flow's bytes still to go, how long it still waits (from `now`).
+    void AppendState(double now, std::vector<double>* out) const;
+
+   private:
+    friend class CollectiveEngine;
+    int part = 0;  // waits begun so far (flows, sleeps)
+    const std::vector<Flow>* flows = nullptr;  // in flight
+    double until = -1;                                // sleeping until
+  };
+
   // From a SimGrid actor: runs a prepared call for every group of its shape
-  // and returns when the last flow (and alpha) is done.
-  CallTime Run(const CollectiveCall& call);
+  // and returns when the last flow (and alpha) is done. `progress`, if
+  // given, follows it (fast mode).
+  CallTime Run(const CollectiveCall& call, Progress* progress = nullptr);
+
+  // Between two runs of the engine (Engine::run): forgets the worker
+  // actors, which SimGrid ended with the run.
+  void EndRun();
 
   // Simulate NVSwitch traffic of node 0 only. Exact when every node runs
   // the same program and every prepared plan is intra-symmetric: NVSwitch
@@ -61,6 +93,7 @@ class CollectiveEngine {
   void set_node_symmetry(bool on) { node_symmetry_ = on; }
   bool node_symmetry() const { return node_symmetry_; }
   bool AllIntraSymmetric() const;
+  FlowMode mode() const { return mode_; }
 
   const PlanSummary& summary(const CollectiveCall& call) const;
   const Protocol& protocol(const CollectiveCall& call) const;
@@ -85,12 +118,12 @@ class CollectiveEngine {
   double StageFloor(const Stage& stage, const Protocol& proto,
                     double* alpha = nullptr) const;
   // Returns the latency part of the run.
-  double RunFast(const Entry& e);
+  double RunFast(const Entry& e, Progress* progress);
   // Starts one flow per hop for every group, waits for them, then for each
   // hop's steps x alpha, and for `floor` seconds at least (of which
   // `floor_alpha` is latency). Returns the latency part of what it waited.
   double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
-                  double floor_alpha);
+                  double floor_alpha, Progress* progress);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {
@@ -98,6 +131,7 @@ class CollectiveEngine {
     simgrid::s4u::Host* to;
     double alpha;
   };
+  class FlowWorkers;
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 
@@ -106,6 +140,7 @@ class CollectiveEngine {
   const int channels_;
   bool node_symmetry_ = false;
   std::map<Key, std::unique_ptr<Entry>> entries_;
+  std::unique_ptr<FlowWorkers> workers_;  // created in the first call
 };
 
 }  // namespace shardsim

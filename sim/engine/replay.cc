@@ -1,13 +1,16 @@
 #include "sim/engine/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <simgrid/s4u.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/schedule/periodic.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -29,14 +32,30 @@ int Launches(const ComputeOp& op) {
 // each once the host has issued it and its deps are done. Waiting is on one
 // condition variable, notified whenever anything another actor waits for
 // changes (an op issued or done, a collective starting or ending).
+// The state of a replay when the host reaches a watched op (a block's
+// first): every op issued before it and not done, by its id relative to
+// the watched one, with what decides its rest (replay.h).
+struct Snapshot {
+  int at = 0;           // the watched op
+  double time = 0;      // when the host reached it
+  int oldest = 0;       // the oldest op not done (at if none)
+  std::vector<double> state;
+};
+
 class Replayer {
  public:
-  Replayer(const Schedule& s, Fabric* f, CollectiveEngine* c)
+  // `watch`: op ids (ascending) at which to take a Snapshot.
+  Replayer(const Schedule& s, Fabric* f, CollectiveEngine* c,
+           std::vector<int> watch = {})
       : schedule_(s), fabric_(f), collectives_(c),
+        watch_(std::move(watch)),
         issued_(s.ops_size(), false),
+        started_(s.ops_size(), false),
         done_(s.ops_size(), false),
         cost_(s.ops_size()),
         times_(s.ops_size()),
+        progress_(s.ops_size()),
+        work_(s.ops_size()),
         by_stream_(Stream_ARRAYSIZE),
         mutex_(sg4::Mutex::create()),
         changed_(sg4::ConditionVariable::create()) {
@@ -51,6 +70,7 @@ class Replayer {
   }
 
   void Start() {
+    origin_ = Now();
     sg4::Actor::create("host", fabric_->gpu(0), [this] { Host(); });
     for (int stream = 0; stream < Stream_ARRAYSIZE; ++stream) {
       if (by_stream_[stream].empty()) continue;
@@ -60,16 +80,20 @@ class Replayer {
   }
 
   int completed() const { return completed_; }
+  const std::vector<Snapshot>& snapshots() const { return snapshots_; }
 
-  StepTiming Finish() {
-    StepTiming t;
-    for (const OpTime& o : times_) t.step_time_s = std::max(t.step_time_s, o.end);
-    for (int id : by_stream_[COMPUTE]) {
-      t.compute_busy_s += times_[id].end - times_[id].start;
+  // Op times from the start of this replay.
+  std::vector<OpTime> Finish() {
+    if (origin_ != 0) {
+      for (OpTime& o : times_) {
+        o.start -= origin_;
+        o.end -= origin_;
+        o.host_start -= origin_;
+        o.host_end -= origin_;
+      }
+      for (Snapshot& s : snapshots_) s.time -= origin_;
     }
-    t.ops = std::move(times_);
-    t.breakdown = CriticalPathBreakdown(schedule_, &t.ops);
-    return t;
+    return std::move(times_);
   }
 
  private:
@@ -78,7 +102,12 @@ class Replayer {
   // The host issues the ops in order: waits, then launch costs.
   void Host() {
     const Platform& p = fabric_->platform();
+    size_t next_watch = 0;
     for (const Op& op : schedule_.ops()) {
+      if (next_watch < watch_.size() && watch_[next_watch] == op.id()) {
+        TakeSnapshot(op.id());
+        ++next_watch;
+      }
       {
         std::unique_lock<sg4::Mutex> lock(*mutex_);
         for (int w : op.host_waits()) {
@@ -104,7 +133,31 @@ class Replayer {
 
   void Issue(int id) {
     issued_[id] = true;
+    pending_.insert(id);
     changed_->notify_all();
+  }
+
+  // Compute: seconds of work left; collectives: their progress; both as
+  // seen now. Ops not started yet carry nothing but their place.
+  void TakeSnapshot(int at) {
+    Snapshot s;
+    s.at = at;
+    s.time = Now();
+    s.oldest = pending_.empty() ? at : *pending_.begin();
+    for (int id : pending_) {
+      s.state.push_back(id - at);
+      s.state.push_back(started_[id] ? 1 : 0);
+      if (!started_[id]) continue;
+      const Op& op = schedule_.ops(id);
+      if (op.has_compute()) {
+        const Work& w = work_[id];
+        s.state.push_back(std::max(0.0, w.left - (s.time - w.since) * w.rate));
+        s.state.push_back(std::max(0.0, times_[id].host_end - s.time));
+      } else if (op.has_collective()) {
+        progress_[id].AppendState(s.time, &s.state);
+      }
+    }
+    snapshots_.push_back(std::move(s));
   }
 
   bool Ready(int id) const {
@@ -154,6 +207,7 @@ class Replayer {
     while (remaining > kEps) {
       const double rate = 1 / (1 + Slowdown(c));
       const double t0 = Now();
+      work_[id] = {remaining, t0, rate};
       const std::cv_status s = changed_->wait_for(lock, remaining / rate);
       if (s == std::cv_status::timeout) break;
       remaining -= (Now() - t0) * rate;
@@ -169,6 +223,7 @@ class Replayer {
     const Op& op = schedule_.ops(id);
     OpTime& t = times_[id];
     t.start = Now();
+    started_[id] = true;
     switch (op.body_case()) {
       case Op::kCompute:
         RunCompute(id);
@@ -177,7 +232,8 @@ class Replayer {
         const int sms = fabric_->platform().interference().collective_sms();
         comm_sms_ += sms;
         changed_->notify_all();
-        t.latency_s = collectives_->Run(op.collective()).latency_s;
+        t.latency_s =
+            collectives_->Run(op.collective(), &progress_[id]).latency_s;
         comm_sms_ -= sms;
         break;
       }
@@ -187,16 +243,31 @@ class Replayer {
     t.end = Now();
     ++completed_;
     done_[id] = true;
+    pending_.erase(id);
     changed_->notify_all();
   }
+
+  // A compute op's work left at `since`, done at `rate` from then on.
+  struct Work {
+    double left = 0;
+    double since = 0;
+    double rate = 0;
+  };
 
   const Schedule& schedule_;
   Fabric* fabric_;
   CollectiveEngine* collectives_;
+  const std::vector<int> watch_;
   std::vector<bool> issued_;
+  std::vector<bool> started_;
   std::vector<bool> done_;
   std::vector<OpCost> cost_;
   std::vector<OpTime> times_;
+  std::vector<CollectiveEngine::Progress> progress_;
+  std::vector<Work> work_;
+  std::set<int> pending_;  // issued, not done
+  std::vector<Snapshot> snapshots_;
+  double origin_ = 0;
   std::vector<std::vector<int>> by_stream_;  // op ids, in order
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
@@ -357,8 +428,146 @@ Breakdown CriticalPathBreakdown(const Schedule& schedule,
   return PathWalk(schedule, times).Walk();
 }
 
+namespace {
+
+// One replay of `schedule` on the engine; may follow an earlier one.
+absl::StatusOr<std::vector<OpTime>> Replay(const Schedule& schedule,
+                                           Fabric* fabric,
+                                           CollectiveEngine* collectives,
+                                           std::vector<int> watch,
+                                           std::vector<Snapshot>* snapshots) {
+  Replayer replayer(schedule, fabric, collectives, std::move(watch));
+  replayer.Start();
+  sg4::Engine::get_instance()->run();
+  collectives->EndRun();
+  if (replayer.completed() != schedule.ops_size()) {
+    return absl::InternalError(absl::StrCat(
+        "replay: ", schedule.ops_size() - replayer.completed(),
+        " ops never ran (a dependency on a later op?)"));
+  }
+  std::vector<OpTime> times = replayer.Finish();
+  if (snapshots != nullptr) {
+    // Finish() moved the clock's origin; snapshots follow it.
+    *snapshots = replayer.snapshots();
+  }
+  return times;
+}
+
+// The same state up to rounding: ids and counts exactly, the rest to a
+// part in 1e10 (seconds and bytes well above the engine's precision).
+bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::abs(a[i] - b[i]) >
+        1e-12 + 1e-10 * std::max(std::abs(a[i]), std::abs(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Blocks simulated past the first repeating one before the tail: the state
+// repeats at its second boundary at the earliest, and the ops of the block
+// after that must be done before the tail begins.
+constexpr int kKeptBlocks = 3;
+
+bool Before(const OpTime& t, double limit) {
+  return t.start < limit && t.end < limit && t.host_start < limit &&
+         t.host_end < limit;
+}
+
+OpTime Shifted(OpTime t, double by) {
+  t.start += by;
+  t.end += by;
+  t.host_start += by;
+  t.host_end += by;
+  return t;
+}
+
+// The collapsed replay (replay.h). Returns the full schedule's op times, or
+// nullopt with the reason when the state did not repeat in time.
+absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
+    const Schedule& schedule, const Repeats& r, Fabric* fabric,
+    CollectiveEngine* collectives, ReplayInfo* info) {
+  const int keep = r.lo + kKeptBlocks;
+  const int P = r.period_ops;
+  std::string why;
+  std::optional<Shortened> cut = DropBlocks(schedule, r, keep, &why);
+  if (!cut) {
+    info->full_because = why;
+    return std::nullopt;
+  }
+  std::vector<int> watch;
+  for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
+  std::vector<Snapshot> snaps;
+  absl::StatusOr<std::vector<OpTime>> t = Replay(cut->schedule, fabric,
+                                                 collectives, watch, &snaps);
+  if (!t.ok()) return t.status();
+  // j: the first block whose end state repeats its start state (block j's
+  // snapshot is snaps[j - lo - 1]).
+  int j = -1;
+  for (size_t i = 1; i < snaps.size() && j < 0; ++i) {
+    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) &&
+        SameState(snaps[i - 1].state, snaps[i].state)) {
+      j = r.lo + static_cast<int>(i);
+    }
+  }
+  if (j < 0) {
+    info->full_because = absl::StrCat(
+        "the state at a micro-batch boundary did not repeat within ",
+        kKeptBlocks + 1, " micro-batches");
+    return std::nullopt;
+  }
+  const double tau_j = snaps[j - r.lo - 1].time;
+  const double period = snaps[j - r.lo].time - tau_j;
+  const double tail_start = snaps.back().time;
+  // Ops standing for others must be done before the tail can touch them.
+  const int near = r.BlockStart(j + 2);  // ops before it stand for themselves
+                                          // or for far blocks
+  for (int x = 0; x < near; ++x) {
+    if (!Before((*t)[x], tail_start)) {
+      info->full_because = absl::StrCat(
+          "op ", x, " (", schedule.ops(x).label(),
+          ") still runs when the tail begins: the repeating state needs "
+          "more micro-batches before the tail");
+      return std::nullopt;
+    }
+  }
+  for (int p : cut->pinned) {
+    if ((*t)[p].end > tail_start) {
+      info->full_because = absl::StrCat("the tail waits for op ", p,
+                                        ", not done when it begins");
+      return std::nullopt;
+    }
+  }
+  // Expand (replay.h): before block j + 1 as simulated; far blocks repeat
+  // block j + 1; the last keep - j blocks and the tail are the simulated
+  // ones, later by the dropped blocks.
+  const int dropped = r.hi - keep;
+  std::vector<OpTime> full(schedule.ops_size());
+  const int far_end = r.BlockStart(r.hi - (keep - j) + 1);
+  for (int y = 0; y < schedule.ops_size(); ++y) {
+    if (y < r.BlockStart(j + 1)) {
+      full[y] = (*t)[y];
+    } else if (y < far_end) {
+      const int b = r.lo + (y - r.first_op) / P;
+      const int k = b - (j + 1);
+      full[y] = Shifted((*t)[y - k * P], k * period);
+    } else {
+      full[y] = Shifted((*t)[y - dropped * P], dropped * period);
+    }
+  }
+  info->collapsed = true;
+  info->period_s = period;
+  info->micro_batches_simulated -= dropped;
+  return full;
+}
+
+}  // namespace
+
 absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
-                                      CollectiveEngine* collectives) {
+                                      CollectiveEngine* collectives,
+                                      bool collapse) {
   for (const Op& op : schedule.ops()) {
     if (op.body_case() != Op::kCollective) continue;
     if (absl::Status s = collectives->Prepare(op.collective()); !s.ok()) {
@@ -370,15 +579,45 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
   // Every GPU runs this same program; node symmetry holds when every plan
   // is symmetric across nodes too (collective_engine.h).
   collectives->set_node_symmetry(collectives->AllIntraSymmetric());
-  Replayer replayer(schedule, fabric, collectives);
-  replayer.Start();
-  sg4::Engine::get_instance()->run();
-  if (replayer.completed() != schedule.ops_size()) {
-    return absl::InternalError(absl::StrCat(
-        "replay: ", schedule.ops_size() - replayer.completed(),
-        " ops never ran (a dependency on a later op?)"));
+  StepTiming out;
+  for (const Op& op : schedule.ops()) {
+    out.replay.micro_batches =
+        std::max(out.replay.micro_batches, op.micro_batch() + 1);
   }
-  return replayer.Finish();
+  out.replay.micro_batches_simulated = out.replay.micro_batches;
+  std::optional<std::vector<OpTime>> times;
+  std::string why;
+  std::optional<Repeats> r;
+  if (!collapse) {
+    out.replay.full_because = "collapsing was turned off";
+  } else if (collectives->mode() != FlowMode::kFast) {
+    out.replay.full_because = "per-step flows";
+  } else if (r = FindRepeats(schedule, &why); !r) {
+    out.replay.full_because = why;
+  } else if (r->hi - r->lo <= kKeptBlocks) {
+    out.replay.full_because = absl::StrCat(
+        r->hi - r->lo + 1, " repeating micro-batches: too few to collapse");
+  } else {
+    absl::StatusOr<std::optional<std::vector<OpTime>>> c =
+        ReplayCollapsed(schedule, *r, fabric, collectives, &out.replay);
+    if (!c.ok()) return c.status();
+    times = *std::move(c);
+  }
+  if (!times) {
+    absl::StatusOr<std::vector<OpTime>> t =
+        Replay(schedule, fabric, collectives, {}, nullptr);
+    if (!t.ok()) return t.status();
+    times = *std::move(t);
+  }
+  for (const OpTime& o : *times) out.step_time_s = std::max(out.step_time_s, o.end);
+  for (const Op& op : schedule.ops()) {
+    if (op.stream() == COMPUTE) {
+      out.compute_busy_s += (*times)[op.id()].end - (*times)[op.id()].start;
+    }
+  }
+  out.ops = *std::move(times);
+  out.breakdown = CriticalPathBreakdown(schedule, &out.ops);
+  return out;
 }
 
 }  // namespace shardsim

@@ -1,0 +1,164 @@
+#include "sim/schedule/periodic.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardsim {
+namespace {
+
+// `later` refers to `earlier` shifted by `shift`, or to the same op before
+// `block_start` (an op every block depends on alike).
+bool SameRef(int earlier, int later, int shift, int block_start) {
+  return later == earlier + shift || (later == earlier && earlier < block_start);
+}
+
+bool SameRefs(const google::protobuf::RepeatedField<int32_t>& a,
+              const google::protobuf::RepeatedField<int32_t>& b, int shift,
+              int block_start) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (!SameRef(a[i], b[i], shift, block_start)) return false;
+  }
+  return true;
+}
+
+// Op `b` is op `a` one block later (`shift` ops on; a's block starts at
+// `block_start`).
+bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
+  if (a.stream() != b.stream() || a.phase() != b.phase() ||
+      a.layer() != b.layer() || a.label() != b.label() ||
+      a.limited_by() != b.limited_by() || a.body_case() != b.body_case()) {
+    return false;
+  }
+  if (a.micro_batch() < 0 ? b.micro_batch() >= 0
+                          : b.micro_batch() != a.micro_batch() + 1) {
+    return false;
+  }
+  if (!SameRefs(a.deps(), b.deps(), shift, block_start) ||
+      !SameRefs(a.host_waits(), b.host_waits(), shift, block_start)) {
+    return false;
+  }
+  switch (a.body_case()) {
+    case Op::kCompute:
+      return a.compute().SerializeAsString() == b.compute().SerializeAsString();
+    case Op::kCollective:
+      return a.collective().SerializeAsString() ==
+             b.collective().SerializeAsString();
+    case Op::kMemory:
+      return a.memory().delta_bytes() == b.memory().delta_bytes() &&
+             a.memory().buffer() == b.memory().buffer() &&
+             (a.memory().delta_bytes() >= 0 ||
+              SameRef(a.memory().frees(), b.memory().frees(), shift,
+                      block_start));
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+std::optional<Repeats> FindRepeats(const Schedule& s, std::string* why) {
+  int micro_batches = 0;
+  for (const Op& op : s.ops()) {
+    micro_batches = std::max(micro_batches, op.micro_batch() + 1);
+  }
+  // first[k]: the first op of micro-batch k in issue order.
+  std::vector<int> first(micro_batches, -1);
+  for (int i = 0; i < s.ops_size(); ++i) {
+    const int mb = s.ops(i).micro_batch();
+    if (s.ops(i).id() != i) {
+      *why = absl::StrCat("op ", i, " has id ", s.ops(i).id());
+      return std::nullopt;
+    }
+    if (mb >= 0 && first[mb] < 0) first[mb] = i;
+  }
+  for (int k = 1; k < micro_batches; ++k) {
+    if (first[k] <= first[k - 1]) {
+      *why = absl::StrCat("micro-batch ", k, " starts before micro-batch ",
+                          k - 1);
+      return std::nullopt;
+    }
+  }
+  // Block k (k <= micro_batches - 2) is [first[k], first[k + 1]); the last
+  // micro-batch's block runs to the end and never repeats.
+  auto next_repeats = [&](int k) {
+    const int len = first[k + 1] - first[k];
+    if (k + 2 >= micro_batches || first[k + 2] - first[k + 1] != len) {
+      return false;
+    }
+    for (int i = 0; i < len; ++i) {
+      if (!Repeat(s.ops(first[k] + i), s.ops(first[k + 1] + i), len,
+                  first[k])) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::optional<Repeats> best;
+  for (int k = 0; k + 2 < micro_batches;) {
+    if (!next_repeats(k)) {
+      ++k;
+      continue;
+    }
+    int end = k;  // blocks k..end + 1 repeat
+    while (end + 1 + 2 < micro_batches && next_repeats(end + 1)) ++end;
+    if (!best || end + 1 - k > best->hi - best->lo) {
+      best = Repeats{k, end + 1, first[k], first[k + 1] - first[k]};
+    }
+    k = end + 1;
+  }
+  if (!best) {
+    *why = micro_batches < 3
+               ? absl::StrCat(micro_batches, " micro-batches: none repeats")
+               : "no micro-batch repeats the one before it";
+  }
+  return best;
+}
+
+std::optional<Shortened> DropBlocks(const Schedule& s, const Repeats& r,
+                                    int keep, std::string* why) {
+  const int drop_from = r.BlockStart(keep + 1);
+  const int tail = r.BlockStart(r.hi + 1);
+  const int shift = tail - drop_from;
+  Shortened out;
+  Schedule& o = out.schedule;
+  o.set_strategy(s.strategy());
+  o.set_gpus(s.gpus());
+  o.set_gpus_per_node(s.gpus_per_node());
+  o.set_tokens_per_step(s.tokens_per_step());
+  bool ok = true;
+  auto map = [&](int ref, bool in_tail) {
+    if (!in_tail || ref < drop_from) {
+      if (in_tail) out.pinned.push_back(ref);
+      return ref;
+    }
+    const int mapped = ref - shift;
+    if (mapped < r.first_op) {
+      *why = absl::StrCat("op ", ref, " is ", r.hi - keep,
+                          " or more blocks before the tail");
+      ok = false;
+    }
+    return mapped;
+  };
+  for (const Op& op : s.ops()) {
+    if (op.id() >= drop_from && op.id() < tail) continue;
+    const bool in_tail = op.id() >= tail;
+    Op* n = o.add_ops();
+    *n = op;
+    n->set_id(in_tail ? op.id() - shift : op.id());
+    for (int& d : *n->mutable_deps()) d = map(d, in_tail);
+    for (int& w : *n->mutable_host_waits()) w = map(w, in_tail);
+    if (n->has_memory() && n->memory().delta_bytes() < 0) {
+      n->mutable_memory()->set_frees(map(n->memory().frees(), in_tail));
+    }
+  }
+  if (!ok) return std::nullopt;
+  std::sort(out.pinned.begin(), out.pinned.end());
+  out.pinned.erase(std::unique(out.pinned.begin(), out.pinned.end()),
+                   out.pinned.end());
+  return out;
+}
+
+}  // namespace shardsim
