@@ -8,7 +8,9 @@
 # would push CI past its 30 minutes on 2 cores): the large-shape plan
 # proofs (FlatRing/FlatDirect.AllOpsLargeShapes), the engine's mode and
 # determinism comparisons (EngineModes.*, EngineDeterminism.*), the
-# 16,384-GPU fabric build, reports/regenerate, and the hw_cpu sweep.
+# 16,384-GPU fabric build, reports/regenerate, the hw_cpu sweep, and
+# mpi_sweep (shardsim itself under mpirun: Open MPI's leaks would need the
+# slow unwinder below in every simulation child).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -20,7 +22,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-san
 ctest --output-on-failure -j "$(nproc)" -E \
-  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^reports$|^hw_'
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^reports$|^hw_|^mpi_sweep$'
 # shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
 # Its components are unloaded before the leak check, so the fast unwinder
 # stops at an unknown module; the slow one (DWARF) reaches libmpi and

@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "sim/engine/distribute.h"
 #include "sim/engine/simulate.h"
 #include "sim/cli/scenario_flags.h"
 #include "sim/results/results.h"
@@ -39,6 +40,9 @@ ABSL_FLAG(bool, breakdown, false,
           "by cause)");
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
+ABSL_FLAG(bool, collapse, true,
+          "run: simulate repeating micro-batches until their state repeats, "
+          "then extrapolate exactly (false: every micro-batch)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 ABSL_FLAG(double, time_limit, 0,
           "run, collective: stop with an error after this many seconds "
@@ -214,7 +218,9 @@ absl::StatusOr<Job> LoadJob(const std::string& path) {
   return ResolveJob(path, *std::move(scenario));
 }
 
-absl::Status Run(const std::string& command, const std::string& path) {
+// `ranks`: this rank's part in a `run` spread over MPI ranks, or null.
+absl::Status Run(const std::string& command, const std::string& path,
+                 SweepRanks* ranks) {
   absl::StatusOr<Job> job = LoadJob(path);
   if (!job.ok()) return job.status();
 
@@ -238,10 +244,19 @@ absl::Status Run(const std::string& command, const std::string& path) {
     EngineOptions options;
     options.mode = *mode;
     options.jobs = absl::GetFlag(FLAGS_jobs);
+    options.collapse = absl::GetFlag(FLAGS_collapse);
     options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     options.trace_path = absl::GetFlag(FLAGS_trace);
+    if (ranks != nullptr) {
+      options.run_tasks = [ranks](const std::vector<ChildTask>& tasks,
+                                  const IsolateOptions& isolate) {
+        return ranks->Run(tasks, isolate);
+      };
+    }
     absl::StatusOr<Results> results = SimulateJob(*job, options);
     if (!results.ok()) return results.status();
+    // Only rank 0 has the rows, and only it prints.
+    if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
     std::fputs(FormatRunTable(*results).c_str(), stdout);
     if (absl::GetFlag(FLAGS_breakdown)) {
       std::fputs(("\n" + FormatBreakdownTable(*results)).c_str(), stdout);
@@ -276,6 +291,12 @@ int main(int argc, char** argv) {
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
+  // Under mpirun or srun with several ranks (distribute.h), `run` spreads
+  // its points over them. Every other command is cheap: rank 0 runs it
+  // alone, and the others leave at once, silently and with 0, never
+  // starting MPI.
+  const shardsim::Launch launch = shardsim::DetectLaunch();
+  if (launch.size > 1 && command != "run" && launch.rank != 0) return 0;
   if (command == "help" || command == "--help") {
     std::fputs(shardsim::kUsage, stdout);
     return 0;
@@ -338,11 +359,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.size() != 3) {
-    std::fprintf(stderr, "shardsim %s: give one scenario file\n\n%s",
-                 command.c_str(), shardsim::kUsage);
+    if (launch.rank == 0) {
+      std::fprintf(stderr, "shardsim %s: give one scenario file\n\n%s",
+                   command.c_str(), shardsim::kUsage);
+    }
     return 2;
   }
-  if (absl::Status s = shardsim::Run(command, args[2]); !s.ok()) {
+  std::optional<shardsim::SweepRanks> ranks;
+  if (command == "run" && launch.size > 1) ranks.emplace(launch);
+  absl::Status s =
+      shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
+  if (ranks) {
+    // Every rank exits as rank 0 does; only rank 0 says why.
+    s = ranks->Finish(s);
+    if (!ranks->is_root()) return s.ok() ? 0 : 1;
+  }
+  if (!s.ok()) {
     std::fprintf(stderr, "shardsim: error: %s\n",
                  std::string(s.message()).c_str());
     return 1;

@@ -11,9 +11,11 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/engine/progress.h"
 
 namespace shardsim {
 namespace {
@@ -68,8 +70,17 @@ absl::StatusOr<std::string> Decode(const std::string& out, int wstatus,
 }  // namespace
 
 std::vector<absl::StatusOr<std::string>> RunIsolated(
-    const std::vector<ChildTask>& tasks, int jobs, double time_limit_s) {
+    const std::vector<ChildTask>& tasks, const IsolateOptions& options) {
   using Clock = std::chrono::steady_clock;
+  const int jobs = options.jobs;
+  const double time_limit_s = options.time_limit_s;
+  auto name = [&](size_t task) {
+    return task < options.names.size() ? options.names[task] : task;
+  };
+  // Its destructor erases the line, whichever way this returns.
+  std::optional<Progress> progress;
+  if (options.progress) progress.emplace();
+  const bool ticking = progress && progress->active();
   const Clock::time_point start = Clock::now();
   std::vector<absl::StatusOr<std::string>> results(
       tasks.size(), absl::InternalError("not run"));
@@ -123,6 +134,8 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
       }
       wait_ms = static_cast<int>(std::ceil(left * 1000));
     }
+    // Wake once a second to redraw the time left.
+    if (ticking && (wait_ms < 0 || wait_ms > 1000)) wait_ms = 1000;
     std::vector<pollfd> fds;
     for (const auto& [pid, r] : running) fds.push_back({r.fd, POLLIN, 0});
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
@@ -147,10 +160,11 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
       close(r.fd);
       int wstatus = 0;
       waitpid(it->first, &wstatus, 0);
-      results[r.task] = Decode(r.out, wstatus, r.task);
+      results[r.task] = Decode(r.out, wstatus, name(r.task));
       ++done;
       it = running.erase(it);
     }
+    if (ticking) progress->Update(done, tasks.size());
   }
   return results;
 }

@@ -15,14 +15,41 @@ namespace shardsim {
 
 using ChildTask = std::function<absl::StatusOr<std::string>()>;
 
+struct IsolateOptions {
+  int jobs = 1;             // children at once
+  double time_limit_s = 0;  // > 0: see RunIsolated
+  // The number each task goes by in errors ("simulation 7 crashed ...");
+  // empty: its index. A rank of a distributed sweep (distribute.h) runs
+  // some of the points and names them by their index in the whole sweep,
+  // so that its errors read as the serial run's.
+  std::vector<size_t> names;
+  // A line on stderr with the tasks done and the time left, redrawn as
+  // they finish, when stderr is a terminal and the run has taken 2 s
+  // (progress.h); erased before RunIsolated returns.
+  bool progress = false;
+};
+
 // Runs each task in its own child process, at most `jobs` at a time, and
 // returns their results in order. A child that crashes gives an error
-// naming its task index and signal. Children die with the caller. With a
+// naming its task and signal. Children die with the caller. With a
 // `time_limit_s` > 0, the children still running when it is reached are
 // killed, and their tasks and those not started fail with
 // DeadlineExceeded.
 std::vector<absl::StatusOr<std::string>> RunIsolated(
-    const std::vector<ChildTask>& tasks, int jobs, double time_limit_s = 0);
+    const std::vector<ChildTask>& tasks, const IsolateOptions& options);
+
+inline std::vector<absl::StatusOr<std::string>> RunIsolated(
+    const std::vector<ChildTask>& tasks, int jobs, double time_limit_s = 0) {
+  IsolateOptions options;
+  options.jobs = jobs;
+  options.time_limit_s = time_limit_s;
+  return RunIsolated(tasks, options);
+}
+
+// What runs a sweep's tasks: RunIsolated, or a distributed runner that
+// returns the same results in the same order (distribute.h).
+using TaskRunner = std::function<std::vector<absl::StatusOr<std::string>>(
+    const std::vector<ChildTask>&, const IsolateOptions&)>;
 
 }  // namespace shardsim
 

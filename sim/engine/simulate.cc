@@ -47,7 +47,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
     absl::StatusOr<StepTiming> t =
-        ReplayStep(point->schedule, fabric->get(), &collectives);
+        ReplayStep(point->schedule, fabric->get(), &collectives,
+                   options.collapse);
     if (!t.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           job.path, ": \"", spec, "\" at ", gpus, " GPUs: ", t.status().message()));
@@ -63,6 +64,12 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_compute_s(t->compute_busy_s);
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
     *row.mutable_breakdown() = t->breakdown;
+    StepReplay* replay = row.mutable_replay();
+    replay->set_collapsed(t->replay.collapsed);
+    replay->set_micro_batches(t->replay.micro_batches);
+    replay->set_micro_batches_simulated(t->replay.micro_batches_simulated);
+    replay->set_period_s(t->replay.period_s);
+    replay->set_full_because(t->replay.full_because);
     if (!options.trace_path.empty()) {
       TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
       for (const OpTime& o : t->ops) {
@@ -116,10 +123,17 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
       });
     }
   }
+  // A progress line, on a terminal only (progress.h); under MPI, rank 0
+  // shows its own points (distribute.h).
+  IsolateOptions isolate;
+  isolate.jobs = options.jobs;
+  isolate.time_limit_s = options.time_limit_s;
+  isolate.progress = true;
   Results results;
   results.set_scenario(job.path);
-  for (absl::StatusOr<std::string>& r : RunIsolated(tasks, options.jobs,
-                                                          options.time_limit_s)) {
+  for (absl::StatusOr<std::string>& r :
+       options.run_tasks ? options.run_tasks(tasks, isolate)
+                         : RunIsolated(tasks, isolate)) {
     if (!r.ok()) return r.status();
     if (!results.add_rows()->ParseFromString(*r)) {
       return absl::InternalError("a simulation returned an unreadable row");

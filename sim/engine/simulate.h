@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
+#include "sim/engine/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
 
@@ -22,6 +23,11 @@ struct EngineOptions {
   int jobs = 2;            // simulations at once
   std::string trace_path;  // Chrome trace of each point, if set
   double time_limit_s = 0;  // > 0: stop with an error when reached
+  bool collapse = true;  // repeating micro-batches simulated once (replay.h)
+  // Runs the points; unset: RunIsolated on this machine. `shardsim run`
+  // under mpirun or srun sets it to spread them over the ranks
+  // (distribute.h); then only rank 0 gets rows back.
+  TaskRunner run_tasks;
 };
 
 // Every strategy x GPU count of the job: memory, traffic and, for the
