@@ -2,6 +2,7 @@
 """Engine speed and memory benchmarks (issue targets in brackets).
 
 usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
+                                         [--with-reports] [--with-16k]
 
 Prints one markdown row per benchmark: wall seconds and peak resident memory
 of the largest process (shardsim runs each simulation in a child process).
@@ -61,11 +62,39 @@ def main():
             benches.append((f"quickstart, zeropp, {gpus} GPUs",
                             [shardsim, "run", quick, "--gpus", gpus,
                              "--strategy", "zeropp", "--jobs", "1"]))
+        benches.append(("quickstart sweep, every named strategy, ZeRO++ "
+                        "included, 8..1024 GPUs [< 30 s]",
+                        [shardsim, "run", quick, "--gpus", GPUS,
+                         "--strategy", ",".join(NAMED)]))
+    if "--with-16k" in sys.argv:
+        benches.append(("LLaMA-65B ZeRO-3 step, 4 micro-batches, 16384 GPUs, "
+                        "dgx_h100 [< 10 s, < 2048 MB]",
+                        [shardsim, "run", quick, "--model", "llama-65b",
+                         "--platform", "dgx_h100", "--strategy", "zero3",
+                         "--gpus", "16384", "--micro-batch-size", "1",
+                         "--jobs", "1"]))
+    if "--with-reports" in sys.argv:
+        regenerate = "reports/regenerate"
+        benches.append(("reports/regenerate --quick [< 15 s]",
+                        [sys.executable, regenerate, "/tmp/bench_quick",
+                         "--quick", "--shardsim", shardsim]))
+        benches.append(("reports/regenerate [< 45 s]",
+                        [sys.executable, regenerate, "/tmp/bench_full",
+                         "--shardsim", shardsim]))
     print("| benchmark | wall s | peak MB |")
     print("|---|---|---|")
     for name, argv in benches:
         seconds, mb = measure(argv)
         print(f"| {name} | {seconds:.2f} | {mb:.0f} |", flush=True)
+    # The same step at 128 micro-batches against 4: collapsed, the cost of
+    # the repeating ones is paid once (sim/engine/replay.h).
+    step = [shardsim, "run", quick, "--strategy", "zero3", "--gpus", "32",
+            "--jobs", "1", "--micro-batches"]
+    four, _ = measure(step + ["4"])
+    many, mb = measure(step + ["128"])
+    print(f"| LLaMA-7B ZeRO-3, 32 GPUs: 128 micro-batches against 4 [<= 1.5x]"
+          f" | {many:.2f} / {four:.2f} = {many / four:.2f}x | {mb:.0f} |",
+          flush=True)
 
 
 if __name__ == "__main__":
