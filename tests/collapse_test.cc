@@ -74,7 +74,7 @@ Replayed ReplayPoint(const Job& job, const std::string& spec, bool collapse) {
     if (!t.ok()) return t.status();
     std::string out;
     Put(t->step_time_s, &out);
-    Put(t->replay.collapsed ? 1 : 0, &out);
+    Put(t->replay.collapsed() ? 1 : 0, &out);
     for (const OpTime& o : t->ops) {
       Put(o.start, &out);
       Put(o.end, &out);
@@ -83,7 +83,7 @@ Replayed ReplayPoint(const Job& job, const std::string& spec, bool collapse) {
     }
     std::string text;
     for (const OpTime& o : t->ops) absl::StrAppend(&text, o.cause, "\n");
-    absl::StrAppend(&text, t->replay.full_because);
+    absl::StrAppend(&text, t->replay.full_because());
     Put(static_cast<double>(text.size()), &out);
     return out + text;
   };

@@ -488,13 +488,13 @@ OpTime Shifted(OpTime t, double by) {
 // nullopt with the reason when the state did not repeat in time.
 absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
     const Schedule& schedule, const Repeats& r, Fabric* fabric,
-    CollectiveEngine* collectives, ReplayInfo* info) {
+    CollectiveEngine* collectives, StepReplay* info) {
   const int keep = r.lo + kKeptBlocks;
   const int P = r.period_ops;
   std::string why;
   std::optional<Shortened> cut = DropBlocks(schedule, r, keep, &why);
   if (!cut) {
-    info->full_because = why;
+    info->set_full_because(why);
     return std::nullopt;
   }
   std::vector<int> watch;
@@ -513,9 +513,9 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
     }
   }
   if (j < 0) {
-    info->full_because = absl::StrCat(
+    info->set_full_because(absl::StrCat(
         "the state at a micro-batch boundary did not repeat within ",
-        kKeptBlocks + 1, " micro-batches");
+        kKeptBlocks + 1, " micro-batches"));
     return std::nullopt;
   }
   const double tau_j = snaps[j - r.lo - 1].time;
@@ -526,17 +526,17 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
                                           // or for far blocks
   for (int x = 0; x < near; ++x) {
     if (!Before((*t)[x], tail_start)) {
-      info->full_because = absl::StrCat(
+      info->set_full_because(absl::StrCat(
           "op ", x, " (", schedule.ops(x).label(),
           ") still runs when the tail begins: the repeating state needs "
-          "more micro-batches before the tail");
+          "more micro-batches before the tail"));
       return std::nullopt;
     }
   }
   for (int p : cut->pinned) {
     if ((*t)[p].end > tail_start) {
-      info->full_because = absl::StrCat("the tail waits for op ", p,
-                                        ", not done when it begins");
+      info->set_full_because(absl::StrCat("the tail waits for op ", p,
+                                          ", not done when it begins"));
       return std::nullopt;
     }
   }
@@ -557,9 +557,9 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
       full[y] = Shifted((*t)[y - dropped * P], dropped * period);
     }
   }
-  info->collapsed = true;
-  info->period_s = period;
-  info->micro_batches_simulated -= dropped;
+  info->set_collapsed(true);
+  info->set_period_s(period);
+  info->set_micro_batches_simulated(info->micro_batches() - dropped);
   return full;
 }
 
@@ -580,23 +580,24 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
   // is symmetric across nodes too (collective_engine.h).
   collectives->set_node_symmetry(collectives->AllIntraSymmetric());
   StepTiming out;
+  int micro_batches = 0;
   for (const Op& op : schedule.ops()) {
-    out.replay.micro_batches =
-        std::max(out.replay.micro_batches, op.micro_batch() + 1);
+    micro_batches = std::max(micro_batches, op.micro_batch() + 1);
   }
-  out.replay.micro_batches_simulated = out.replay.micro_batches;
+  out.replay.set_micro_batches(micro_batches);
+  out.replay.set_micro_batches_simulated(micro_batches);
   std::optional<std::vector<OpTime>> times;
   std::string why;
   std::optional<Repeats> r;
   if (!collapse) {
-    out.replay.full_because = "collapsing was turned off";
+    out.replay.set_full_because("collapsing was turned off");
   } else if (collectives->mode() != FlowMode::kFast) {
-    out.replay.full_because = "per-step flows";
+    out.replay.set_full_because("per-step flows");
   } else if (r = FindRepeats(schedule, &why); !r) {
-    out.replay.full_because = why;
+    out.replay.set_full_because(why);
   } else if (r->hi - r->lo <= kKeptBlocks) {
-    out.replay.full_because = absl::StrCat(
-        r->hi - r->lo + 1, " repeating micro-batches: too few to collapse");
+    out.replay.set_full_because(absl::StrCat(
+        r->hi - r->lo + 1, " repeating micro-batches: too few to collapse"));
   } else {
     absl::StatusOr<std::optional<std::vector<OpTime>>> c =
         ReplayCollapsed(schedule, *r, fabric, collectives, &out.replay);

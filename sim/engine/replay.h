@@ -43,32 +43,24 @@ struct OpTime {
   std::string cause;
 };
 
-// How a step was replayed. Collapsed: the micro-batches that repeat
-// (sim/schedule/periodic.h) were simulated until the state at a boundary
-// between two of them came back (every op in flight, with its work, bytes
-// and waits left), and the rest are that period repeated: exact, since the
-// engine is deterministic and the same state with the same ops to come
-// runs the same way.
-struct ReplayInfo {
-  bool collapsed = false;
-  int micro_batches = 0;
-  int micro_batches_simulated = 0;
-  double period_s = 0;        // one repeating micro-batch, when collapsed
-  std::string full_because;   // why not, when not
-};
-
 struct StepTiming {
   double step_time_s = 0;
   double compute_busy_s = 0;  // time the compute stream is busy
   std::vector<OpTime> ops;    // by op id
   Breakdown breakdown;        // adds up to step_time_s
-  ReplayInfo replay;
+  // How it was replayed. Collapsed: the micro-batches that repeat
+  // (sim/schedule/periodic.h) were simulated until the state at a boundary
+  // between two of them came back (every op in flight, with its work,
+  // bytes and waits left), and the rest are that period repeated: exact,
+  // since the engine is deterministic and the same state with the same
+  // ops to come runs the same way.
+  StepReplay replay;
 };
 
 // Runs the SimGrid engine until the step is done. Call once per process,
 // after Fabric::Build. The fabric's NVSwitch rates change while it runs.
 // With `collapse`, repeating micro-batches are simulated until the state
-// repeats (ReplayInfo); a step whose state does not repeat soon enough is
+// repeats (StepTiming::replay); a step whose state does not repeat soon enough is
 // then replayed in full after that attempt.
 //
 // Expanding a collapsed run (blocks lo..hi repeat; blocks keep+1..hi were

@@ -64,12 +64,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_compute_s(t->compute_busy_s);
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
     *row.mutable_breakdown() = t->breakdown;
-    StepReplay* replay = row.mutable_replay();
-    replay->set_collapsed(t->replay.collapsed);
-    replay->set_micro_batches(t->replay.micro_batches);
-    replay->set_micro_batches_simulated(t->replay.micro_batches_simulated);
-    replay->set_period_s(t->replay.period_s);
-    replay->set_full_because(t->replay.full_because);
+    *row.mutable_replay() = t->replay;
     if (!options.trace_path.empty()) {
       TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
       for (const OpTime& o : t->ops) {
