@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
 
 #include <simgrid/s4u.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/schedule/periodic.h"
@@ -32,12 +34,16 @@ int Launches(const ComputeOp& op) {
 // each once the host has issued it and its deps are done. Waiting is on one
 // condition variable, notified whenever anything another actor waits for
 // changes (an op issued or done, a collective starting or ending).
-// The state of a replay when the host reaches a watched op (a block's
-// first): every op issued before it and not done, by its id relative to
-// the watched one, with what decides its rest (replay.h).
+// The state of a replay at a watched op (a block's first), by op ids
+// relative to it, with what decides each op's rest (replay.h). Taken
+// twice per watched op:
+//  - at the host, when the host reaches it: every op issued before it and
+//    not done, the host's lead over the GPU included;
+//  - on the GPU, when it starts: every op from the oldest not done to the
+//    newest started, done, running or not started, the host set aside.
 struct Snapshot {
   int at = 0;           // the watched op
-  double time = 0;      // when the host reached it
+  double time = 0;      // when the host reached it, or it started
   int oldest = 0;       // the oldest op not done (at if none)
   std::vector<double> state;
 };
@@ -49,6 +55,7 @@ class Replayer {
            std::vector<int> watch = {})
       : schedule_(s), fabric_(f), collectives_(c),
         watch_(std::move(watch)),
+        watched_(s.ops_size(), false),
         issued_(s.ops_size(), false),
         started_(s.ops_size(), false),
         done_(s.ops_size(), false),
@@ -59,6 +66,7 @@ class Replayer {
         by_stream_(Stream_ARRAYSIZE),
         mutex_(sg4::Mutex::create()),
         changed_(sg4::ConditionVariable::create()) {
+    for (int id : watch_) watched_[id] = true;
     const Platform& p = fabric_->platform();
     for (const Op& op : s.ops()) {
       by_stream_[op.stream()].push_back(op.id());
@@ -80,7 +88,8 @@ class Replayer {
   }
 
   int completed() const { return completed_; }
-  const std::vector<Snapshot>& snapshots() const { return snapshots_; }
+  const std::vector<Snapshot>& host_snapshots() const { return host_snaps_; }
+  const std::vector<Snapshot>& gpu_snapshots() const { return gpu_snaps_; }
 
   // Op times from the start of this replay.
   std::vector<OpTime> Finish() {
@@ -91,7 +100,8 @@ class Replayer {
         o.host_start -= origin_;
         o.host_end -= origin_;
       }
-      for (Snapshot& s : snapshots_) s.time -= origin_;
+      for (Snapshot& s : host_snaps_) s.time -= origin_;
+      for (Snapshot& s : gpu_snaps_) s.time -= origin_;
     }
     return std::move(times_);
   }
@@ -105,7 +115,7 @@ class Replayer {
     size_t next_watch = 0;
     for (const Op& op : schedule_.ops()) {
       if (next_watch < watch_.size() && watch_[next_watch] == op.id()) {
-        TakeSnapshot(op.id());
+        TakeHostSnapshot(op.id());
         ++next_watch;
       }
       {
@@ -139,7 +149,7 @@ class Replayer {
 
   // Compute: seconds of work left; collectives: their progress; both as
   // seen now. Ops not started yet carry nothing but their place.
-  void TakeSnapshot(int at) {
+  void TakeHostSnapshot(int at) {
     Snapshot s;
     s.at = at;
     s.time = Now();
@@ -148,16 +158,39 @@ class Replayer {
       s.state.push_back(id - at);
       s.state.push_back(started_[id] ? 1 : 0);
       if (!started_[id]) continue;
-      const Op& op = schedule_.ops(id);
-      if (op.has_compute()) {
-        const Work& w = work_[id];
-        s.state.push_back(std::max(0.0, w.left - (s.time - w.since) * w.rate));
+      AppendRest(id, s.time, &s.state);
+      if (schedule_.ops(id).has_compute()) {
         s.state.push_back(std::max(0.0, times_[id].host_end - s.time));
-      } else if (op.has_collective()) {
-        progress_[id].AppendState(s.time, &s.state);
       }
     }
-    snapshots_.push_back(std::move(s));
+    host_snaps_.push_back(std::move(s));
+  }
+
+  // Before `at` starts. Ops not started carry nothing: whether the host
+  // has issued them is left out, and checked after the replay (replay.h).
+  void TakeGpuSnapshot(int at) {
+    Snapshot s;
+    s.at = at;
+    s.time = Now();
+    s.oldest = *pending_.begin();  // `at` is pending
+    s.state.push_back(s.oldest - at);
+    for (int id = s.oldest; id <= newest_started_; ++id) {
+      s.state.push_back(done_[id] ? 2 : started_[id] ? 1 : 0);
+      if (started_[id] && !done_[id]) AppendRest(id, s.time, &s.state);
+    }
+    gpu_snaps_.push_back(std::move(s));
+  }
+
+  // A started op's rest: a compute op's seconds of work left, a
+  // collective's progress.
+  void AppendRest(int id, double now, std::vector<double>* state) const {
+    const Op& op = schedule_.ops(id);
+    if (op.has_compute()) {
+      const Work& w = work_[id];
+      state->push_back(std::max(0.0, w.left - (now - w.since) * w.rate));
+    } else if (op.has_collective()) {
+      progress_[id].AppendState(now, state);
+    }
   }
 
   bool Ready(int id) const {
@@ -222,8 +255,10 @@ class Replayer {
   void Execute(int id) {
     const Op& op = schedule_.ops(id);
     OpTime& t = times_[id];
+    if (watched_[id]) TakeGpuSnapshot(id);
     t.start = Now();
     started_[id] = true;
+    newest_started_ = std::max(newest_started_, id);
     switch (op.body_case()) {
       case Op::kCompute:
         RunCompute(id);
@@ -258,6 +293,7 @@ class Replayer {
   Fabric* fabric_;
   CollectiveEngine* collectives_;
   const std::vector<int> watch_;
+  std::vector<bool> watched_;
   std::vector<bool> issued_;
   std::vector<bool> started_;
   std::vector<bool> done_;
@@ -266,7 +302,9 @@ class Replayer {
   std::vector<CollectiveEngine::Progress> progress_;
   std::vector<Work> work_;
   std::set<int> pending_;  // issued, not done
-  std::vector<Snapshot> snapshots_;
+  std::vector<Snapshot> host_snaps_;
+  std::vector<Snapshot> gpu_snaps_;
+  int newest_started_ = -1;
   double origin_ = 0;
   std::vector<std::vector<int>> by_stream_;  // op ids, in order
   sg4::MutexPtr mutex_;
@@ -430,12 +468,17 @@ Breakdown CriticalPathBreakdown(const Schedule& schedule,
 
 namespace {
 
+struct Snapshots {
+  std::vector<Snapshot> host;
+  std::vector<Snapshot> gpu;
+};
+
 // One replay of `schedule` on the engine; may follow an earlier one.
 absl::StatusOr<std::vector<OpTime>> Replay(const Schedule& schedule,
                                            Fabric* fabric,
                                            CollectiveEngine* collectives,
                                            std::vector<int> watch,
-                                           std::vector<Snapshot>* snapshots) {
+                                           Snapshots* snapshots) {
   Replayer replayer(schedule, fabric, collectives, std::move(watch));
   replayer.Start();
   sg4::Engine::get_instance()->run();
@@ -448,9 +491,15 @@ absl::StatusOr<std::vector<OpTime>> Replay(const Schedule& schedule,
   std::vector<OpTime> times = replayer.Finish();
   if (snapshots != nullptr) {
     // Finish() moved the clock's origin; snapshots follow it.
-    *snapshots = replayer.snapshots();
+    snapshots->host = replayer.host_snapshots();
+    snapshots->gpu = replayer.gpu_snapshots();
   }
   return times;
+}
+
+// a <= b up to rounding (a part in 1e10, as SameState).
+bool NotAfter(double a, double b) {
+  return a <= b + 1e-12 + 1e-10 * std::max(std::abs(a), std::abs(b));
 }
 
 // The same state up to rounding: ids and counts exactly, the rest to a
@@ -458,10 +507,7 @@ absl::StatusOr<std::vector<OpTime>> Replay(const Schedule& schedule,
 bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::abs(a[i] - b[i]) >
-        1e-12 + 1e-10 * std::max(std::abs(a[i]), std::abs(b[i]))) {
-      return false;
-    }
+    if (!NotAfter(a[i], b[i]) || !NotAfter(b[i], a[i])) return false;
   }
   return true;
 }
@@ -470,6 +516,88 @@ bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
 // repeats at its second boundary at the earliest, and the ops of the block
 // after that must be done before the tail begins.
 constexpr int kKeptBlocks = 3;
+
+// The first block j whose start state comes back at block j + 1's start,
+// or -1. `snaps` are taken at blocks lo + 1, lo + 2, ...; the oldest op in
+// flight must belong to a repeating block for the state to stand for the
+// ones to come.
+int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
+  for (size_t i = 1; i < snaps.size(); ++i) {
+    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) &&
+        SameState(snaps[i - 1].state, snaps[i].state)) {
+      return r.lo + static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Why no state repeated: a stream whose oldest op in flight falls further
+// behind at every boundary has a backlog that grows, and never a steady
+// state; otherwise the state did not settle in time.
+std::string NoRepeatBecause(const Schedule& s,
+                            const std::vector<Snapshot>& gpu) {
+  bool growing = gpu.size() >= 3;
+  for (size_t i = 1; growing && i < gpu.size(); ++i) {
+    growing = gpu[i].oldest - gpu[i].at < gpu[i - 1].oldest - gpu[i - 1].at;
+  }
+  if (growing) {
+    const Op& old = s.ops(gpu.back().oldest);
+    return absl::StrCat("the ", absl::AsciiStrToLower(Stream_Name(old.stream())),
+                        " stream falls further behind at every micro-batch "
+                        "(its backlog grows): no state repeats");
+  }
+  return absl::StrCat(
+      "the state at a micro-batch boundary did not repeat within ",
+      kKeptBlocks + 1, " micro-batches");
+}
+
+// The host's times from the GPU's: what Replayer::Host does, as sums. For
+// a state that repeats on the GPU only, whose host times do not repeat.
+void RecomputeHost(const Schedule& s, const Platform& p,
+                   std::vector<OpTime>* times) {
+  double host = 0;
+  for (const Op& op : s.ops()) {
+    for (int w : op.host_waits()) host = std::max(host, (*times)[w].end);
+    OpTime& t = (*times)[op.id()];
+    t.host_start = host;
+    if (op.has_compute()) {
+      host += Launches(op.compute()) * p.kernels().host_launch_s();
+    } else if (op.has_collective()) {
+      host += op.collective().launch_overhead_s();
+    }
+    t.host_end = host;
+  }
+}
+
+// Whether the GPU times of `gpu` follow from the host times of `host`
+// from op `from` on: each op starts when its deps and the op before it on
+// its stream are done or, if later, when the host issues it; a compute op
+// ends when its work is done or, if later, when the host has launched its
+// last kernel. Returns the first op that does not, or -1.
+int HostDisagrees(const Schedule& s, const std::vector<OpTime>& gpu,
+                  const std::vector<OpTime>& host, int from) {
+  auto same = [](double a, double b) { return NotAfter(a, b) && NotAfter(b, a); };
+  std::vector<int> last(Stream_ARRAYSIZE, -1);
+  for (const Op& op : s.ops()) {
+    const int prev = last[op.stream()];
+    last[op.stream()] = op.id();
+    if (op.id() < from) continue;
+    const OpTime& g = gpu[op.id()];
+    const OpTime& h = host[op.id()];
+    double ready = prev >= 0 ? gpu[prev].end : 0;
+    for (int d : op.deps()) ready = std::max(ready, gpu[d].end);
+    const double issue = op.has_compute() ? h.host_start : h.host_end;
+    bool ok = NotAfter(issue, g.start) &&
+              (NotAfter(g.start, ready) || same(g.start, issue));
+    if (op.has_compute()) {
+      const double work_done = g.start + g.gpu_s;
+      ok = ok && NotAfter(h.host_end, g.end) &&
+           (same(g.end, work_done) || same(g.end, h.host_end));
+    }
+    if (!ok) return op.id();
+  }
+  return -1;
+}
 
 bool Before(const OpTime& t, double limit) {
   return t.start < limit && t.end < limit && t.host_start < limit &&
@@ -499,28 +627,32 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   }
   std::vector<int> watch;
   for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
-  std::vector<Snapshot> snaps;
+  Snapshots snaps;
   absl::StatusOr<std::vector<OpTime>> t = Replay(cut->schedule, fabric,
                                                  collectives, watch, &snaps);
   if (!t.ok()) return t.status();
-  // j: the first block whose end state repeats its start state (block j's
-  // snapshot is snaps[j - lo - 1]).
-  int j = -1;
-  for (size_t i = 1; i < snaps.size() && j < 0; ++i) {
-    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) &&
-        SameState(snaps[i - 1].state, snaps[i].state)) {
-      j = r.lo + static_cast<int>(i);
-    }
-  }
+  // The state repeats at the host where the host waits for the GPU in every
+  // block. Where it runs ahead, its lead grows and the state repeats on the
+  // GPU only: the GPU's times then repeat alone, and the host's are summed
+  // anew, which is exact if the host never held the GPU back (checked).
+  int j = RepeatingBlock(snaps.host, r);
+  const bool on_gpu = j < 0;
+  if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
   if (j < 0) {
-    info->set_full_because(absl::StrCat(
-        "the state at a micro-batch boundary did not repeat within ",
-        kKeptBlocks + 1, " micro-batches"));
+    info->set_full_because(NoRepeatBecause(cut->schedule, snaps.gpu));
     return std::nullopt;
   }
-  const double tau_j = snaps[j - r.lo - 1].time;
-  const double period = snaps[j - r.lo].time - tau_j;
-  const double tail_start = snaps.back().time;
+  const std::vector<Snapshot>& at = on_gpu ? snaps.gpu : snaps.host;
+  const double period = at[j - r.lo].time - at[j - r.lo - 1].time;
+  // When the tail begins: the host issues its first op, or, with the host
+  // set aside, the first of its ops starts on the GPU.
+  double tail_start = snaps.host.back().time;
+  if (on_gpu) {
+    tail_start = std::numeric_limits<double>::infinity();
+    for (int y = r.BlockStart(keep + 1); y < cut->schedule.ops_size(); ++y) {
+      tail_start = std::min(tail_start, (*t)[y].start);
+    }
+  }
   // Ops standing for others must be done before the tail can touch them.
   const int near = r.BlockStart(j + 2);  // ops before it stand for themselves
                                           // or for far blocks
@@ -556,6 +688,19 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
     } else {
       full[y] = Shifted((*t)[y - dropped * P], dropped * period);
     }
+  }
+  if (on_gpu) {
+    std::vector<OpTime> host = full;
+    RecomputeHost(schedule, fabric->platform(), &host);
+    if (const int x = HostDisagrees(schedule, full, host, r.BlockStart(j + 1));
+        x >= 0) {
+      info->set_full_because(absl::StrCat(
+          "the state repeats on the GPU only, and the host issues op ", x,
+          " (", schedule.ops(x).label(),
+          ") at another point of it in the full step"));
+      return std::nullopt;
+    }
+    full = std::move(host);
   }
   info->set_collapsed(true);
   info->set_period_s(period);

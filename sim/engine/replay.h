@@ -60,8 +60,18 @@ struct StepTiming {
 // Runs the SimGrid engine until the step is done. Call once per process,
 // after Fabric::Build. The fabric's NVSwitch rates change while it runs.
 // With `collapse`, repeating micro-batches are simulated until the state
-// repeats (StepTiming::replay); a step whose state does not repeat soon enough is
-// then replayed in full after that attempt.
+// repeats (StepTiming::replay); a step whose state does not repeat soon
+// enough is then replayed in full after that attempt.
+//
+// The state is compared at each block's first op twice: when the host
+// reaches it (ops issued and not done, the host's lead included), and when
+// it starts on the GPU (ops done, running or waiting, the host set aside).
+// The first repeats where the host waits for the GPU in every block. The
+// second also repeats where the host runs ahead and its lead grows; the
+// GPU's times then repeat alone, the host's are summed anew from them
+// (launch costs and waits), and the collapse stands only if those host
+// times give the same GPU times: no op issued later than it started, and
+// every op the host held back held at the same point as simulated.
 //
 // Expanding a collapsed run (blocks lo..hi repeat; blocks keep+1..hi were
 // dropped; the state at block j's start came back at block j+1's, one
