@@ -329,14 +329,14 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
           point.mesh.gpus_per_node, ") is not the world's (", mesh->nodes,
           "x", mesh->gpus_per_node, ")"));
     }
-    absl::StatusOr<AllocationPlan> a = PlanAllocations(point.schedule);
+    absl::StatusOr<AllocationPlan> a = PlanAllocations(*point.schedule);
     if (!a.ok()) return a.status();
     plan = *std::move(a);
     absl::StatusOr<std::unique_ptr<Backend>> b =
         MakeBackend(point.mesh, job.platform);
     if (!b.ok()) return b.status();
     backend = *std::move(b);
-    return backend->Prepare(point.schedule);
+    return backend->Prepare(*point.schedule);
   }();
   if (AnyFailed(rank, setup)) return 1;
   if (rank == 0) {
@@ -354,7 +354,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   // first use, and the pool grows to the step's size.
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
     absl::StatusOr<std::vector<OpTiming>> t =
-        ReplaySchedule(point.schedule, backend.get());
+        ReplaySchedule(*point.schedule, backend.get());
     if (!t.ok()) AbortAll(rank, t.status());
   }
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -363,7 +363,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   for (int i = 0; i < steps; ++i) {
     const double start = MPI_Wtime();
     absl::StatusOr<std::vector<OpTiming>> t =
-        ReplaySchedule(point.schedule, backend.get());
+        ReplaySchedule(*point.schedule, backend.get());
     if (!t.ok()) AbortAll(rank, t.status());
     total += MPI_Wtime() - start;
     last = *std::move(t);
@@ -374,7 +374,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   // Every rank's measured op times, gathered on rank 0 for the trace:
   // (start, end) per op id, -1 where an op did not run here.
   int max_id = -1;
-  for (const Op& op : point.schedule.ops()) max_id = std::max(max_id, op.id());
+  for (const Op& op : point.schedule->ops()) max_id = std::max(max_id, op.id());
   std::vector<double> mine_times(2 * (max_id + 1), -1.0);
   for (const OpTiming& t : last) {
     if (t.op_id >= 0 && t.op_id <= max_id) {
@@ -408,7 +408,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   row.set_step_time_s(step_time);
   if (step_time > 0) {
     row.set_tokens_per_gpu_per_s(static_cast<double>(
-                                     point.schedule.tokens_per_step()) /
+                                     point.schedule->tokens_per_step()) /
                                  point.mesh.gpus() / step_time);
   }
   PrintEnvironment(*backend);
@@ -446,7 +446,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
       ranks.push_back(std::move(proc));
     }
     if (absl::Status s = WriteChromeTrace(
-            point.schedule, ranks,
+            *point.schedule, ranks,
             absl::StrCat(spec, " on ", point.mesh.gpus(), " ranks (measured, ",
                          backend->name(), ")"),
             trace);

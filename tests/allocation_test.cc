@@ -52,7 +52,7 @@ MemoryBreakdown ModelOf(const ResultRow& r) {
 
 TEST(AllocationPlan, Zero3StatesAreTheModelsShards) {
   const Point p = TinyPoint("zero3", 8, false);
-  absl::StatusOr<AllocationPlan> plan = PlanAllocations(p.schedule);
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(*p.schedule);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // 2 psi / 8, 2 psi / 8, 12 psi / 8: whole bytes.
   EXPECT_EQ(plan->at_peak.params, 2 * kPsi / 8);
@@ -74,7 +74,7 @@ TEST(AllocationPlan, EveryStepBufferIsFreedOnce) {
                            "paro-NIG", "lins:p=1x1:g=1x1:os=8x1"}) {
     for (bool recompute : {false, true}) {
       const Point p = TinyPoint(spec, 16, recompute);
-      absl::StatusOr<AllocationPlan> plan = PlanAllocations(p.schedule);
+      absl::StatusOr<AllocationPlan> plan = PlanAllocations(*p.schedule);
       ASSERT_TRUE(plan.ok()) << spec << ": " << plan.status();
       for (const Allocation& a : plan->allocations) {
         const bool kept = a.buffer == "P shard" || a.buffer == "P secondary" ||
@@ -93,14 +93,14 @@ TEST(AllocationPlan, RecomputeKeepsOnlyBlockInputs) {
   // 2 x 64 x 256 x 2 = 65,536 bytes; its working set is back only while its
   // backward runs.
   const Point p = TinyPoint("zero3", 8, true);
-  absl::StatusOr<AllocationPlan> plan = PlanAllocations(p.schedule);
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(*p.schedule);
   ASSERT_TRUE(plan.ok()) << plan.status();
   int blocks = 0;
   for (const Allocation& a : plan->allocations) {
     if (a.buffer == "activations" &&
-        p.schedule.ops(a.alloc_op).label() == "alloc activations" &&
-        p.schedule.ops(a.alloc_op).layer() >= 1 &&
-        p.schedule.ops(a.alloc_op).layer() <= 2) {
+        p.schedule->ops(a.alloc_op).label() == "alloc activations" &&
+        p.schedule->ops(a.alloc_op).layer() >= 1 &&
+        p.schedule->ops(a.alloc_op).layer() <= 2) {
       EXPECT_EQ(a.bytes, 65'536);
       ++blocks;
     }

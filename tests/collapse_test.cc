@@ -114,7 +114,7 @@ Replayed ReplayPoint(const Job& job, const std::string& spec, bool collapse) {
   absl::StatusOr<Point> point = AnalyzePoint(job, spec, 16);
   EXPECT_TRUE(point.ok()) << point.status();
   if (!point.ok()) return {};
-  return ReplaySchedule(job, point->mesh, point->schedule, collapse);
+  return ReplaySchedule(job, point->mesh, *point->schedule, collapse);
 }
 
 void ExpectSameTimes(const Replayed& fast, const Replayed& full) {

@@ -711,11 +711,11 @@ TEST(EngineStep, DeepSpeedBucketUnderABlockExposesEachGather) {
   sc.set_micro_batch_size(1);
   sc.set_seq_len(1);
   sc.set_optimizer_bytes_per_param(12);
-  absl::StatusOr<Schedule> s = LowerStep(layers, *st, mesh, sc);
+  absl::StatusOr<OwnedSchedule> s = LowerStep(layers, *st, mesh, sc);
   ASSERT_TRUE(s.ok()) << s.status();
-  const Replayed r = Replay(*s, StepPlatform(), mesh);
+  const Replayed r = Replay(**s, StepPlatform(), mesh);
   std::vector<std::pair<double, double>> forward;
-  for (const Op& op : s->ops()) {
+  for (const Op& op : (*s)->ops()) {
     if (op.has_compute() && op.phase() == FORWARD) forward.push_back(r.ops[op.id()]);
   }
   ASSERT_EQ(forward.size(), 6u);

@@ -60,9 +60,9 @@ Bytes Sum(const std::string& spec, Keep keep) {
   st->mutable_execution()->set_framework(PARO_PAPER);
   EXPECT_TRUE(ResolveExecution({}, 4096, &*st).ok());
   const std::vector<Layer> layers = ModelLayers(SevenBillion(), {1, 512});
-  absl::StatusOr<Schedule> sched = LowerStep(layers, *st, mesh, Training());
+  absl::StatusOr<OwnedSchedule> sched = LowerStep(layers, *st, mesh, Training());
   EXPECT_TRUE(sched.ok()) << sched.status();
-  absl::StatusOr<std::vector<TrafficEntry>> t = CountTraffic(*sched, mesh);
+  absl::StatusOr<std::vector<TrafficEntry>> t = CountTraffic(**sched, mesh);
   EXPECT_TRUE(t.ok()) << t.status();
   Bytes b;
   for (const TrafficEntry& e : *t) {

@@ -233,7 +233,7 @@ absl::Status Run(const std::string& command, const std::string& path,
     absl::StatusOr<Point> point =
         AnalyzePoint(*job, s.strategies(0), s.gpus(0));
     if (!point.ok()) return point.status();
-    std::fputs(FormatSchedule(point->schedule).c_str(), stdout);
+    std::fputs(FormatSchedule(*point->schedule).c_str(), stdout);
     return absl::OkStatus();
   }
 

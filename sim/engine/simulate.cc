@@ -47,7 +47,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
     absl::StatusOr<StepTiming> t =
-        ReplayStep(point->schedule, fabric->get(), &collectives,
+        ReplayStep(*point->schedule, fabric->get(), &collectives,
                    options.collapse);
     if (!t.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -57,7 +57,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
         ModelFlopsPerMicroBatch(job.model, ScenarioBatch(point->scenario)) *
         point->scenario.micro_batches();
     row.set_step_time_s(t->step_time_s);
-    row.set_tokens_per_gpu_per_s(point->schedule.tokens_per_step() /
+    row.set_tokens_per_gpu_per_s(point->schedule->tokens_per_step() /
                                  static_cast<double>(gpus) / t->step_time_s);
     row.set_tflops_per_gpu(flops_per_gpu / t->step_time_s / 1e12);
     row.set_mfu(flops_per_gpu / t->step_time_s / job.platform.gpu().peak_flops());
@@ -73,7 +73,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
         gpu.causes.push_back(o.cause);
       }
       if (absl::Status s = WriteChromeTrace(
-              point->schedule, {gpu},
+              *point->schedule, {gpu},
               absl::StrCat(job.model.name(), " ", spec, " on ", gpus, " GPUs of ",
                            job.platform.name()),
               TracePathFor(options.trace_path, spec, gpus, single));

@@ -54,14 +54,14 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
   }
   const std::vector<Layer> layers =
       ModelLayers(job.model, ScenarioBatch(*scenario));
-  absl::StatusOr<Schedule> schedule =
+  absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, *strategy, *mesh, *scenario);
   if (!schedule.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, schedule.status().message()));
   }
   absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(*schedule, *mesh);
+      CountTraffic(**schedule, *mesh);
   if (!traffic.ok()) {
     return absl::InternalError(absl::StrCat(where, traffic.status().message()));
   }

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
+#include "sim/schedule/lower.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -18,7 +19,7 @@ struct Point {
   Scenario scenario;  // as it runs at this GPU count (ScenarioAt)
   Strategy strategy;
   Mesh mesh;
-  Schedule schedule;
+  OwnedSchedule schedule;
   ResultRow row;  // memory and traffic filled in
 };
 

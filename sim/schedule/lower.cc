@@ -134,16 +134,17 @@ class StepBuilder {
   }
 
   int Compute(Phase phase, int mb, int layer, const std::string& kind,
-              const std::string& where, std::vector<Kernel> kernels,
+              const std::string& where,
+              const std::vector<const Kernel*>& kernels,
               std::vector<int> deps) {
     Op* op = NewOp(COMPUTE, phase, mb, layer, absl::StrCat(kind, " ", where),
                    std::move(deps));
     ComputeOp* c = op->mutable_compute();
     c->set_kind(kind);
     double flops = 0;
-    for (Kernel& k : kernels) {
-      flops += KernelFlops(k);
-      *c->add_kernels() = std::move(k);
+    for (const Kernel* k : kernels) {
+      flops += KernelFlops(*k);
+      *c->add_kernels() = *k;  // copied once, into the schedule's arena
     }
     c->set_flops(flops);
     return op->id();
@@ -410,10 +411,10 @@ class StepBuilder {
     live_ += params;
   }
 
-  std::vector<Kernel> ForwardKernels(const Segment& seg) const {
-    std::vector<Kernel> k;
+  std::vector<const Kernel*> ForwardKernels(const Segment& seg) const {
+    std::vector<const Kernel*> k;
     for (const Unit* u : seg.units) {
-      k.insert(k.end(), u->forward.begin(), u->forward.end());
+      for (const Kernel& kernel : u->forward) k.push_back(&kernel);
     }
     return k;
   }
@@ -444,10 +445,10 @@ class StepBuilder {
         working_[visit.layer] =
             Alloc(COMPUTE, BACKWARD, visit.mb, visit.layer,
                   layers_[visit.layer].backward_working_bytes, "recompute");
-        std::vector<Kernel> kernels;
+        std::vector<const Kernel*> kernels;
         for (const Segment& s : segments_) {
           if (s.layer != visit.layer) continue;
-          const std::vector<Kernel> f = ForwardKernels(s);
+          const std::vector<const Kernel*> f = ForwardKernels(s);
           kernels.insert(kernels.end(), f.begin(), f.end());
         }
         id = Compute(BACKWARD, visit.mb, visit.layer, "recompute",
@@ -505,14 +506,16 @@ class StepBuilder {
       grad_alloc_[visit.seg] =
           Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer, 2 * seg.params, "G full");
     }
-    std::vector<Kernel> kernels;
+    std::vector<const Kernel*> kernels;
     for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
-      kernels.insert(kernels.end(), (*u)->backward.begin(), (*u)->backward.end());
+      for (const Kernel& k : (*u)->backward) kernels.push_back(&k);
     }
     // Whole gradients kept across micro-batches: autograd adds each new one
     // into .grad.
+    Kernel accumulate;
     if (visit.mb > 0 && !ex_.reduce_every_micro_batch() && seg.params > 0) {
-      kernels.push_back(AccumulateKernel(seg.params));
+      accumulate = AccumulateKernel(seg.params);
+      kernels.push_back(&accumulate);
     }
     return Compute(BACKWARD, visit.mb, seg.layer, "backward", seg.name,
                    std::move(kernels), deps);
@@ -656,8 +659,11 @@ class StepBuilder {
     int last_update = -1;
     for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
       const int64_t shard = CeilDiv(layers_[i].params, os);
+      const std::vector<Kernel> adam = OptimizerKernels(shard);
+      std::vector<const Kernel*> kernels;
+      for (const Kernel& k : adam) kernels.push_back(&k);
       const int update = Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
-                                 OptimizerKernels(shard), {reduced_[i]});
+                                 kernels, {reduced_[i]});
       last_update = update;
       for (const Unit& u : layers_[i].units) {
         if (ParamsSharded() && u.params > 0 &&
@@ -721,9 +727,10 @@ int64_t QuantizedBytes(int64_t elements, int bits) {
          CeilDiv(elements, kQuantGroupElements) * kQuantScaleBytes;
 }
 
-absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
-                                   const Strategy& strategy, const Mesh& mesh,
-                                   const Scenario& scenario) {
+absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
+                                        const Strategy& strategy,
+                                        const Mesh& mesh,
+                                        const Scenario& scenario) {
   if (absl::Status s = ValidateStrategy(strategy, mesh); !s.ok()) return s;
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (strategy.execution().gather_unit() == GATHER_UNIT_UNSPECIFIED) {
@@ -731,7 +738,8 @@ absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
         "strategy \"", strategy.name(),
         "\": execution profile not resolved (ResolveExecution)"));
   }
-  Schedule schedule;
+  OwnedSchedule owned;
+  Schedule& schedule = *owned.mutable_schedule();
   schedule.set_strategy(strategy.name());
   schedule.set_gpus(mesh.gpus());
   schedule.set_gpus_per_node(mesh.gpus_per_node);
@@ -739,7 +747,7 @@ absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
                                scenario.micro_batch_size() * scenario.seq_len() *
                                scenario.micro_batches());
   StepBuilder(layers, strategy, mesh, scenario, &schedule).Build();
-  return schedule;
+  return owned;
 }
 
 std::string FormatSchedule(const Schedule& s) {

@@ -15,9 +15,11 @@
 #ifndef SHARDSIM_SIM_SCHEDULE_LOWER_H_
 #define SHARDSIM_SIM_SCHEDULE_LOWER_H_
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/arena.h"
 #include "sim/collective/group.h"
 #include "sim/model/model.h"
 #include "sim/schema/scenario.pb.h"
@@ -34,9 +36,38 @@ inline constexpr int64_t kQuantScaleBytes = 4;
 // Bytes of `elements` values quantized to `bits`, scales included.
 int64_t QuantizedBytes(int64_t elements, int bits);
 
+// A schedule in a protobuf arena of its own. A step of many micro-batches
+// is hundreds of thousands of small messages (ops, kernels, their shapes);
+// the arena allocates them in large blocks and frees them all at once.
+// Move-only; a moved-from one holds nothing.
+class OwnedSchedule {
+ public:
+  OwnedSchedule()
+      : arena_(std::make_unique<google::protobuf::Arena>(Options())),
+        schedule_(
+            google::protobuf::Arena::CreateMessage<Schedule>(arena_.get())) {}
+
+  const Schedule& operator*() const { return *schedule_; }
+  const Schedule* operator->() const { return schedule_; }
+  Schedule* mutable_schedule() { return schedule_; }
+
+ private:
+  // Blocks of up to 1 MiB: protobuf's default stops growing at 8 KiB, which
+  // is thousands of allocations for a large step.
+  static google::protobuf::ArenaOptions Options() {
+    google::protobuf::ArenaOptions o;
+    o.start_block_size = 64 << 10;
+    o.max_block_size = 1 << 20;
+    return o;
+  }
+
+  std::unique_ptr<google::protobuf::Arena> arena_;
+  Schedule* schedule_;  // in arena_
+};
+
 // `strategy` must have passed ValidateStrategy on `mesh` and have its
 // execution resolved (ResolveExecution).
-absl::StatusOr<Schedule> LowerStep(const std::vector<Layer>& layers,
+absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
                                    const Strategy& strategy, const Mesh& mesh,
                                    const Scenario& scenario);
 

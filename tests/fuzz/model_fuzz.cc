@@ -87,9 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   Use(EstimateMemory(layers, strategy, kMesh, scenario, ShippedPlatform()));
-  absl::StatusOr<Schedule> schedule =
+  absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, strategy, kMesh, scenario);
   if (!schedule.ok()) return 0;
-  Use(CountTraffic(*schedule, kMesh));
+  Use(CountTraffic(**schedule, kMesh));
   return 0;
 }

@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       AnalyzePoint(*job, job->scenario.strategies(0), job->scenario.gpus(0));
   if (!point.ok()) return 0;
   std::set<std::tuple<int, int, int, int, int64_t, int>> planned;
-  for (const Op& op : point->schedule.ops()) {
+  for (const Op& op : point->schedule->ops()) {
     if (op.has_compute()) {
       KernelTimes(p, op.compute().kernels());
       Use(ComputeOpCost(op.compute(), p));

@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<Point> point = AnalyzePoint(small, s.strategies(0), gpus);
   if (!point.ok()) return 0;
-  Use(FormatSchedule(point->schedule));
+  Use(FormatSchedule(*point->schedule));
   Results one;
   *one.add_rows() = point->row;
   Use(FormatVolumeTable(one, /*detail=*/true));

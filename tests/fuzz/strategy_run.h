@@ -45,10 +45,10 @@ inline void RunStrategy(const std::string& spec, const std::string& base_dir,
     return;
   }
   Use(EstimateMemory(layers, *strategy, mesh, scenario, ShippedPlatform()));
-  absl::StatusOr<Schedule> schedule =
+  absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, *strategy, mesh, scenario);
   if (!schedule.ok()) return;
-  Use(CountTraffic(*schedule, mesh));
+  Use(CountTraffic(**schedule, mesh));
 }
 
 }  // namespace shardsim::fuzz
