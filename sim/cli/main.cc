@@ -267,7 +267,10 @@ absl::Status Run(const std::string& command, const std::string& path,
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Results> results = AnalyzeJob(*job);
+  // `memory` needs no schedule; `volume` counts the lowered schedule's.
+  absl::StatusOr<Results> results = AnalyzeJob(
+      *job, command == "memory" ? Analysis::kMemory
+                                : Analysis::kMemoryAndTraffic);
   if (!results.ok()) return results.status();
   if (command == "memory") {
     std::fputs(FormatMemoryTable(*results).c_str(), stdout);

@@ -26,11 +26,20 @@ double GB(int64_t bytes) { return bytes / 1e9; }
 
 }  // namespace
 
-absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus) {
-  const std::string where =
-      absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ", gpus,
-                   " GPUs: ");
+namespace {
+
+// A point resolved and checked, its memory estimated: everything but the
+// schedule.
+struct Resolved {
+  Scenario scenario;
+  Strategy strategy;
+  Mesh mesh;
+  std::vector<Layer> layers;
+  ResultRow row;  // memory filled in
+};
+
+absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
+                                 int gpus) {
   absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
   if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat(
       job.path, ": field gpus: ", mesh.status().message()));
@@ -38,7 +47,7 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
       ParseStrategy(spec, *mesh, job.base_dir);
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, strategy.status().message()));
+        absl::StrCat(PointName(job, spec, gpus), strategy.status().message()));
   }
   if (absl::Status s = ResolveExecution(job.scenario.execution(),
                                         job.model.hidden(), &*strategy);
@@ -52,28 +61,15 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
     return absl::InvalidArgumentError(absl::StrCat(
         job.path, ": field global_batch_tokens: ", scenario.status().message()));
   }
-  const std::vector<Layer> layers =
-      ModelLayers(job.model, ScenarioBatch(*scenario));
-  absl::StatusOr<OwnedSchedule> schedule =
-      LowerStep(layers, *strategy, *mesh, *scenario);
-  if (!schedule.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, schedule.status().message()));
-  }
-  absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(**schedule, *mesh);
-  if (!traffic.ok()) {
-    return absl::InternalError(absl::StrCat(where, traffic.status().message()));
-  }
-
-  Point point{*scenario, *strategy, *mesh, *std::move(schedule), {}};
-  ResultRow& row = point.row;
+  Resolved r{*scenario, *strategy, *mesh,
+             ModelLayers(job.model, ScenarioBatch(*scenario)), {}};
+  ResultRow& row = r.row;
   row.set_strategy(spec);
   row.set_gpus(gpus);
   row.set_model(job.model.name());
   row.set_platform(job.platform.name());
   const MemoryBreakdown mem =
-      EstimateMemory(layers, *strategy, *mesh, *scenario, job.platform);
+      EstimateMemory(r.layers, r.strategy, r.mesh, r.scenario, job.platform);
   row.set_param_bytes(mem.states.params);
   row.set_grad_bytes(mem.states.grads);
   row.set_optimizer_bytes(mem.states.optimizer);
@@ -82,6 +78,35 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
   row.set_reserved_bytes(mem.reserved);
   row.set_peak_memory_bytes(mem.total);
   row.set_oom(mem.oom);
+  return r;
+}
+
+}  // namespace
+
+std::string PointName(const Job& job, const std::string& spec, int gpus) {
+  return absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ",
+                      gpus, " GPUs: ");
+}
+
+absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
+                                   int gpus) {
+  absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
+  if (!r.ok()) return r.status();
+  absl::StatusOr<OwnedSchedule> schedule =
+      LowerStep(r->layers, r->strategy, r->mesh, r->scenario);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
+  }
+  absl::StatusOr<std::vector<TrafficEntry>> traffic =
+      CountTraffic(**schedule, r->mesh);
+  if (!traffic.ok()) {
+    return absl::InternalError(
+        absl::StrCat(PointName(job, spec, gpus), traffic.status().message()));
+  }
+  Point point{std::move(r->scenario), std::move(r->strategy), r->mesh,
+              *std::move(schedule), std::move(r->row)};
+  ResultRow& row = point.row;
   for (TrafficEntry& e : *traffic) {
     row.set_intra_node_bytes(row.intra_node_bytes() + e.intra_node_bytes());
     row.set_inter_node_bytes(row.inter_node_bytes() + e.inter_node_bytes());
@@ -90,11 +115,17 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
   return point;
 }
 
-absl::StatusOr<Results> AnalyzeJob(const Job& job) {
+absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
   Results results;
   results.set_scenario(job.path);
   for (const std::string& spec : job.scenario.strategies()) {
     for (int gpus : job.scenario.gpus()) {
+      if (what == Analysis::kMemory) {
+        absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
+        if (!r.ok()) return r.status();
+        *results.add_rows() = std::move(r->row);
+        continue;
+      }
       absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
       if (!point.ok()) return point.status();
       *results.add_rows() = std::move(point->row);

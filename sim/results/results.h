@@ -28,8 +28,17 @@ struct Point {
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
                                    int gpus);
 
+// "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
+// errors.
+std::string PointName(const Job& job, const std::string& spec, int gpus);
+
+enum class Analysis {
+  kMemory,             // memory only: no schedule is lowered
+  kMemoryAndTraffic,   // the schedule lowered, its traffic counted
+};
+
 // Every strategy x GPU count of the job, in scenario order.
-absl::StatusOr<Results> AnalyzeJob(const Job& job);
+absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what);
 
 std::string FormatMemoryTable(const Results& results);
 // Totals per row; with `detail`, one line per kind of collective call.
