@@ -73,7 +73,7 @@ class Backend {
   // kernels (the CPU backend sleeps their simulated time); a
   // collective runs its plan over this rank's group of its shape on a
   // buffer of call.bytes() that the backend owns.
-  virtual absl::Status Compute(int op_id, const ComputeOp& op,
+  virtual absl::Status Compute(int op_id, const KernelList& kernels,
                                Stream stream) = 0;
   virtual absl::Status Collective(int op_id, const CollectiveCall& call,
                                   Stream stream) = 0;

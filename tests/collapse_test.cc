@@ -169,11 +169,17 @@ TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
 Schedule RunawayHost(const Platform& p, int micro_batches, int tail_launches) {
   const int launches = 10;
   const double host_s = launches * p.kernels().host_launch_s();
-  ComputeOp probe;  // GPU seconds per byte of a plain memory kernel
+  KernelList probe;  // GPU seconds per byte of a plain memory kernel
   probe.add_kernels()->mutable_memory()->set_general_bytes(int64_t{1} << 30);
   const double per_byte = ComputeOpCost(probe, p).seconds / (1 << 30);
   Schedule s;
-  auto add = [&](int mb, const char* label, int64_t bytes, int n,
+  auto list = [&](int64_t bytes, int n) {
+    MemoryKernel* k = s.add_kernel_lists()->add_kernels()->mutable_memory();
+    k->set_general_bytes(bytes);
+    k->set_launches(n);
+    return s.kernel_lists_size() - 1;
+  };
+  auto add = [&](int mb, const char* label, int kernels,
                  std::vector<int> deps) {
     Op* op = s.add_ops();
     op->set_id(s.ops_size() - 1);
@@ -182,19 +188,20 @@ Schedule RunawayHost(const Platform& p, int micro_batches, int tail_launches) {
     op->set_layer(-1);
     op->set_label(label);
     op->mutable_compute()->set_kind("forward");
-    MemoryKernel* k = op->mutable_compute()->add_kernels()->mutable_memory();
-    k->set_general_bytes(bytes);
-    k->set_launches(n);
+    op->mutable_compute()->set_kernel_list(kernels);
     for (int d : deps) op->add_deps(d);
     return op->id();
   };
-  int prev = add(-1, "prologue", 1 << 20, 1, {});
-  const int64_t work = static_cast<int64_t>(2 * host_s / per_byte);
+  const int small = list(1 << 20, 1);
+  const int work = list(static_cast<int64_t>(2 * host_s / per_byte), launches);
+  int prev = add(-1, "prologue", small, {});
   for (int mb = 0; mb < micro_batches; ++mb) {
-    prev = add(mb, "work", work, launches, {prev});
+    prev = add(mb, "work", work, {prev});
   }
-  if (tail_launches > 0) prev = add(-1, "launch-bound", 1, tail_launches, {prev});
-  add(-1, "update", 1 << 20, 1, {prev});
+  if (tail_launches > 0) {
+    prev = add(-1, "launch-bound", list(1, tail_launches), {prev});
+  }
+  add(-1, "update", small, {prev});
   return s;
 }
 

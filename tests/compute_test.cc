@@ -115,7 +115,7 @@ TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
   batch.flash_attention = true;
   const std::vector<Unit> units = BlockUnits(m, batch);
   std::vector<std::string> names;
-  ComputeOp op;
+  KernelList op;
   for (const Unit& u : units) {
     for (const Kernel& k : u.forward) {
       names.push_back(k.name());

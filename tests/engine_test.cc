@@ -735,7 +735,9 @@ Schedule SideBySide(std::vector<Kernel> kernels, int64_t bytes) {
   c->set_stream(COMPUTE);
   c->set_label("compute");
   c->mutable_compute()->set_kind("forward");
-  for (Kernel& k : kernels) *c->mutable_compute()->add_kernels() = k;
+  c->mutable_compute()->set_kernel_list(0);
+  KernelList* list = s.add_kernel_lists();
+  for (Kernel& k : kernels) *list->add_kernels() = k;
   Op* g = s.add_ops();
   g->set_id(1);
   g->set_stream(REDUCE);

@@ -170,7 +170,7 @@ TEST(Schedule, ZeroOneAccumulatesWholeGradientsAfterTheFirstMicroBatch) {
   const Schedule s = Lower("zero1", Training(3));
   for (const Op& op : s.ops()) {
     if (!op.has_compute()) continue;
-    for (const Kernel& k : op.compute().kernels()) {
+    for (const Kernel& k : KernelsOf(s, op.compute()).kernels()) {
       if (k.name() == "gradient accumulate") {
         ++accumulate;
         EXPECT_GT(op.micro_batch(), 0) << op.label();
@@ -316,7 +316,7 @@ TEST(Schedule, ComputeOpsCarryTheirModulesKernels) {
   const Schedule s = Lower("fsdp:FULL_SHARD", Training(1));
   for (const Op& op : s.ops()) {
     if (op.has_compute() && op.label() == "forward block 3") {
-      EXPECT_EQ(op.compute().kernels_size(), 19);
+      EXPECT_EQ(KernelsOf(s, op.compute()).kernels_size(), 19);
       return;
     }
   }

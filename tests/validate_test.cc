@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "sim/engine/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "sim/schedule/lower.h"
 #include "sim/results/trace.h"
 #include "validate/calibrate.h"
 #include "validate/cli.h"
@@ -344,7 +345,9 @@ TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
     op->set_id(s.ops_size() - 1);
     op->set_stream(COMPUTE);
     op->set_label(absl::StrCat("kernel ", op->id()));
-    for (Kernel& k : kernels) *op->mutable_compute()->add_kernels() = k;
+    op->mutable_compute()->set_kernel_list(s.kernel_lists_size());
+    KernelList* list = s.add_kernel_lists();
+    for (Kernel& k : kernels) *list->add_kernels() = k;
   };
   for (int64_t k : {1024, 4096, 11008}) {
     Kernel g;
@@ -384,7 +387,9 @@ TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
   double t = 0;
   for (const Op& op : s.ops()) {
     double d = 0;
-    for (const Kernel& k : op.compute().kernels()) d += KernelSeconds(k, *truth);
+    for (const Kernel& k : KernelsOf(s, op.compute()).kernels()) {
+      d += KernelSeconds(k, *truth);
+    }
     rank.times.push_back({t, t + d});
     t += d;
   }

@@ -87,9 +87,10 @@ class CpuBackend : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status Compute(int op_id, const ComputeOp& op, Stream) override {
+  absl::Status Compute(int op_id, const KernelList& kernels, Stream) override {
     const double start = MPI_Wtime() - t0_;
-    const double s = ComputeOpCost(op, platform_).seconds * options_.compute_scale;
+    const double s =
+        ComputeOpCost(kernels, platform_).seconds * options_.compute_scale;
     if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
     timings_.push_back({op_id, start, MPI_Wtime() - t0_});
     done_.insert(op_id);

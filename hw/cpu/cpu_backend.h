@@ -26,7 +26,7 @@
 //     switch are messages to member 0 that add into (or overwrite) that
 //     buffer, transfers from the switch are messages from it.
 //   * Compute ops cannot run meaningfully on a CPU: each sleeps for
-//     ComputeOpCost(op, platform).seconds x `compute_scale` (0 = instantaneous).
+//     ComputeOpCost(kernels, platform).seconds x `compute_scale` (0 = instantaneous).
 //   * Streams are serialized: ops run synchronously in the order enqueued,
 //     so WaitFor only checks that the op it names was enqueued.
 //   * Every blocking wait (a collective run, a barrier, a reduction) is

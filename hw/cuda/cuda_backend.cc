@@ -100,7 +100,8 @@ class CudaBackend : public Backend {
 
   absl::Status Start() override;
   absl::Status Prepare(const Schedule& schedule) override;
-  absl::Status Compute(int op_id, const ComputeOp& op, Stream stream) override;
+  absl::Status Compute(int op_id, const KernelList& kernels,
+                       Stream stream) override;
   absl::Status Memory(int op_id, const MemoryOp& op, Stream stream) override;
   MemoryUse MeasuredMemory() const override { return memory_use_; }
   absl::Status Collective(int op_id, const CollectiveCall& call,
@@ -584,7 +585,7 @@ absl::Status CudaBackend::Prepare(const Schedule& schedule) {
   return runner_->Reserve(WorkspaceBytes(schedule));
 }
 
-absl::Status CudaBackend::Compute(int op_id, const ComputeOp& op,
+absl::Status CudaBackend::Compute(int op_id, const KernelList& kernels,
                                   Stream stream) {
   if (stream != COMPUTE) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -595,7 +596,7 @@ absl::Status CudaBackend::Compute(int op_id, const ComputeOp& op,
   OpEvents* ev = nullptr;
   HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
   CUDA_CHECK(cudaEventRecord(ev->start, s));
-  for (const Kernel& k : op.kernels()) {
+  for (const Kernel& k : kernels.kernels()) {
     cudaEvent_t k0 = nullptr, k1 = nullptr;
     if (options_.kernel_timeline) {
       CUDA_CHECK(cudaEventCreate(&k0));

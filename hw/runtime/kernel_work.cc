@@ -59,9 +59,8 @@ int64_t WorkspaceBytes(const Kernel& kernel) {
 
 int64_t WorkspaceBytes(const Schedule& schedule) {
   int64_t largest = 0;
-  for (const Op& op : schedule.ops()) {
-    if (!op.has_compute()) continue;
-    for (const Kernel& k : op.compute().kernels()) {
+  for (const KernelList& list : schedule.kernel_lists()) {
+    for (const Kernel& k : list.kernels()) {
       largest = std::max(largest, WorkspaceBytes(k));
     }
   }

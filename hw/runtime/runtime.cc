@@ -2,6 +2,7 @@
 
 #include "sim/collective/sweep.h"
 #include "sim/results/results.h"
+#include "sim/schedule/lower.h"
 #include "sim/schema/limits.h"
 
 #include <mpi.h>
@@ -98,7 +99,15 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
     absl::Status s;
     switch (op.body_case()) {
       case Op::kCompute:
-        s = backend->Compute(op.id(), op.compute(), op.stream());
+        if (op.compute().kernel_list() < 0 ||
+            op.compute().kernel_list() >= schedule.kernel_lists_size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "schedule: op ", op.id(), " names kernel list ",
+              op.compute().kernel_list(), " of ",
+              schedule.kernel_lists_size()));
+        }
+        s = backend->Compute(op.id(), KernelsOf(schedule, op.compute()),
+                             op.stream());
         break;
       case Op::kCollective:
         s = backend->Collective(op.id(), op.collective(), op.stream());

@@ -109,9 +109,9 @@ bool KernelMemoryBound(const Kernel& kernel, const Platform& platform) {
   return Body(kernel, platform).second;
 }
 
-OpCost ComputeOpCost(const ComputeOp& op, const Platform& platform) {
+OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform) {
   OpCost cost;
-  for (const Kernel& k : op.kernels()) {
+  for (const Kernel& k : kernels.kernels()) {
     const double t = KernelSeconds(k, platform);
     cost.seconds += t;
     (KernelMemoryBound(k, platform) ? cost.memory_bound_s

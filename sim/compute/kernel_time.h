@@ -45,7 +45,7 @@ struct OpCost {
   double compute_bound_s = 0;  // GEMMs and attention bound by their math
   double memory_bound_s = 0;   // everything bound by HBM bandwidth
 };
-OpCost ComputeOpCost(const ComputeOp& op, const Platform& platform);
+OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform);
 
 
 }  // namespace shardsim

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
 
 namespace sg4 = simgrid::s4u;
@@ -22,9 +23,9 @@ namespace {
 // Times closer than this are the same instant (floating-point sums).
 constexpr double kEps = 1e-12;
 
-int Launches(const ComputeOp& op) {
+int Launches(const KernelList& kernels) {
   int n = 0;
-  for (const Kernel& k : op.kernels()) {
+  for (const Kernel& k : kernels.kernels()) {
     n += k.has_memory() ? std::max(1, k.memory().launches()) : 1;
   }
   return n;
@@ -68,10 +69,16 @@ class Replayer {
         changed_(sg4::ConditionVariable::create()) {
     for (int id : watch_) watched_[id] = true;
     const Platform& p = fabric_->platform();
+    std::vector<OpCost> list_cost;  // per kernel list
+    for (const KernelList& l : s.kernel_lists()) {
+      list_cost.push_back(ComputeOpCost(l, p));
+      launches_.push_back(Launches(l));
+    }
     for (const Op& op : s.ops()) {
       by_stream_[op.stream()].push_back(op.id());
       if (op.has_compute()) {
-        cost_[op.id()] = ComputeOpCost(op.compute(), p);
+        KernelsOf(s, op.compute());  // checks the index
+        cost_[op.id()] = list_cost[op.compute().kernel_list()];
         times_[op.id()].base_s = cost_[op.id()].seconds;
       }
     }
@@ -128,7 +135,8 @@ class Replayer {
       t.host_start = Now();
       double cost = 0;
       if (op.has_compute()) {
-        cost = Launches(op.compute()) * p.kernels().host_launch_s();
+        cost = launches_[op.compute().kernel_list()] *
+               p.kernels().host_launch_s();
         t.host_end = t.host_start + cost;
         Issue(op.id());  // the GPU may start on the first kernel
         if (cost > 0) sg4::this_actor::sleep_for(cost);
@@ -298,6 +306,7 @@ class Replayer {
   std::vector<bool> started_;
   std::vector<bool> done_;
   std::vector<OpCost> cost_;
+  std::vector<int> launches_;  // per kernel list
   std::vector<OpTime> times_;
   std::vector<CollectiveEngine::Progress> progress_;
   std::vector<Work> work_;
@@ -561,7 +570,8 @@ void RecomputeHost(const Schedule& s, const Platform& p,
     OpTime& t = (*times)[op.id()];
     t.host_start = host;
     if (op.has_compute()) {
-      host += Launches(op.compute()) * p.kernels().host_launch_s();
+      host += Launches(KernelsOf(s, op.compute())) *
+              p.kernels().host_launch_s();
     } else if (op.has_collective()) {
       host += op.collective().launch_overhead_s();
     }

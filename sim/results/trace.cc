@@ -8,6 +8,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "sim/collective/group.h"
 #include "sim/results/results.h"
+#include "sim/schedule/lower.h"
 
 namespace shardsim {
 namespace {
@@ -113,7 +114,7 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
         // The kernels with their shapes, so that `shardsim calibrate` can
         // fit the kernel model to measured timelines.
         auto* list = args["kernel_list"].mutable_list_value();
-        for (const Kernel& k : op.compute().kernels()) {
+        for (const Kernel& k : KernelsOf(schedule, op.compute()).kernels()) {
           *list->add_values() = KernelValue(k);
         }
       } else if (op.has_collective()) {
@@ -126,10 +127,11 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
       *events->add_values()->mutable_struct_value() = std::move(e);
       if (op.has_compute() && op.id() < static_cast<int>(proc.kernels.size())) {
         const auto& times = proc.kernels[op.id()];
-        for (int k = 0; k < op.compute().kernels_size() &&
+        const KernelList& kernels = KernelsOf(schedule, op.compute());
+        for (int k = 0; k < kernels.kernels_size() &&
                         k < static_cast<int>(times.size());
              ++k) {
-          const Kernel& kernel = op.compute().kernels(k);
+          const Kernel& kernel = kernels.kernels(k);
           Struct ke;
           auto& kf = *ke.mutable_fields();
           kf["name"] = Str(kernel.name());

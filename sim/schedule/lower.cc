@@ -1,8 +1,11 @@
 #include "sim/schedule/lower.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -133,20 +136,35 @@ class StepBuilder {
     return op;
   }
 
+  // What makes a kernel list: its kind and the segment or layer it is of,
+  // and whether a gradient accumulation ends it.
+  using ListKey = std::tuple<std::string, int, bool>;
+
+  // The index of list `key` in the schedule, made from `kernels` the first
+  // time.
+  int KernelListOf(const ListKey& key,
+                   const std::vector<const Kernel*>& kernels) {
+    auto [it, added] = lists_.try_emplace(key, out_->kernel_lists_size());
+    if (added) {
+      KernelList* list = out_->add_kernel_lists();
+      double flops = 0;
+      for (const Kernel* k : kernels) {
+        flops += KernelFlops(*k);
+        *list->add_kernels() = *k;
+      }
+      list_flops_.push_back(flops);
+    }
+    return it->second;
+  }
+
   int Compute(Phase phase, int mb, int layer, const std::string& kind,
-              const std::string& where,
-              const std::vector<const Kernel*>& kernels,
-              std::vector<int> deps) {
+              const std::string& where, int list, std::vector<int> deps) {
     Op* op = NewOp(COMPUTE, phase, mb, layer, absl::StrCat(kind, " ", where),
                    std::move(deps));
     ComputeOp* c = op->mutable_compute();
     c->set_kind(kind);
-    double flops = 0;
-    for (const Kernel* k : kernels) {
-      flops += KernelFlops(*k);
-      *c->add_kernels() = *k;  // copied once, into the schedule's arena
-    }
-    c->set_flops(flops);
+    c->set_kernel_list(list);
+    c->set_flops(list_flops_[list]);
     return op->id();
   }
 
@@ -452,7 +470,9 @@ class StepBuilder {
           kernels.insert(kernels.end(), f.begin(), f.end());
         }
         id = Compute(BACKWARD, visit.mb, visit.layer, "recompute",
-                     layers_[visit.layer].name, std::move(kernels), deps);
+                     layers_[visit.layer].name,
+                     KernelListOf({"recompute", visit.layer, false}, kernels),
+                     deps);
       } else if (visit.phase == FORWARD) {
         const Segment& seg = segments_[visit.seg];
         // What the layer keeps for its backward (only its input when it
@@ -463,7 +483,9 @@ class StepBuilder {
                     layers_[seg.layer].activation_bytes, "activations");
         }
         id = Compute(FORWARD, visit.mb, seg.layer, "forward", seg.name,
-                     ForwardKernels(seg), deps);
+                     KernelListOf({"forward", visit.seg, false},
+                                  ForwardKernels(seg)),
+                     deps);
       } else {
         id = BackwardOp(v, deps);
       }
@@ -513,12 +535,15 @@ class StepBuilder {
     // Whole gradients kept across micro-batches: autograd adds each new one
     // into .grad.
     Kernel accumulate;
-    if (visit.mb > 0 && !ex_.reduce_every_micro_batch() && seg.params > 0) {
+    const bool accumulates =
+        visit.mb > 0 && !ex_.reduce_every_micro_batch() && seg.params > 0;
+    if (accumulates) {
       accumulate = AccumulateKernel(seg.params);
       kernels.push_back(&accumulate);
     }
     return Compute(BACKWARD, visit.mb, seg.layer, "backward", seg.name,
-                   std::move(kernels), deps);
+                   KernelListOf({"backward", visit.seg, accumulates}, kernels),
+                   deps);
   }
 
   bool TransientGrad() const {
@@ -662,8 +687,10 @@ class StepBuilder {
       const std::vector<Kernel> adam = OptimizerKernels(shard);
       std::vector<const Kernel*> kernels;
       for (const Kernel& k : adam) kernels.push_back(&k);
-      const int update = Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
-                                 kernels, {reduced_[i]});
+      const int update =
+          Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
+                  KernelListOf({"optimizer", i, false}, kernels),
+                  {reduced_[i]});
       last_update = update;
       for (const Unit& u : layers_[i].units) {
         if (ParamsSharded() && u.params > 0 &&
@@ -718,6 +745,8 @@ class StepBuilder {
   std::map<int, int> grad_alloc_;  // per segment: its unreduced gradients
   int last_reduce_ = -1;
   int sync_pending_ = -1;  // the next host op waits for this reduction
+  std::map<ListKey, int> lists_;    // kernel lists made so far, by key
+  std::vector<double> list_flops_;  // per kernel list: its model FLOPs
 };
 
 }  // namespace
@@ -750,6 +779,18 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   return owned;
 }
 
+const KernelList& KernelsOf(const Schedule& schedule, const ComputeOp& op) {
+  const int i = op.kernel_list();
+  if (i < 0 || i >= schedule.kernel_lists_size()) {
+    std::fprintf(stderr,
+                 "shardsim: internal error: compute op names kernel list %d "
+                 "of %d\n",
+                 i, schedule.kernel_lists_size());
+    std::abort();
+  }
+  return schedule.kernel_lists(i);
+}
+
 std::string FormatSchedule(const Schedule& s) {
   std::string out = absl::StrFormat(
       "schedule of %s on %d GPUs (%d per node), %d ops, %d tokens per step\n",
@@ -763,7 +804,7 @@ std::string FormatSchedule(const Schedule& s) {
       case Op::kCompute:
         details = absl::StrFormat("%.3f GFLOP, %d kernels",
                                   op.compute().flops() / 1e9,
-                                  op.compute().kernels_size());
+                                  KernelsOf(s, op.compute()).kernels_size());
         break;
       case Op::kCollective: {
         const CollectiveCall& c = op.collective();

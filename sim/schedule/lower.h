@@ -71,6 +71,10 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
                                    const Strategy& strategy, const Mesh& mesh,
                                    const Scenario& scenario);
 
+// The kernels compute op `op` of `schedule` runs. An index out of range is
+// a schedule built wrong (LowerStep never does): it aborts, naming it.
+const KernelList& KernelsOf(const Schedule& schedule, const ComputeOp& op);
+
 // One line per op, for `shardsim schedule`.
 std::string FormatSchedule(const Schedule& schedule);
 

@@ -128,6 +128,7 @@ std::optional<Shortened> DropBlocks(const Schedule& s, const Repeats& r,
   o.set_gpus(s.gpus());
   o.set_gpus_per_node(s.gpus_per_node());
   o.set_tokens_per_step(s.tokens_per_step());
+  *o.mutable_kernel_lists() = s.kernel_lists();  // indices stay valid
   bool ok = true;
   auto map = [&](int ref, bool in_tail) {
     if (!in_tail || ref < drop_from) {

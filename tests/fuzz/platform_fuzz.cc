@@ -70,8 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::set<std::tuple<int, int, int, int, int64_t, int>> planned;
   for (const Op& op : point->schedule->ops()) {
     if (op.has_compute()) {
-      KernelTimes(p, op.compute().kernels());
-      Use(ComputeOpCost(op.compute(), p));
+      const KernelList& kernels = KernelsOf(*point->schedule, op.compute());
+      KernelTimes(p, kernels.kernels());
+      Use(ComputeOpCost(kernels, p));
       continue;
     }
     if (!op.has_collective()) continue;
