@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-run}
 
-packages=(cmake g++ make pkg-config python3 python3-matplotlib
+packages=(cmake g++ make pkg-config python3 python3-matplotlib dpkg-dev
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
 # The sanitizer and fuzzing job (test only): clang with libFuzzer.

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -23,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/engine/distribute.h"
 #include "sim/engine/simulate.h"
+#include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
 #include "sim/cli/scenario_flags.h"
 #include "sim/results/results.h"
 #include "validate/cli.h"
@@ -289,6 +291,14 @@ absl::Status Run(const std::string& command, const std::string& path,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(shardsim::kUsage);
+  // --version (absl's own flag): the version and the git revision it was
+  // built from (cmake/revision.cmake).
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] {
+    return std::string("shardsim " SHARDSIM_VERSION " (git " SHARDSIM_REVISION
+                       ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
   std::vector<std::string> keep;
   std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep);
   std::vector<char*> args =

@@ -8,6 +8,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "sim/model/model.h"
+#include "sim/scenario/data_dir.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
@@ -66,10 +67,19 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
                              absl::string_view file) {
   if (p->gpu_model().empty()) return absl::OkStatus();
   const bool is_path = absl::EndsWith(p->gpu_model(), ".textproto");
-  const std::string path =
-      is_path ? Join(base_dir, p->gpu_model())
-              : absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/gpus/",
-                             p->gpu_model(), ".textproto");
+  std::string path;
+  if (is_path) {
+    path = Join(base_dir, p->gpu_model());
+  } else {
+    absl::StatusOr<std::string> data = DataDir();
+    if (!data.ok()) {
+      return FieldError(file, "gpu_model",
+                        absl::StrCat("\"", p->gpu_model(), "\": ",
+                                     data.status().message()));
+    }
+    path = absl::StrCat(*data, "/platforms/gpus/", p->gpu_model(),
+                        ".textproto");
+  }
   absl::StatusOr<GpuModel> model = ReadTextProto<GpuModel>(path);
   if (!model.ok()) {
     return FieldError(file, "gpu_model",
@@ -118,10 +128,17 @@ absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
 absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
                                       absl::string_view base_dir) {
   const bool is_path = absl::EndsWith(name_or_path, ".textproto");
-  const std::string path =
-      is_path ? Join(base_dir, name_or_path)
-              : absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/", name_or_path,
-                             ".textproto");
+  std::string path;
+  if (is_path) {
+    path = Join(base_dir, name_or_path);
+  } else {
+    absl::StatusOr<std::string> data = DataDir();
+    if (!data.ok()) {
+      return absl::NotFoundError(absl::StrCat(
+          "platform \"", name_or_path, "\": ", data.status().message()));
+    }
+    path = absl::StrCat(*data, "/platforms/", name_or_path, ".textproto");
+  }
   absl::StatusOr<Platform> platform = ReadTextProto<Platform>(path);
   if (!platform.ok()) {
     if (!is_path && absl::IsNotFound(platform.status())) {
