@@ -292,7 +292,7 @@ absl::Status Run(const std::string& command, const std::string& path,
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(shardsim::kUsage);
   // --version (absl's own flag): the version and the git revision it was
-  // built from (cmake/revision.cmake).
+  // built from (sim/cli/revision.cmake).
   absl::FlagsUsageConfig usage;
   usage.version_string = [] {
     return std::string("shardsim " SHARDSIM_VERSION " (git " SHARDSIM_REVISION
