@@ -216,14 +216,16 @@ TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
   ASSERT_FALSE(mesh.ok());
   EXPECT_EQ(mesh.status().message(),
             "32 GPUs need 4 nodes; platform two_node_lab has 2");
-  // The collective command says which flag is at fault.
+  // A collective sweep names its field, whoever called it (a flag of
+  // `shardsim collective`, a scenario file, validate/).
   CollectiveSweep sweep;
   sweep.gpus = 32;
   sweep.min_bytes = sweep.max_bytes = 1 << 20;
   absl::StatusOr<CollectiveResults> r = SimulateCollective(*loaded, sweep);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "--gpus: 32 GPUs need 4 nodes; platform two_node_lab has 2");
+            "collective sweep: field gpus: 32 GPUs need 4 nodes; platform "
+            "two_node_lab has 2");
 }
 
 // A valid platform with one field broken must fail ValidatePlatform

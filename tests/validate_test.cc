@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "sim/collective/sweep.h"
 #include "sim/engine/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "sim/collective/sweep.h"
 #include "sim/engine/simulate.h"
 
 namespace shardsim {

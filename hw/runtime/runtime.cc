@@ -16,7 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "sim/engine/simulate.h"
 
 namespace shardsim::hw {
 

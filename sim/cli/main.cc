@@ -188,6 +188,11 @@ absl::Status RunCollective() {
   if (!name) return absl::InvalidArgumentError("--platform: required");
   absl::StatusOr<Platform> platform = LoadPlatform(*name, ".");
   if (!platform.ok()) return platform.status();
+  // The engine names the sweep's field; here the user gave a flag.
+  if (absl::StatusOr<Mesh> mesh = JobMesh(*platform, sweep.gpus); !mesh.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus: ", mesh.status().message()));
+  }
   absl::StatusOr<int64_t> min = ParseBytes("min-bytes");
   if (!min.ok()) return min.status();
   absl::StatusOr<int64_t> max = ParseBytes("max-bytes");

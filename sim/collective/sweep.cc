@@ -46,4 +46,17 @@ std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh) 
   return calls;
 }
 
+double BusFactor(CollectiveOp op, int gpus) {
+  const double n = gpus;
+  switch (op) {
+    case ALL_GATHER:
+    case REDUCE_SCATTER:
+      return (n - 1) / n;
+    case ALL_REDUCE:
+      return 2 * (n - 1) / n;
+    default:
+      return 1;
+  }
+}
+
 }  // namespace shardsim

@@ -33,6 +33,10 @@ absl::Status ValidateSweep(const SweepSpec& spec, absl::string_view where);
 
 std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh);
 
+// nccl-tests' bus bandwidth factor: (n-1)/n for all-gather and
+// reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast.
+double BusFactor(CollectiveOp op, int gpus);
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_COLLECTIVE_SWEEP_H_

@@ -137,19 +137,6 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   return results;
 }
 
-double BusFactor(CollectiveOp op, int gpus) {
-  const double n = gpus;
-  switch (op) {
-    case ALL_GATHER:
-    case REDUCE_SCATTER:
-      return (n - 1) / n;
-    case ALL_REDUCE:
-      return 2 * (n - 1) / n;
-    default:
-      return 1;
-  }
-}
-
 absl::StatusOr<CollectiveResults> SimulateCollective(
     const Platform& platform, const CollectiveSweep& sweep) {
   if (absl::Status s = ValidatePlatform(
@@ -160,7 +147,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
   absl::StatusOr<Mesh> mesh = JobMesh(platform, sweep.gpus);
   if (!mesh.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--gpus: ", mesh.status().message()));
+        absl::StrCat("collective sweep: field gpus: ", mesh.status().message()));
   }
   if (absl::Status s = ValidateSweep({sweep.op, sweep.algorithm,
                                       sweep.min_bytes, sweep.max_bytes,

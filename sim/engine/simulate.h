@@ -51,10 +51,6 @@ struct CollectiveSweep {
 absl::StatusOr<CollectiveResults> SimulateCollective(const Platform& platform,
                                                      const CollectiveSweep& sweep);
 
-// nccl-tests' bus bandwidth factor: (n-1)/n for all-gather and
-// reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast.
-double BusFactor(CollectiveOp op, int gpus);
-
 // A trace file per point: `path` itself for a single point, else with
 // ".STRATEGY.GPUS" before its extension.
 std::string TracePathFor(const std::string& path, const std::string& strategy,

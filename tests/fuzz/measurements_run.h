@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/simulate.h"
+#include "sim/collective/sweep.h"
 #include "sim/scenario/scenario.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "validate/measurements.h"
