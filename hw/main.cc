@@ -25,6 +25,7 @@
 #include "hw/cpu/cpu_backend.h"
 #include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
+#include "sim/analyze/analyze.h"
 #include "sim/schema/limits.h"
 #include "sim/cli/scenario_flags.h"
 #include "absl/strings/str_format.h"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sim/analyze/analyze.h"
 #include "sim/memory/memory.h"
 #include "sim/results/results.h"
 #include "sim/scenario/scenario.h"

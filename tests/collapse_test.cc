@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "sim/analyze/analyze.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/isolate.h"

@@ -28,8 +28,8 @@ int Steps(CollectiveOp op, int gpus) {
   }
 }
 
-// One measured point as the fit sees it.
-struct Point {
+// One measured size as the fit sees it.
+struct Sample {
   const MeasurementSet* set;
   int64_t size;
   double t;          // measured, s
@@ -152,7 +152,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
   double g_err = 0;
   int points_used = 0;
   for (int round = 0; round < kRounds; ++round) {
-    std::vector<Point> pts;
+    std::vector<Sample> pts;
     for (const MeasurementSet* s : tier.sets) {
       const std::vector<MeasurementRow> rows = s->Primary();
       std::vector<int64_t> sz;
@@ -162,7 +162,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
       for (size_t i = 0; i < rows.size(); ++i) {
         const Protocol* proto = FindProtocol(platform, (*sim)[i].protocol());
         if (proto == nullptr) return absl::InternalError("engine protocol unknown");
-        Point p;
+        Sample p;
         p.set = s;
         p.size = rows[i].size_bytes;
         p.t = rows[i].time_us * 1e-6;
@@ -177,7 +177,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
     // Unknowns: g (if fitted), then one alpha shift per protocol with >= 2
     // points of distinct sizes.
     std::map<std::string, std::set<int64_t>> by_proto;
-    for (const Point& p : pts) by_proto[p.protocol].insert(p.size);
+    for (const Sample& p : pts) by_proto[p.protocol].insert(p.size);
     std::vector<std::string> protos;
     for (const auto& [name, s] : by_proto) {
       alpha_points[name] = s.size();
@@ -192,7 +192,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
     if (k == 0) break;
     std::vector<std::vector<double>> ata(k, std::vector<double>(k, 0));
     std::vector<double> atb(k, 0);
-    auto row_of = [&](const Point& p) {
+    auto row_of = [&](const Sample& p) {
       std::vector<double> x(k, 0);
       int c = 0;
       if (fit_bandwidth) x[c++] = p.bw_part;
@@ -201,7 +201,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
       }
       return x;
     };
-    for (const Point& p : pts) {
+    for (const Sample& p : pts) {
       const std::vector<double> x = row_of(p);
       const double y = p.t - p.base - (fit_bandwidth ? 0 : p.bw_part);
       const double w = 1 / (p.t * p.t);
@@ -218,7 +218,7 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
           "): the fit is singular: latency and bandwidth cannot be separated"));
     }
     double rss = 0;
-    for (const Point& p : pts) {
+    for (const Sample& p : pts) {
       const std::vector<double> x = row_of(p);
       double pred = p.base + (fit_bandwidth ? 0 : p.bw_part);
       for (int i = 0; i < k; ++i) pred += x[i] * sol[i];

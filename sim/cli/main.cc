@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "sim/analyze/analyze.h"
 #include "sim/engine/distribute.h"
 #include "sim/engine/simulate.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "sim/analyze/analyze.h"
 #include "sim/collective/sweep.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/isolate.h"

@@ -12,12 +12,6 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/type_resolver_util.h"
-#include "sim/memory/memory.h"
-#include "sim/model/model.h"
-#include "sim/schedule/lower.h"
-#include "sim/strategy/execution.h"
-#include "sim/strategy/strategy.h"
-#include "sim/traffic/traffic.h"
 
 namespace shardsim {
 namespace {
@@ -25,114 +19,6 @@ namespace {
 double GB(int64_t bytes) { return bytes / 1e9; }
 
 }  // namespace
-
-namespace {
-
-// A point resolved and checked, its memory estimated: everything but the
-// schedule.
-struct Resolved {
-  Scenario scenario;
-  Strategy strategy;
-  Mesh mesh;
-  std::vector<Layer> layers;
-  ResultRow row;  // memory filled in
-};
-
-absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
-                                 int gpus) {
-  absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
-  if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat(
-      job.path, ": field gpus: ", mesh.status().message()));
-  absl::StatusOr<Strategy> strategy =
-      ParseStrategy(spec, *mesh, job.base_dir);
-  if (!strategy.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(PointName(job, spec, gpus), strategy.status().message()));
-  }
-  if (absl::Status s = ResolveExecution(job.scenario.execution(),
-                                        job.model.hidden(), &*strategy);
-      !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(job.path, ": field ", s.message(), " (strategy \"", spec,
-                     "\")"));
-  }
-  absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
-  if (!scenario.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        job.path, ": field global_batch_tokens: ", scenario.status().message()));
-  }
-  Resolved r{*scenario, *strategy, *mesh,
-             ModelLayers(job.model, ScenarioBatch(*scenario)), {}};
-  ResultRow& row = r.row;
-  row.set_strategy(spec);
-  row.set_gpus(gpus);
-  row.set_model(job.model.name());
-  row.set_platform(job.platform.name());
-  const MemoryBreakdown mem =
-      EstimateMemory(r.layers, r.strategy, r.mesh, r.scenario, job.platform);
-  row.set_param_bytes(mem.states.params);
-  row.set_grad_bytes(mem.states.grads);
-  row.set_optimizer_bytes(mem.states.optimizer);
-  row.set_activation_bytes(mem.activations);
-  row.set_buffer_bytes(mem.buffers);
-  row.set_reserved_bytes(mem.reserved);
-  row.set_peak_memory_bytes(mem.total);
-  row.set_oom(mem.oom);
-  return r;
-}
-
-}  // namespace
-
-std::string PointName(const Job& job, const std::string& spec, int gpus) {
-  return absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ",
-                      gpus, " GPUs: ");
-}
-
-absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus) {
-  absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
-  if (!r.ok()) return r.status();
-  absl::StatusOr<OwnedSchedule> schedule =
-      LowerStep(r->layers, r->strategy, r->mesh, r->scenario);
-  if (!schedule.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
-  }
-  absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(**schedule, r->mesh);
-  if (!traffic.ok()) {
-    return absl::InternalError(
-        absl::StrCat(PointName(job, spec, gpus), traffic.status().message()));
-  }
-  Point point{std::move(r->scenario), std::move(r->strategy), r->mesh,
-              *std::move(schedule), std::move(r->row)};
-  ResultRow& row = point.row;
-  for (TrafficEntry& e : *traffic) {
-    row.set_intra_node_bytes(row.intra_node_bytes() + e.intra_node_bytes());
-    row.set_inter_node_bytes(row.inter_node_bytes() + e.inter_node_bytes());
-    *row.add_traffic() = std::move(e);
-  }
-  return point;
-}
-
-absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
-  Results results;
-  results.set_scenario(job.path);
-  for (const std::string& spec : job.scenario.strategies()) {
-    for (int gpus : job.scenario.gpus()) {
-      if (what == Analysis::kMemory) {
-        absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
-        if (!r.ok()) return r.status();
-        *results.add_rows() = std::move(r->row);
-        continue;
-      }
-      absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
-      if (!point.ok()) return point.status();
-      *results.add_rows() = std::move(point->row);
-    }
-  }
-  return results;
-}
 
 std::string FormatMemoryTable(const Results& results) {
   std::string out = absl::StrFormat(

@@ -9,36 +9,9 @@
 #include "absl/status/statusor.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
-#include "sim/schedule/lower.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
-
-// Everything about one (strategy, GPU count) point that needs no timing.
-struct Point {
-  Scenario scenario;  // as it runs at this GPU count (ScenarioAt)
-  Strategy strategy;
-  Mesh mesh;
-  OwnedSchedule schedule;
-  ResultRow row;  // memory and traffic filled in
-};
-
-// Resolves, validates and lowers one point; fills memory and traffic.
-// Errors name the scenario file and the field at fault.
-absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus);
-
-// "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
-// errors.
-std::string PointName(const Job& job, const std::string& spec, int gpus);
-
-enum class Analysis {
-  kMemory,             // memory only: no schedule is lowered
-  kMemoryAndTraffic,   // the schedule lowered, its traffic counted
-};
-
-// Every strategy x GPU count of the job, in scenario order.
-absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what);
 
 std::string FormatMemoryTable(const Results& results);
 // Totals per row; with `detail`, one line per kind of collective call.

@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "sim/analyze/analyze.h"
 #include "sim/collective/plan.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/plan_summary.h"

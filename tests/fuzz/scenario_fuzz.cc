@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/analyze/analyze.h"
 #include "sim/memory/memory.h"
 #include "sim/model/model.h"
 #include "sim/results/results.h"
