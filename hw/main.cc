@@ -20,21 +20,21 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "hw/backend.h"
 #include "hw/cpu/cpu_backend.h"
 #include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
 #include "sim/analyze/analyze.h"
-#include "sim/schema/limits.h"
 #include "sim/cli/scenario_flags.h"
-#include "absl/strings/str_format.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
+#include "sim/schema/limits.h"
 
 #if defined(SHARDSIM_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -126,8 +126,8 @@ constexpr char kUsage[] =
     "  --fault die:R:N   rank R raises SIGKILL on itself just before its\n"
     "            N-th collective run (a rank dying mid-collective)\n"
     "  A collective run: one collective op of a step, one checked, warm-up\n"
-    "  or timed run of `collective`; N counts from 1 over the whole process.\n"
-    SHARDSIM_SCENARIO_FLAGS_HELP;
+    "  or timed run of `collective`; N counts from 1 over the whole "
+    "process.\n" SHARDSIM_SCENARIO_FLAGS_HELP;
 
 int VisibleGpus() {
 #if defined(SHARDSIM_HAVE_CUDA)
@@ -298,16 +298,16 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     if (!scenario.ok()) return scenario.status();
     const ScenarioOverrides o = OverridesFromFlags();
     if (absl::Status s = ApplyOverrides(o, &*scenario); !s.ok()) return s;
-    if (o.gpus && (scenario->gpus_size() != 1 ||
-                   scenario->gpus(0) != mpi.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--gpus: the GPU count is the MPI world size, ", mpi.size(),
-          "; got \"", *o.gpus, "\""));
+    if (o.gpus &&
+        (scenario->gpus_size() != 1 || scenario->gpus(0) != mpi.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpus: the GPU count is the MPI world size, ",
+                       mpi.size(), "; got \"", *o.gpus, "\""));
     }
     if (scenario->strategies_size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "run replays one strategy; the scenario has ",
-          scenario->strategies_size(), ": give one --strategy"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("run replays one strategy; the scenario has ",
+                       scenario->strategies_size(), ": give one --strategy"));
     }
     spec = scenario->strategies(0);
     // The GPU count is the MPI world size, whatever the scenario says.
@@ -325,10 +325,10 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     point = *std::move(p);
     if (point.mesh.gpus() != mesh->gpus() ||
         point.mesh.gpus_per_node != mesh->gpus_per_node) {
-      return absl::InternalError(absl::StrCat(
-          "the lowered schedule's mesh (", point.mesh.nodes, "x",
-          point.mesh.gpus_per_node, ") is not the world's (", mesh->nodes,
-          "x", mesh->gpus_per_node, ")"));
+      return absl::InternalError(
+          absl::StrCat("the lowered schedule's mesh (", point.mesh.nodes, "x",
+                       point.mesh.gpus_per_node, ") is not the world's (",
+                       mesh->nodes, "x", mesh->gpus_per_node, ")"));
     }
     absl::StatusOr<AllocationPlan> a = PlanAllocations(*point.schedule);
     if (!a.ok()) return a.status();
@@ -341,13 +341,15 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   }();
   if (AnyFailed(rank, setup)) return 1;
   if (rank == 0) {
-    std::printf("# %s: %s on %d ranks (the MPI world size is the GPU count), "
-                "%d nodes x %d, %s transport\n",
-                path.c_str(), spec.c_str(), mpi.size(), point.mesh.nodes,
-                point.mesh.gpus_per_node, backend->name().c_str());
+    std::printf(
+        "# %s: %s on %d ranks (the MPI world size is the GPU count), "
+        "%d nodes x %d, %s transport\n",
+        path.c_str(), spec.c_str(), mpi.size(), point.mesh.nodes,
+        point.mesh.gpus_per_node, backend->name().c_str());
     if (point.row.oom()) {
-      std::printf("# note: the simulator predicts this point does not fit in "
-                  "GPU memory\n");
+      std::printf(
+          "# note: the simulator predicts this point does not fit in "
+          "GPU memory\n");
     }
   }
 
@@ -408,9 +410,9 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   }
   row.set_step_time_s(step_time);
   if (step_time > 0) {
-    row.set_tokens_per_gpu_per_s(static_cast<double>(
-                                     point.schedule->tokens_per_step()) /
-                                 point.mesh.gpus() / step_time);
+    row.set_tokens_per_gpu_per_s(
+        static_cast<double>(point.schedule->tokens_per_step()) /
+        point.mesh.gpus() / step_time);
   }
   PrintEnvironment(*backend);
   std::printf("%-24s %6s %14s %16s\n", "strategy", "gpus", "step time (s)",
@@ -441,7 +443,8 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
       if (r == 0) {  // rank 0's kernels, one by one
         proc.kernels.resize(max_id + 1);
         for (const OpTiming& t : last) {
-          if (t.op_id >= 0 && t.op_id <= max_id) proc.kernels[t.op_id] = t.kernels;
+          if (t.op_id >= 0 && t.op_id <= max_id)
+            proc.kernels[t.op_id] = t.kernels;
         }
       }
       ranks.push_back(std::move(proc));
@@ -483,8 +486,9 @@ int main(int argc, char** argv) {
   // shardsim-hw's own numbers, checked like every other (the scenario's
   // are checked when it is read). Every rank sees the same flags.
   shardsim::FieldCheck flags("command line");
-  flags.Count("gpus_per_node", absl::GetFlag(FLAGS_gpus_per_node), 0,
-              shardsim::limits::kMaxGpusPerNode)
+  flags
+      .Count("gpus_per_node", absl::GetFlag(FLAGS_gpus_per_node), 0,
+             shardsim::limits::kMaxGpusPerNode)
       .Count("steps", absl::GetFlag(FLAGS_steps), 1, 10000)
       .Count("warmup", absl::GetFlag(FLAGS_warmup), 0, 10000)
       .Count("iters", absl::GetFlag(FLAGS_iters), 1, 1000000)

@@ -25,7 +25,8 @@ static_assert(kPsi == 2'106'624);
 Point TinyPoint(const std::string& strategy, int gpus, bool recompute) {
   Scenario s;
   s.set_name("allocation test");
-  s.set_model(std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto");
+  s.set_model(std::string(SHARDSIM_SOURCE_DIR) +
+              "/tests/data/tiny_model.textproto");
   s.set_platform("dgx_a100");
   s.add_strategies(strategy);
   s.add_gpus(gpus);

@@ -24,10 +24,20 @@ namespace shardsim {
 namespace {
 
 // Every named strategy of the quickstart scenario.
-const char* const kStrategies[] = {
-    "ddp",  "zero1", "zero2", "zero3", "fsdp:FULL_SHARD", "fsdp:SHARD_GRAD_OP",
-    "fsdp:HYBRID_SHARD", "fsdp:_HYBRID_SHARD_ZERO2", "mics", "zeropp",
-    "paro-IGG", "paro-IIG", "paro-NIG", "lins:p=1x1:g=1x1:os=8x1"};
+const char* const kStrategies[] = {"ddp",
+                                   "zero1",
+                                   "zero2",
+                                   "zero3",
+                                   "fsdp:FULL_SHARD",
+                                   "fsdp:SHARD_GRAD_OP",
+                                   "fsdp:HYBRID_SHARD",
+                                   "fsdp:_HYBRID_SHARD_ZERO2",
+                                   "mics",
+                                   "zeropp",
+                                   "paro-IGG",
+                                   "paro-IIG",
+                                   "paro-NIG",
+                                   "lins:p=1x1:g=1x1:os=8x1"};
 
 // LLaMA-7B's shapes cut to 2 layers, on 2 DGX A100 nodes.
 Job SmallJob(int micro_batches) {
@@ -102,8 +112,7 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
   rep.collapsed = get(1) != 0;
   for (size_t i = 0; i < 4 * ops; ++i) rep.times.push_back(get(2 + i));
   const size_t text_at = (3 + 4 * ops) * sizeof(double);
-  std::vector<std::string> lines =
-      absl::StrSplit(r->substr(text_at), '\n');
+  std::vector<std::string> lines = absl::StrSplit(r->substr(text_at), '\n');
   EXPECT_EQ(lines.size(), ops + 1);
   if (lines.size() != ops + 1) return rep;
   rep.full_because = lines.back();
@@ -254,8 +263,9 @@ Schedule Chain(int micro_batches) {
   int prev = add(-1, "prologue", {});
   const int first = prev;
   for (int mb = 0; mb < micro_batches; ++mb) {
-    prev = add(mb, "work", mb == 0 ? std::vector<int>{prev}
-                                    : std::vector<int>{prev, first});
+    prev =
+        add(mb, "work",
+            mb == 0 ? std::vector<int>{prev} : std::vector<int>{prev, first});
   }
   add(-1, "update", {prev});
   return s;

@@ -30,7 +30,6 @@ PlanRequest Request(Algorithm algorithm, CollectiveOp op, int per_node,
   return r;
 }
 
-
 // ---- correctness over shapes x counts x channels x roots -------------------
 
 using Case = std::tuple<Algorithm, CollectiveOp, std::pair<int, int>>;

@@ -1,8 +1,7 @@
 // Kernel times from shapes (sim/compute/kernel_time.h) and the kernels of a
 // layer (sim/model/kernels.h), each derived here by hand.
-#include "sim/compute/kernel_time.h"
-
 #include "gtest/gtest.h"
+#include "sim/compute/kernel_time.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 
@@ -84,8 +83,8 @@ TEST(KernelTime, CausalAttentionRunsHalfTheScoresAtItsSequenceEfficiency) {
   at->set_head_dim(128);
   at->set_causal(true);
   const double flops = 4.0 * 2 * 32 * 2048.0 * 2048 * 128 / 2;
-  EXPECT_NEAR(KernelSeconds(a, Gpu()), flops / (1e15 * 0.6 * 2048 / 2548) + 1e-6,
-              1e-12);
+  EXPECT_NEAR(KernelSeconds(a, Gpu()),
+              flops / (1e15 * 0.6 * 2048 / 2548) + 1e-6, 1e-12);
   at->set_backward(true);
   EXPECT_NEAR(KernelSeconds(a, Gpu()),
               2.5 * flops / (1e15 * 0.5 * 2048 / 3048) + 1e-6, 1e-12);
@@ -122,11 +121,11 @@ TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
       *op.add_kernels() = k;
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "rmsnorm", "q_proj", "k_proj", "v_proj", "rotary q",
-                       "rotary k", "attention", "o_proj", "residual add",
-                       "rmsnorm", "gate_proj", "silu", "up_proj",
-                       "swiglu mul", "down_proj", "residual add"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "rmsnorm", "q_proj", "k_proj", "v_proj", "rotary q", "rotary k",
+                "attention", "o_proj", "residual add", "rmsnorm", "gate_proj",
+                "silu", "up_proj", "swiglu mul", "down_proj", "residual add"}));
   constexpr double E = 2048.0 * 4096, F = 2048.0 * 11008;
   // Memory-bound bytes, counted op by op (kernels.cc):
   //   two eager RMSNorms, vector 14 E and general 22 E each, 8 launches;
@@ -152,8 +151,8 @@ TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
   auto gemm = [](double m, double n, double k) {
     return 2 * m * n * k / (1e15 * 0.8 * k / (k + 256)) + 1e-6;
   };
-  const double gemms = 4 * gemm(2048, 4096, 4096) + 2 * gemm(2048, 11008, 4096) +
-                       gemm(2048, 4096, 11008);
+  const double gemms = 4 * gemm(2048, 4096, 4096) +
+                       2 * gemm(2048, 11008, 4096) + gemm(2048, 4096, 11008);
   const double attention =
       4.0 * 4 * 32 * 512 * 512 * 128 / 2 / (1e15 * 0.6 * 512 / 1012) + 1e-6;
   const double memory = vector / 2.7e12 + general / 1.5e12 + launches * 1e-6;

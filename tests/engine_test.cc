@@ -8,11 +8,10 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <simgrid/s4u.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <simgrid/s4u.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -40,9 +39,9 @@ namespace {
 struct Knobs {
   int gpus_per_node = 8;
   int nics_per_node = 8;
-  double nvlink = 100e9;  // B/s per GPU per direction
-  double nic = 10e9;      // B/s per NIC per direction
-  double base = 0;        // s, once per call
+  double nvlink = 100e9;       // B/s per GPU per direction
+  double nic = 10e9;           // B/s per NIC per direction
+  double base = 0;             // s, once per call
   double alpha_intra = 5e-6;   // s per step over NVSwitch
   double alpha_inter = 20e-6;  // s per step over the network
   int channels = 1;
@@ -221,58 +220,57 @@ TEST(EngineSharing, TwoFlowsOnOneLinkEachGetHalf) {
   k.nvlink = 200e9;
   const Platform p = TestPlatform(k);
   constexpr double kB = 1e9;
-  absl::StatusOr<std::string> r =
-      RunIsolated(
-          {[&]() -> absl::StatusOr<std::string> {
-            StartSimGrid();
-            absl::StatusOr<std::unique_ptr<Fabric>> f =
-                Fabric::Build(p, Mesh{8, 2});
-            if (!f.ok()) return f.status();
-            const Fabric& fab = **f;
-            std::string out;
-            auto record = [&](const std::vector<sg4::CommPtr>& comms,
-                              double start) {
-              for (const sg4::CommPtr& c : comms) {
-                absl::StrAppend(&out, absl::StrFormat(
-                                          "%.17g ", c->get_finish_time() - start));
-              }
-            };
-            auto run = [&](std::vector<std::pair<sg4::Host*, sg4::Host*>> flows) {
-              const double start = sg4::Engine::get_clock();
-              std::vector<sg4::CommPtr> comms;
-              for (auto [from, to] : flows) {
-                comms.push_back(sg4::Comm::sendto_async(from, to, kB));
-              }
-              sg4::Comm::wait_all(comms);
-              record(comms, start);
-            };
-            sg4::Actor::create("probe", fab.gpu(0), [&] {
-              // 1. One flow alone: GPU 0 -> GPU 8 over NIC 0 -> NIC 4.
-              run({{fab.nic(0), fab.nic(8)}});
-              // 2. GPUs 0 and 1 (both behind NIC 0) to GPUs 8 and 10 (NICs 4
-              //    and 5): they share NIC 0's up-link only.
-              run({{fab.nic(0), fab.nic(8)}, {fab.nic(1), fab.nic(10)}});
-              // 3. GPUs 2 and 4 (NICs 1 and 2) to GPU 8 (NIC 4): they share
-              //    NIC 4's down-link only.
-              run({{fab.nic(2), fab.nic(8)}, {fab.nic(4), fab.nic(8)}});
-              // 4. Opposite directions on one NIC pair: split-duplex, no
-              //    sharing.
-              run({{fab.nic(0), fab.nic(8)}, {fab.nic(8), fab.nic(0)}});
-              // 5. NVSwitch: GPU 0 to GPUs 1 and 2 share GPU 0's port.
-              run({{fab.gpu(0), fab.gpu(1)}, {fab.gpu(0), fab.gpu(2)}});
-              // 6. NVSwitch alone: GPU 0 -> GPU 1.
-              run({{fab.gpu(0), fab.gpu(1)}});
-            });
-            sg4::Engine::get_instance()->run();
-            return out;
-          }},
-          1)[0];
+  absl::StatusOr<std::string> r = RunIsolated(
+      {[&]() -> absl::StatusOr<std::string> {
+        StartSimGrid();
+        absl::StatusOr<std::unique_ptr<Fabric>> f =
+            Fabric::Build(p, Mesh{8, 2});
+        if (!f.ok()) return f.status();
+        const Fabric& fab = **f;
+        std::string out;
+        auto record = [&](const std::vector<sg4::CommPtr>& comms,
+                          double start) {
+          for (const sg4::CommPtr& c : comms) {
+            absl::StrAppend(
+                &out, absl::StrFormat("%.17g ", c->get_finish_time() - start));
+          }
+        };
+        auto run = [&](std::vector<std::pair<sg4::Host*, sg4::Host*>> flows) {
+          const double start = sg4::Engine::get_clock();
+          std::vector<sg4::CommPtr> comms;
+          for (auto [from, to] : flows) {
+            comms.push_back(sg4::Comm::sendto_async(from, to, kB));
+          }
+          sg4::Comm::wait_all(comms);
+          record(comms, start);
+        };
+        sg4::Actor::create("probe", fab.gpu(0), [&] {
+          // 1. One flow alone: GPU 0 -> GPU 8 over NIC 0 -> NIC 4.
+          run({{fab.nic(0), fab.nic(8)}});
+          // 2. GPUs 0 and 1 (both behind NIC 0) to GPUs 8 and 10 (NICs 4
+          //    and 5): they share NIC 0's up-link only.
+          run({{fab.nic(0), fab.nic(8)}, {fab.nic(1), fab.nic(10)}});
+          // 3. GPUs 2 and 4 (NICs 1 and 2) to GPU 8 (NIC 4): they share
+          //    NIC 4's down-link only.
+          run({{fab.nic(2), fab.nic(8)}, {fab.nic(4), fab.nic(8)}});
+          // 4. Opposite directions on one NIC pair: split-duplex, no
+          //    sharing.
+          run({{fab.nic(0), fab.nic(8)}, {fab.nic(8), fab.nic(0)}});
+          // 5. NVSwitch: GPU 0 to GPUs 1 and 2 share GPU 0's port.
+          run({{fab.gpu(0), fab.gpu(1)}, {fab.gpu(0), fab.gpu(2)}});
+          // 6. NVSwitch alone: GPU 0 -> GPU 1.
+          run({{fab.gpu(0), fab.gpu(1)}});
+        });
+        sg4::Engine::get_instance()->run();
+        return out;
+      }},
+      1)[0];
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<double> t = ParseDoubles(*r);
   ASSERT_EQ(t.size(), 10u);
-  const double nic_alone = kB / k.nic;      // 1e9 / 25e9 = 40 ms
-  const double nic_shared = 2 * kB / k.nic;  // two flows at 12.5e9: 80 ms
-  const double nvl_alone = kB / k.nvlink;     // 1e9 / 200e9 = 5 ms
+  const double nic_alone = kB / k.nic;          // 1e9 / 25e9 = 40 ms
+  const double nic_shared = 2 * kB / k.nic;     // two flows at 12.5e9: 80 ms
+  const double nvl_alone = kB / k.nvlink;       // 1e9 / 200e9 = 5 ms
   const double nvl_shared = 2 * kB / k.nvlink;  // 10 ms
   auto near = [](double got, double want) {
     EXPECT_NEAR(got, want, 1e-4 * want);
@@ -289,7 +287,8 @@ TEST(EngineSharing, TwoFlowsOnOneLinkEachGetHalf) {
   near(t[9], nvl_alone);
 }
 
-// ---- c. channels spread a flat ring over NICs ----------------------------------
+// ---- c. channels spread a flat ring over NICs
+// ----------------------------------
 
 TEST(EngineChannels, KChannelsUseKNics) {
   // dgx_a100-like, efficiencies 1: 8 GPUs and 8 NICs of 25e9 B/s per node,
@@ -321,8 +320,7 @@ TEST(EngineChannels, KChannelsUseKNics) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->rows_size(), 1);
     EXPECT_EQ(r->channels(), channels);
-    const double want =
-        alphas + 15.0 / 16 * kS / std::min(channels, 8) / k.nic;
+    const double want = alphas + 15.0 / 16 * kS / std::min(channels, 8) / k.nic;
     EXPECT_NEAR(Seconds(r->rows(0)), want, 0.01 * want);
     t.push_back(Seconds(r->rows(0)));
   }
@@ -337,7 +335,8 @@ TEST(EngineChannels, KChannelsUseKNics) {
   EXPECT_NEAR(t[4], t[3], 0.001 * t[3]);  // 16 channels: no ninth NIC
 }
 
-// ---- d. HO-Ring against a flat ring on the public cloud (SPEC 6) --------------
+// ---- d. HO-Ring against a flat ring on the public cloud (SPEC 6)
+// --------------
 
 TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   // cloud_a100: per GPU a 14e9 B/s virtual NIC, per node 4 x 14e9 = 56e9 B/s
@@ -404,8 +403,8 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   // the chunks the column step delivers, so its 7 intra steps follow it:
   //   t = base + (S/2 / 56e9 + alpha_inter) + 7 (S/16 / direct + alpha_intra)
   //     = 8.4 us + 8.9382 ms + 2.0807 ms = 11.027 ms.
-  const double dataflow = base + kS / 2 / uplink + a_inter +
-                          7 * (kS / 16 / direct + a_intra);
+  const double dataflow =
+      base + kS / 2 / uplink + a_inter + 7 * (kS / 16 / direct + a_intra);
   EXPECT_NEAR(t_horing, dataflow, 0.01 * dataflow);
   // Per-step mode runs each intra link's steps in order, so row 0's steps
   // 1..6 queue behind row 1's, which wait for the column step: 13 chunks
@@ -413,23 +412,24 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   //   t = base + (S/2 / 56e9 + alpha_inter) + (13/16) S / direct
   //       + 7 alpha_intra = 8.4 us + 8.9382 ms + 3.8200 ms + 23.8 us
   //     = 12.790 ms.
-  absl::StatusOr<CollectiveResults> in_order = Sweep(
-      cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2, FlowMode::kPerStep);
+  absl::StatusOr<CollectiveResults> in_order =
+      Sweep(cloud, ALL_GATHER, HORING, 16, 0, kS, kS, 2, FlowMode::kPerStep);
   ASSERT_TRUE(in_order.ok()) << in_order.status();
-  const double lockstep = base + kS / 2 / uplink + a_inter +
-                          13.0 / 16 * kS / direct + 7 * a_intra;
+  const double lockstep =
+      base + kS / 2 / uplink + a_inter + 13.0 / 16 * kS / direct + 7 * a_intra;
   EXPECT_NEAR(Seconds(in_order->rows(0)), lockstep, 0.01 * lockstep);
 }
 
-// ---- e. fast and per-step modes agree -----------------------------------------
+// ---- e. fast and per-step modes agree
+// -----------------------------------------
 
 void ExpectModesAgree(const Platform& p, CollectiveOp op, Algorithm algorithm,
                       int channels, double tolerance) {
   SCOPED_TRACE(absl::StrCat(Algorithm_Name(algorithm), " ",
                             CollectiveOp_Name(op), " channels ", channels));
   // 1 MiB .. 256 MiB, x4.
-  absl::StatusOr<CollectiveResults> fast =
-      Sweep(p, op, algorithm, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kFast);
+  absl::StatusOr<CollectiveResults> fast = Sweep(
+      p, op, algorithm, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kFast);
   absl::StatusOr<CollectiveResults> step = Sweep(
       p, op, algorithm, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kPerStep);
   ASSERT_TRUE(fast.ok()) << fast.status();
@@ -479,11 +479,12 @@ TEST(EngineModes, HoRingPerStepIsTheInOrderBoundOfFastMode) {
   const Platform p = Shipped("dgx_a100");
   for (int channels : {1, 4}) {
     SCOPED_TRACE(channels);
-    absl::StatusOr<CollectiveResults> fast = Sweep(
-        p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4, FlowMode::kFast);
-    absl::StatusOr<CollectiveResults> step = Sweep(
-        p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4,
-        FlowMode::kPerStep);
+    absl::StatusOr<CollectiveResults> fast =
+        Sweep(p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4,
+              FlowMode::kFast);
+    absl::StatusOr<CollectiveResults> step =
+        Sweep(p, ALL_GATHER, HORING, 16, channels, 1 << 20, 1 << 28, 4,
+              FlowMode::kPerStep);
     ASSERT_TRUE(fast.ok() && step.ok());
     for (int i = 0; i < fast->rows_size(); ++i) {
       const double f = fast->rows(i).time_us(), s = step->rows(i).time_us();
@@ -513,8 +514,8 @@ TEST(EngineModes, HringAllGatherPerStepFollowsItsChain) {
   const double want = k.base + 7 * (k.alpha_intra + kS / 16 / k.nvlink) +
                       (k.alpha_inter + kS / 2 / k.nic) +
                       7 * (k.alpha_intra + kS / 2 / k.nvlink);
-  absl::StatusOr<CollectiveResults> r =
-      Sweep(p, ALL_GATHER, HRING, 16, 1, 1 << 28, 1 << 28, 2, FlowMode::kPerStep);
+  absl::StatusOr<CollectiveResults> r = Sweep(
+      p, ALL_GATHER, HRING, 16, 1, 1 << 28, 1 << 28, 2, FlowMode::kPerStep);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->rows_size(), 1);
   EXPECT_NEAR(Seconds(r->rows(0)), want, 0.01 * want);
@@ -526,15 +527,16 @@ TEST(EngineModes, HringAllGatherPerStepFollowsItsChain) {
 // (phase 3 above): the fast mode prices it as one hop's time, S/2 / 300e9,
 // instead of 7 of them: 6.253 ms where the per-step mode gives 8.958 ms on
 // the test platform above (dgx_a100 at 256 MiB, 4 channels: 6.768 ms
-// against 10.217 ms). Enable when sim/engine/plan_summary.cc / collective_engine.cc
-// account for pipeline fill (see the report of this test's author).
-// As the 2D torus: phase by phase, within a few %.
+// against 10.217 ms). Enable when sim/engine/plan_summary.cc /
+// collective_engine.cc account for pipeline fill (see the report of this test's
+// author). As the 2D torus: phase by phase, within a few %.
 TEST(EngineModes, HringAllGatherFastAndPerStepAgreeWithinFivePercent) {
   ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 1, 0.05);
   ExpectModesAgree(Shipped("dgx_a100"), ALL_GATHER, HRING, 4, 0.05);
 }
 
-// ---- f. determinism, and refusals -----------------------------------------------
+// ---- f. determinism, and refusals
+// -----------------------------------------------
 
 TEST(EngineDeterminism, CollectiveSweepIsIdenticalRunToRun) {
   const Platform p = Shipped("dgx_a100");
@@ -595,8 +597,8 @@ TEST(EngineRefusals, SharpOnAPlatformWithoutSharp) {
       << r.status().message();
 }
 
-
-// ---- f. the step: prefetch, interference, why --------------------------------
+// ---- f. the step: prefetch, interference, why
+// --------------------------------
 
 // A step replayed in a child process (one SimGrid engine per process): each
 // op's start and end, and the breakdown.
@@ -610,7 +612,8 @@ Replayed Replay(const Schedule& schedule, const Platform& platform,
                 const Mesh& mesh) {
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Build(platform, mesh);
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
+        Fabric::Build(platform, mesh);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
     absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
@@ -716,7 +719,8 @@ TEST(EngineStep, DeepSpeedBucketUnderABlockExposesEachGather) {
   const Replayed r = Replay(**s, StepPlatform(), mesh);
   std::vector<std::pair<double, double>> forward;
   for (const Op& op : (*s)->ops()) {
-    if (op.has_compute() && op.phase() == FORWARD) forward.push_back(r.ops[op.id()]);
+    if (op.has_compute() && op.phase() == FORWARD)
+      forward.push_back(r.ops[op.id()]);
   }
   ASSERT_EQ(forward.size(), 6u);
   EXPECT_NEAR(forward[0].first, G, 1e-9);
@@ -765,7 +769,8 @@ TEST(EngineStep, CollectivesSlowComputeByTheModelledShare) {
   // A 1 ms GEMM: 0.72 ms at 1/1.2 does 0.6 ms of its work; 0.4 ms remain:
   // it ends at 1.12 ms, 0.12 ms of it the slowdown.
   Schedule s = SideBySide({GemmOf(1e-3)}, 12'000'000);
-  *s.mutable_ops(1)->mutable_collective()->mutable_group() = MakeGroup(1, 1, 2, 1);
+  *s.mutable_ops(1)->mutable_collective()->mutable_group() =
+      MakeGroup(1, 1, 2, 1);
   Replayed r = Replay(s, p, mesh);
   EXPECT_NEAR(r.ops[1].second, d, 1e-9);
   EXPECT_NEAR(r.ops[0].second, d + (1e-3 - d / 1.2), 1e-9);
@@ -778,7 +783,8 @@ TEST(EngineStep, CollectivesSlowComputeByTheModelledShare) {
   m.mutable_memory()->set_vector_bytes(1'000'000'000);  // 1 ms at 1e12 B/s
   m.mutable_memory()->set_launches(1);
   s = SideBySide({m}, 12'000'000);
-  *s.mutable_ops(1)->mutable_collective()->mutable_group() = MakeGroup(1, 1, 2, 1);
+  *s.mutable_ops(1)->mutable_collective()->mutable_group() =
+      MakeGroup(1, 1, 2, 1);
   r = Replay(s, slow_hbm, mesh);
   EXPECT_NEAR(r.ops[0].second, d + (1e-3 - d / 1.05), 1e-9);
 }

@@ -43,7 +43,9 @@ TEST(FieldCheck, TheFirstFailureIsReportedWithFileFieldAndValue) {
 
 TEST(FieldCheck, BoundsAreClosedAndSharesHalfOpen) {
   FieldCheck c("f");
-  c.Count("a", 1, 1, 2).Count("b", 2, 1, 2).Real("c", 1e15, 1e6, 1e15)
+  c.Count("a", 1, 1, 2)
+      .Count("b", 2, 1, 2)
+      .Real("c", 1e15, 1e6, 1e15)
       .Share("d", 1);
   EXPECT_TRUE(c.ok()) << c.status();
   FieldCheck zero("f");
@@ -108,9 +110,9 @@ TEST(RunIsolatedLimit, ATaskPastTheTimeLimitIsKilledAndNamed) {
       [] { return absl::StatusOr<std::string>("queued"); }};
   // One job at a time: the sleeper holds the slot, the third never starts.
   std::vector<absl::StatusOr<std::string>> r = RunIsolated(tasks, 1, 0.5);
-  const double took = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   ASSERT_EQ(r.size(), 3u);
   ASSERT_TRUE(r[0].ok());
   EXPECT_EQ(*r[0], "quick");

@@ -28,9 +28,9 @@ TEST(Group, StridedSubgroup) {
 }
 
 TEST(Group, FirstMemberIsTheFirstOfTheMembers) {
-  for (const Group& g : {IntraGroup(kMesh), InterGroup(kMesh), GlobalGroup(kMesh),
-                         MakeGroup(2, 4, 1, 1), MakeGroup(4, 1, 2, 1),
-                         MakeGroup(2, 2, 2, 2)}) {
+  for (const Group& g :
+       {IntraGroup(kMesh), InterGroup(kMesh), GlobalGroup(kMesh),
+        MakeGroup(2, 4, 1, 1), MakeGroup(4, 1, 2, 1), MakeGroup(2, 2, 2, 2)}) {
     for (int rank = 0; rank < kMesh.gpus(); ++rank) {
       EXPECT_EQ(GroupFirstMember(g, kMesh, rank),
                 GroupMembers(g, kMesh, rank)[0])

@@ -51,9 +51,9 @@ constexpr int64_t kM = 8;
 constexpr double kK = 12;
 
 // The table's entries, checked against their values by the compiler.
-constexpr int64_t kFull = 2 * kPsi;           // 2Ψ
-constexpr int64_t kGlobal = 2 * kPsi / kN;    // 2Ψ/N
-constexpr int64_t kIntra = 2 * kPsi / kM;     // 2Ψ/M
+constexpr int64_t kFull = 2 * kPsi;            // 2Ψ
+constexpr int64_t kGlobal = 2 * kPsi / kN;     // 2Ψ/N
+constexpr int64_t kIntra = 2 * kPsi / kM;      // 2Ψ/M
 constexpr int64_t kOsGlobal = 12 * kPsi / kN;  // KΨ/N
 constexpr int64_t kOsIntra = 12 * kPsi / kM;   // KΨ/M
 static_assert(kFull == 14'000'000'000);
@@ -176,30 +176,29 @@ TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
   // DDP without buckets: nothing sharded, no buffers.
   Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
   *ddp.mutable_execution() = PerLayer();
-  EXPECT_EQ(EstimateMemory(layers, ddp, Mesh{8, 8}, scenario, platform)
-                .buffers,
+  EXPECT_EQ(EstimateMemory(layers, ddp, Mesh{8, 8}, scenario, platform).buffers,
             0);
   // ZeRO-3 layer by layer, two alive: 2 gathered layers + 2 gradient ones.
   Strategy zero3 = MakeStrategy("ZeRO-3", F(8, 8), F(8, 8), F(8, 8));
   *zero3.mutable_execution() = PerLayer();
-  EXPECT_EQ(EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform)
-                .buffers,
-            2 * layer + 2 * layer);
+  EXPECT_EQ(
+      EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform).buffers,
+      2 * layer + 2 * layer);
   // DeepSpeed ZeRO-3: the largest module gathered on its own is the
   // embedding table (32000 x 4096 = 131,072,000 parameters); it, the 5e7
   // prefetched after it and the module crossing the bucket's end:
   // 131,072,000 x 2 + 50,000,000 = 312,144,000 elements. Gradients: two
   // buckets of 5e8. All bf16: 2 x 1,312,144,000 bytes.
   *zero3.mutable_execution() = DeepSpeedStage3();
-  EXPECT_EQ(EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform)
-                .buffers,
-            int64_t{2} * (312'144'000 + 1'000'000'000));
+  EXPECT_EQ(
+      EstimateMemory(layers, zero3, Mesh{8, 8}, scenario, platform).buffers,
+      int64_t{2} * (312'144'000 + 1'000'000'000));
   // ZeRO-2: parameters replicated, only the two gradient buckets.
   Strategy zero2 = MakeStrategy("ZeRO-2", F(1, 1), F(8, 8), F(8, 8));
   *zero2.mutable_execution() = DeepSpeedStage3();
-  EXPECT_EQ(EstimateMemory(layers, zero2, Mesh{8, 8}, scenario, platform)
-                .buffers,
-            int64_t{2} * 1'000'000'000);
+  EXPECT_EQ(
+      EstimateMemory(layers, zero2, Mesh{8, 8}, scenario, platform).buffers,
+      int64_t{2} * 1'000'000'000);
 }
 
 TEST(MemoryTotal, SumsTheParts) {
@@ -236,9 +235,9 @@ TEST(MemoryOom, Llama65bDdpDoesNotFitZero3On128Does) {
   const Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
   const MemoryBreakdown ddp_mem =
       EstimateMemory(layers, ddp, mesh, scenario, platform);
-  EXPECT_EQ(ddp_mem.states.params + ddp_mem.states.grads +
-                ddp_mem.states.optimizer,
-            16 * TotalParams(m));
+  EXPECT_EQ(
+      ddp_mem.states.params + ddp_mem.states.grads + ddp_mem.states.optimizer,
+      16 * TotalParams(m));
   EXPECT_TRUE(ddp_mem.oom);
 
   // ZeRO-3 over 128: 16 * 65.3e9 / 128 ≈ 8.2 GB of states; activations

@@ -142,9 +142,9 @@ TEST(ModelFlops, RecomputeRepeatsOnlyTheBlocksForward) {
   EXPECT_EQ(layers.back().recompute_flops, 0.0);
   EXPECT_DOUBLE_EQ(layers[5].recompute_flops, layers[5].forward_flops);
   // Recomputation is hardware work, not model FLOPs.
-  EXPECT_DOUBLE_EQ(ModelFlopsPerMicroBatch(MustLoad("llama-7b"), batch),
-                   ModelFlopsPerMicroBatch(MustLoad("llama-7b"),
-                                           Batch{1, 4096}));
+  EXPECT_DOUBLE_EQ(
+      ModelFlopsPerMicroBatch(MustLoad("llama-7b"), batch),
+      ModelFlopsPerMicroBatch(MustLoad("llama-7b"), Batch{1, 4096}));
 }
 
 // The 6*T*psi rule: every weight is used in one forward matmul (2 FLOPs per

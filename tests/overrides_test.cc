@@ -68,8 +68,8 @@ TEST(Overrides, CommandLinePathsAreTheWorkingDirectorys) {
   ScenarioOverrides o;
   o.model = "tests/data/tiny_model.textproto";
   o.platform = "../x/p.textproto";
-  o.strategies = std::vector<std::string>{"zero3", " cfg/ds.JSON",
-                                          "/abs/ds.json"};
+  o.strategies =
+      std::vector<std::string>{"zero3", " cfg/ds.JSON", "/abs/ds.json"};
   Scenario s = Base();
   ASSERT_TRUE(ApplyOverrides(o, &s).ok());
   EXPECT_EQ(s.model(), Cwd("tests/data/tiny_model.textproto"));

@@ -5,10 +5,9 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <simgrid/s4u.hpp>
 #include <string>
 #include <vector>
-
-#include <simgrid/s4u.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -83,10 +82,10 @@ TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   EXPECT_DOUBLE_EQ(n.nic_bandwidth() * cloud.efficiency().network_fraction(),
                    (10e9 + 18e9) / 2);
   EXPECT_EQ(n.nics_per_leaf(), cloud.gpus_per_node());  // a node is a leaf
-  EXPECT_DOUBLE_EQ(
-      std::floor(n.nics_per_leaf() / n.oversubscription()) * n.nic_bandwidth() *
-          cloud.efficiency().network_fraction(),
-      56e9);
+  EXPECT_DOUBLE_EQ(std::floor(n.nics_per_leaf() / n.oversubscription()) *
+                       n.nic_bandwidth() *
+                       cloud.efficiency().network_fraction(),
+                   56e9);
   EXPECT_FALSE(n.sharp());
   EXPECT_FALSE(n.rail_optimized());
 }
@@ -97,13 +96,13 @@ absl::StatusOr<std::string> BuildAndMapNics(const Platform& platform, int gpus,
                                             int ranks_to_report) {
   absl::StatusOr<Mesh> mesh = JobMesh(platform, gpus);
   if (!mesh.ok()) return mesh.status();
-  return InChild([&platform, m = *mesh, ranks_to_report]()
-                     -> absl::StatusOr<std::string> {
+  return InChild([&platform, m = *mesh,
+                  ranks_to_report]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(platform, m);
     if (!f.ok()) return f.status();
-    std::string out = absl::StrCat(
-        sg4::Engine::get_instance()->get_host_count(), " ");
+    std::string out =
+        absl::StrCat(sg4::Engine::get_instance()->get_host_count(), " ");
     for (int r = 0; r < ranks_to_report; ++r) {
       absl::StrAppend(&out, (*f)->NicOf(r), ":", (*f)->nic(r)->get_name(), " ");
     }
@@ -166,19 +165,19 @@ TEST(PlatformFabric, CloudA100OneGpu14GBpsAndANode56GBps) {
       // One GPU alone: GPU 0 -> GPU 8.
       double start = sg4::Engine::get_clock();
       sg4::Comm::sendto_async(fab.nic(0), fab.nic(8), kBytes)->wait();
-      absl::StrAppend(&out, absl::StrFormat("%.17g ",
-                                            sg4::Engine::get_clock() - start));
+      absl::StrAppend(
+          &out, absl::StrFormat("%.17g ", sg4::Engine::get_clock() - start));
       // All 8 GPUs of node 0 to their peers on node 1 at once.
       start = sg4::Engine::get_clock();
       std::vector<sg4::CommPtr> comms;
       for (int l = 0; l < 8; ++l) {
-        comms.push_back(sg4::Comm::sendto_async(fab.nic(l), fab.nic(8 + l),
-                                                kBytes));
+        comms.push_back(
+            sg4::Comm::sendto_async(fab.nic(l), fab.nic(8 + l), kBytes));
       }
       sg4::Comm::wait_all(comms);
       for (const sg4::CommPtr& c : comms) {
-        absl::StrAppend(&out,
-                        absl::StrFormat("%.17g ", c->get_finish_time() - start));
+        absl::StrAppend(
+            &out, absl::StrFormat("%.17g ", c->get_finish_time() - start));
       }
     });
     sg4::Engine::get_instance()->run();

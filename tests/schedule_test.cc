@@ -1,11 +1,10 @@
 // The schedule IR: which collectives each lowering emits, how many, on which
 // group, and the dependencies that give prefetch and bucketing.
-#include "sim/schedule/lower.h"
-
 #include <map>
 
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
+#include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 
@@ -275,7 +274,8 @@ TEST(Schedule, FsdpPrefetchesInBackwardOnly) {
     // Between the gather and its user: only memory bookkeeping (forward),
     // or exactly one compute op (backward: the unit before it).
     int computes = 0;
-    for (int o = id + 1; o < g.user.at(id); ++o) computes += s.ops(o).has_compute();
+    for (int o = id + 1; o < g.user.at(id); ++o)
+      computes += s.ops(o).has_compute();
     if (op.phase() == FORWARD) {
       EXPECT_EQ(computes, 0) << op.label();
     } else if (op.layer() != kLayers - 1) {
@@ -300,7 +300,8 @@ TEST(Schedule, DependenciesPointBackwards) {
                            "lins:p=4x1:g=8x1:os=8x1"}) {
     const Schedule s = Lower(spec, Training(2));
     for (const Op& op : s.ops()) {
-      for (int d : op.deps()) EXPECT_LT(d, op.id()) << spec << " " << op.label();
+      for (int d : op.deps())
+        EXPECT_LT(d, op.id()) << spec << " " << op.label();
       for (int d : op.host_waits()) {
         EXPECT_LT(d, op.id()) << spec << " " << op.label();
       }
@@ -338,8 +339,8 @@ TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
   EXPECT_EQ(tensors.at("P 8x1"), Gathered(s, BACKWARD).second);
   // qgZ tensor by tensor (every module with parameters, norms included).
   constexpr int kTensors = 1 + 32 * 9 + 2;
-  EXPECT_EQ(tensors.at("G int4 8x1"), kTensors);   // inside the node
-  EXPECT_EQ(tensors.at("G int4 1x4"), kTensors);   // across nodes
+  EXPECT_EQ(tensors.at("G int4 8x1"), kTensors);  // inside the node
+  EXPECT_EQ(tensors.at("G int4 1x4"), kTensors);  // across nodes
 }
 
 TEST(Schedule, QuantizedBytesCarryScales) {

@@ -1,5 +1,4 @@
 #include "sim/strategy/strategy.h"
-#include "sim/strategy/execution.h"
 
 #include <string>
 #include <vector>
@@ -7,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/strategy/execution.h"
 
 namespace shardsim {
 namespace {
@@ -390,7 +390,8 @@ TEST(StrategyDeepSpeed, ConfigSetsHowTheStepRuns) {
   EXPECT_EQ(e.reduce_bucket_elements(), 500'000'000);
   EXPECT_EQ(e.max_live_elements(), 1'000'000'000);
   // A scenario's override wins over the file and the defaults.
-  Strategy again = MustParse(Fixture("ds_config_stage3.json"), kMesh, kSourceDir);
+  Strategy again =
+      MustParse(Fixture("ds_config_stage3.json"), kMesh, kSourceDir);
   Execution o;
   o.set_prefetch_bucket_elements(7);
   ASSERT_TRUE(ResolveExecution(o, 4096, &again).ok());
@@ -408,7 +409,8 @@ TEST(StrategyDeepSpeed, ZeroStagesTakeTheirDefaults) {
   Strategy z1 = MustParse("zero1", kMesh, "");
   Strategy z2 = MustParse("zero2", kMesh, "");
   Strategy z3 = MustParse("zero3", kMesh, "");
-  for (Strategy* s : {&z1, &z2, &z3}) ASSERT_TRUE(ResolveExecution({}, 4096, s).ok());
+  for (Strategy* s : {&z1, &z2, &z3})
+    ASSERT_TRUE(ResolveExecution({}, 4096, s).ok());
   EXPECT_FALSE(z1.execution().overlap_comm());
   EXPECT_FALSE(z1.execution().reduce_every_micro_batch());
   EXPECT_TRUE(z1.execution().all_reduce_buckets());

@@ -60,7 +60,8 @@ Bytes Sum(const std::string& spec, Keep keep) {
   st->mutable_execution()->set_framework(PARO_PAPER);
   EXPECT_TRUE(ResolveExecution({}, 4096, &*st).ok());
   const std::vector<Layer> layers = ModelLayers(SevenBillion(), {1, 512});
-  absl::StatusOr<OwnedSchedule> sched = LowerStep(layers, *st, mesh, Training());
+  absl::StatusOr<OwnedSchedule> sched =
+      LowerStep(layers, *st, mesh, Training());
   EXPECT_TRUE(sched.ok()) << sched.status();
   absl::StatusOr<std::vector<TrafficEntry>> t = CountTraffic(**sched, mesh);
   EXPECT_TRUE(t.ok()) << t.status();
@@ -96,22 +97,19 @@ TEST(TrafficRing, Zero3) {
   Bytes b = Sum("zero3", all);
   ExpectClose(b.inter, 3 * kS * kRingInter);  // 2,646e9
   ExpectClose(b.intra, 3 * kS * kRingIntra);  // 18,522e9
-  Bytes fwd = Sum("zero3", [](const TrafficEntry& e) {
-    return e.phase() == FORWARD;
-  });
+  Bytes fwd =
+      Sum("zero3", [](const TrafficEntry& e) { return e.phase() == FORWARD; });
   ExpectClose(fwd.inter, kS * kRingInter);
 }
 
 TEST(TrafficRing, Zero2) {
   // Reduce-scatter every micro-batch, one all-gather of P after the update.
-  Bytes rs = Sum("zero2", [](const TrafficEntry& e) {
-    return e.op() == REDUCE_SCATTER;
-  });
+  Bytes rs = Sum(
+      "zero2", [](const TrafficEntry& e) { return e.op() == REDUCE_SCATTER; });
   ExpectClose(rs.inter, kS * kRingInter);
   ExpectClose(rs.intra, kS * kRingIntra);
-  Bytes ag = Sum("zero2", [](const TrafficEntry& e) {
-    return e.op() == ALL_GATHER;
-  });
+  Bytes ag =
+      Sum("zero2", [](const TrafficEntry& e) { return e.op() == ALL_GATHER; });
   ExpectClose(ag.inter, kRingInter);
   ExpectClose(ag.intra, kRingIntra);
 }
@@ -135,9 +133,7 @@ TEST(TrafficGrouped, TwoStepReduceScatterSaving) {
   // psi/M shard across nodes once:  s (M-1)/M psi + (g-1)/g psi/M.
   // The difference, using (N-1)/N - (M-1)/M = (g-1)/N:
   //   s psi (g-1)/N - psi (g-1)/N = psi (s-1)(g-1)/N elements per GPU.
-  auto grads = [](const TrafficEntry& e) {
-    return e.op() == REDUCE_SCATTER;
-  };
+  auto grads = [](const TrafficEntry& e) { return e.op() == REDUCE_SCATTER; };
   Bytes igg = Sum("paro-IGG", grads);
   Bytes iig = Sum("paro-IIG", grads);
   const double per_gpu_saving =

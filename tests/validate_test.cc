@@ -1,4 +1,6 @@
 // validate/: measurement parsing, calibration recovery, validation.
+#include "validate/validate.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,18 +13,17 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "sim/collective/sweep.h"
-#include "sim/engine/simulate.h"
-#include "sim/scenario/scenario.h"
-#include "sim/schedule/lower.h"
-#include "sim/results/trace.h"
-#include "validate/calibrate.h"
-#include "validate/cli.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/engine/simulate.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
+#include "sim/results/trace.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schedule/lower.h"
+#include "validate/calibrate.h"
+#include "validate/cli.h"
 #include "validate/kernels.h"
 #include "validate/measurements.h"
-#include "validate/validate.h"
 
 namespace shardsim {
 namespace {
@@ -60,9 +61,10 @@ std::string WriteNcclTests(const CollectiveResults& r, const std::string& path,
          "iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n"
          "# Using devices\n";
   for (int i = 0; i < r.gpus(); ++i) {
-    out << absl::StrFormat("#  Rank %2d Group  0 Pid %6d on %10s device %2d "
-                           "[0x07] NVIDIA A100-SXM4-80GB\n",
-                           i, 1000 + i, i < 8 ? "node-a" : "node-b", i % 8);
+    out << absl::StrFormat(
+        "#  Rank %2d Group  0 Pid %6d on %10s device %2d "
+        "[0x07] NVIDIA A100-SXM4-80GB\n",
+        i, 1000 + i, i < 8 ? "node-a" : "node-b", i % 8);
   }
   out << "#\n#       size         count      type   redop    root     time   "
          "algbw   busbw #wrong     time   algbw   busbw #wrong\n";
@@ -102,7 +104,8 @@ CollectiveResults Sweep(const Platform& p, CollectiveOp op, int gpus,
   return *r;
 }
 
-const FittedParameter* Param(const CalibrationResult& r, const std::string& name) {
+const FittedParameter* Param(const CalibrationResult& r,
+                             const std::string& name) {
   for (const FittedParameter& p : r.parameters) {
     if (p.name == name) return &p;
   }
@@ -123,9 +126,9 @@ TEST(ValidateCalibrate, RecoversNetworkFractionAndSimpleAlpha) {
   Platform simple_only = truth;
   simple_only.clear_protocols();
   *simple_only.add_protocols() = *Proto(&truth, "Simple");
-  const std::string path = WriteNcclTests(
-      Sweep(simple_only, ALL_GATHER, 16, 1 << 20, 1 << 30),
-      TempDir() + "/all_gather_perf.txt", 0.02, 12345);
+  const std::string path =
+      WriteNcclTests(Sweep(simple_only, ALL_GATHER, 16, 1 << 20, 1 << 30),
+                     TempDir() + "/all_gather_perf.txt", 0.02, 12345);
   MeasurementHints hints;
   hints.protocol = "Simple";
   absl::StatusOr<MeasurementSet> set = ParseMeasurementFile(path, hints);
@@ -151,9 +154,9 @@ TEST(ValidateCalibrate, RecoversNetworkFractionAndSimpleAlpha) {
 // Unpinned: the fraction is still recovered (every protocol's bandwidth
 // term scales with it); Simple's alpha is refused or stays loose.
 TEST(ValidateCalibrate, RecoversFractionWhenEnginePicksProtocols) {
-  const std::string path = WriteNcclTests(
-      Sweep(Truth(), ALL_GATHER, 16, 1 << 20, 1 << 30),
-      TempDir() + "/all_gather_perf_any.txt", 0.02, 777);
+  const std::string path =
+      WriteNcclTests(Sweep(Truth(), ALL_GATHER, 16, 1 << 20, 1 << 30),
+                     TempDir() + "/all_gather_perf_any.txt", 0.02, 777);
   absl::StatusOr<MeasurementSet> set = ParseMeasurementFile(path);
   ASSERT_TRUE(set.ok()) << set.status();
   absl::StatusOr<CalibrationResult> r = Calibrate(DgxA100(), {*set});
@@ -164,22 +167,23 @@ TEST(ValidateCalibrate, RecoversFractionWhenEnginePicksProtocols) {
 }
 
 TEST(ValidateCalibrate, RefusesOneSize) {
-  const std::string path = WriteNcclTests(
-      Sweep(Truth(), ALL_GATHER, 16, 1 << 24, 1 << 24),
-      TempDir() + "/all_gather_one.txt", 0, 1);
+  const std::string path =
+      WriteNcclTests(Sweep(Truth(), ALL_GATHER, 16, 1 << 24, 1 << 24),
+                     TempDir() + "/all_gather_one.txt", 0, 1);
   absl::StatusOr<MeasurementSet> set = ParseMeasurementFile(path);
   ASSERT_TRUE(set.ok()) << set.status();
   absl::StatusOr<CalibrationResult> r = Calibrate(DgxA100(), {*set});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("cannot separate latency from bandwidth: 1"),
-            std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("cannot separate latency from bandwidth: 1"),
+      std::string::npos)
       << r.status();
 }
 
 TEST(ValidateCalibrate, SmallSizesOnlyKeepBandwidth) {
-  const std::string path = WriteNcclTests(
-      Sweep(Truth(), ALL_GATHER, 16, 1 << 10, 1 << 18),
-      TempDir() + "/all_gather_small.txt", 0, 1);
+  const std::string path =
+      WriteNcclTests(Sweep(Truth(), ALL_GATHER, 16, 1 << 10, 1 << 18),
+                     TempDir() + "/all_gather_small.txt", 0, 1);
   absl::StatusOr<MeasurementSet> set = ParseMeasurementFile(path);
   ASSERT_TRUE(set.ok()) << set.status();
   absl::StatusOr<CalibrationResult> r = Calibrate(DgxA100(), {*set});
@@ -191,7 +195,8 @@ TEST(ValidateCalibrate, SmallSizesOnlyKeepBandwidth) {
 
 // (b) Parsing.
 TEST(ValidateParse, NcclTestsText) {
-  absl::StatusOr<MeasurementSet> s = ParseMeasurementFile(Data("all_gather_perf.txt"));
+  absl::StatusOr<MeasurementSet> s =
+      ParseMeasurementFile(Data("all_gather_perf.txt"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->format, "nccl-tests");
   EXPECT_EQ(s->op, ALL_GATHER);
@@ -230,7 +235,8 @@ TEST(ValidateParse, MalformedLineNamesFileAndLine) {
 }
 
 TEST(ValidateParse, NcclTestsJson) {
-  absl::StatusOr<MeasurementSet> s = ParseMeasurementFile(Data("all_reduce.json"));
+  absl::StatusOr<MeasurementSet> s =
+      ParseMeasurementFile(Data("all_reduce.json"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->format, "nccl-tests-json");
   EXPECT_EQ(s->op, ALL_REDUCE);
@@ -251,18 +257,20 @@ TEST(ValidateParse, ShardsimHwJsonAndSpecHints) {
   EXPECT_EQ(s->gpus, 16);
   EXPECT_EQ(s->protocol, "LL");
   ASSERT_EQ(s->rows.size(), 2u);
-  EXPECT_FALSE(ParseMeasurementSpec(Data("hw_all_gather.json") + ":bogus=1").ok());
+  EXPECT_FALSE(
+      ParseMeasurementSpec(Data("hw_all_gather.json") + ":bogus=1").ok());
 }
 
 TEST(ValidateParse, UnknownOpAndBadJsonAreErrors) {
-  absl::StatusOr<MeasurementSet> s =
-      ParseMeasurementText("x/results.txt", "#  Rank  0 Group 0\n 1 2 float 1 2 3 0 1 2 3 0\n");
+  absl::StatusOr<MeasurementSet> s = ParseMeasurementText(
+      "x/results.txt", "#  Rank  0 Group 0\n 1 2 float 1 2 3 0 1 2 3 0\n");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("x/results.txt: unknown collective"),
             std::string::npos);
   s = ParseMeasurementText("y.json", "{\"results\": [}");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("y.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(s.status().message().find("y.json: not valid JSON"),
+            std::string::npos);
 }
 
 // (c) Validation.
@@ -286,11 +294,13 @@ TEST(ValidateReplay, SimulatorOwnOutputHasNoErrorAndLimitTriggers) {
 
   // 15% slower than simulated: the 10% limit names the file.
   CollectiveResults slow = r;
-  for (CollectiveRow& row : *slow.mutable_rows()) row.set_time_us(row.time_us() * 1.15);
+  for (CollectiveRow& row : *slow.mutable_rows())
+    row.set_time_us(row.time_us() * 1.15);
   const std::string perturbed =
       WriteNcclTests(slow, TempDir() + "/all_gather_slow.txt", 0, 1);
   const std::string json_path = TempDir() + "/validate.json";
-  const std::string platform = absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/dgx_a100.textproto");
+  const std::string platform =
+      absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/dgx_a100.textproto");
   EXPECT_TRUE(RunValidateCommand(platform, {exact}, 0.01, json_path).ok());
   absl::Status s = RunValidateCommand(platform, {exact, perturbed}, 0.10, "");
   ASSERT_FALSE(s.ok());
@@ -299,11 +309,12 @@ TEST(ValidateReplay, SimulatorOwnOutputHasNoErrorAndLimitTriggers) {
 }
 
 TEST(ValidateCli, CalibrateWritesLoadablePlatform) {
-  const std::string path = WriteNcclTests(
-      Sweep(Truth(), ALL_GATHER, 16, 1 << 20, 1 << 30),
-      TempDir() + "/all_gather_cli.txt", 0.01, 5);
+  const std::string path =
+      WriteNcclTests(Sweep(Truth(), ALL_GATHER, 16, 1 << 20, 1 << 30),
+                     TempDir() + "/all_gather_cli.txt", 0.01, 5);
   const std::string out = TempDir() + "/calibrated.textproto";
-  const std::string platform = absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/dgx_a100.textproto");
+  const std::string platform =
+      absl::StrCat(SHARDSIM_SOURCE_DIR, "/platforms/dgx_a100.textproto");
   absl::Status s = RunCalibrateCommand(platform, {path}, out);
   ASSERT_TRUE(s.ok()) << s;
   absl::StatusOr<Platform> p = LoadPlatform(out, ".");
@@ -407,8 +418,10 @@ TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
   ASSERT_TRUE(fit.ok()) << fit.status();
   const KernelModel& want = truth->kernels();
   const KernelModel& got = fit->model;
-  EXPECT_NEAR(got.gemm_efficiency(), want.gemm_efficiency(), 0.01 * want.gemm_efficiency());
-  EXPECT_NEAR(got.gemm_k_overhead(), want.gemm_k_overhead(), 0.15 * want.gemm_k_overhead());
+  EXPECT_NEAR(got.gemm_efficiency(), want.gemm_efficiency(),
+              0.01 * want.gemm_efficiency());
+  EXPECT_NEAR(got.gemm_k_overhead(), want.gemm_k_overhead(),
+              0.15 * want.gemm_k_overhead());
   EXPECT_NEAR(got.attention_fwd_efficiency(), want.attention_fwd_efficiency(),
               0.02 * want.attention_fwd_efficiency());
   EXPECT_NEAR(got.attention_bwd_seq(), want.attention_bwd_seq(),

@@ -32,9 +32,9 @@ int Steps(CollectiveOp op, int gpus) {
 struct Sample {
   const MeasurementSet* set;
   int64_t size;
-  double t;          // measured, s
-  double base;       // base latency + steps x alpha on the current platform
-  double bw_part;    // simulated time minus `base`
+  double t;        // measured, s
+  double base;     // base latency + steps x alpha on the current platform
+  double bw_part;  // simulated time minus `base`
   int steps;
   std::string protocol;
 };
@@ -87,7 +87,9 @@ struct Tier {
   std::string fraction_name() const {
     return inter ? "efficiency.network_fraction" : "efficiency.nvlink_fraction";
   }
-  std::string alpha_field() const { return inter ? "inter_alpha_s" : "intra_alpha_s"; }
+  std::string alpha_field() const {
+    return inter ? "inter_alpha_s" : "intra_alpha_s";
+  }
   double fraction(const Platform& p) const {
     return inter ? p.efficiency().network_fraction()
                  : p.efficiency().nvlink_fraction();
@@ -141,9 +143,10 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
   bool fit_bandwidth = max_size >= kLargeBytes;
   if (!fit_bandwidth) {
     out.notes.push_back(absl::StrCat(
-        tier.fraction_name(), ": bandwidth not identified: every size is below 1 MB "
-        "(largest ", max_size, " B); kept the base platform's ",
-        tier.fraction(base)));
+        tier.fraction_name(),
+        ": bandwidth not identified: every size is below 1 MB "
+        "(largest ",
+        max_size, " B); kept the base platform's ", tier.fraction(base)));
   }
   std::map<std::string, double> alpha_err;  // protocol -> std error
   std::map<std::string, int> alpha_points;
@@ -157,11 +160,13 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
       const std::vector<MeasurementRow> rows = s->Primary();
       std::vector<int64_t> sz;
       for (const MeasurementRow& r : rows) sz.push_back(r.size_bytes);
-      absl::StatusOr<std::vector<CollectiveRow>> sim = SimulateSizes(*platform, *s, sz);
+      absl::StatusOr<std::vector<CollectiveRow>> sim =
+          SimulateSizes(*platform, *s, sz);
       if (!sim.ok()) return sim.status();
       for (size_t i = 0; i < rows.size(); ++i) {
         const Protocol* proto = FindProtocol(platform, (*sim)[i].protocol());
-        if (proto == nullptr) return absl::InternalError("engine protocol unknown");
+        if (proto == nullptr)
+          return absl::InternalError("engine protocol unknown");
         Sample p;
         p.set = s;
         p.size = rows[i].size_bytes;
@@ -184,8 +189,9 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
       if (s.size() >= 2) {
         protos.push_back(name);
       } else {
-        alpha_why[name] = absl::StrCat("not identified: the engine picks ", name,
-                                       " at ", s.size(), " measured size(s) only");
+        alpha_why[name] =
+            absl::StrCat("not identified: the engine picks ", name, " at ",
+                         s.size(), " measured size(s) only");
       }
     }
     const int k = (fit_bandwidth ? 1 : 0) + protos.size();
@@ -224,14 +230,15 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
       for (int i = 0; i < k; ++i) pred += x[i] * sol[i];
       rss += (p.t - pred) * (p.t - pred) / (p.t * p.t);
     }
-    const double sigma2 = pts.size() > static_cast<size_t>(k)
-                              ? rss / (pts.size() - k) : 0;
+    const double sigma2 =
+        pts.size() > static_cast<size_t>(k) ? rss / (pts.size() - k) : 0;
     int c = 0;
     if (fit_bandwidth) {
       const double g = sol[0];
       if (!(g > 0)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            tier_name, " tier: fitted bandwidth scale ", g, " is not positive"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(tier_name, " tier: fitted bandwidth scale ", g,
+                         " is not positive"));
       }
       const double f = tier.fraction(*platform) / g;
       g_err = std::sqrt(std::max(0.0, sigma2 * inv[0][0])) / g * f;
@@ -253,7 +260,8 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
         alpha_identified.erase(name);
         alpha_why[name] = absl::StrFormat(
             "not identified: fit gives %.3g +- %.2g s (latency is too small a "
-            "share of the measured times)", a, alpha_err[name]);
+            "share of the measured times)",
+            a, alpha_err[name]);
       }
     }
   }
@@ -263,10 +271,11 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
   fp.value = tier.fraction(*platform);
   fp.identified = fit_bandwidth;
   fp.std_error = fit_bandwidth ? g_err : 0;
-  fp.why = fit_bandwidth ? (fp.value >= 1.0 ? "fitted; clamped to 1 (measured "
-                                              "faster than the datasheet bandwidth)"
-                                            : "fitted: slope of t(S)")
-                         : "not identified: no size >= 1 MB";
+  fp.why = fit_bandwidth
+               ? (fp.value >= 1.0 ? "fitted; clamped to 1 (measured "
+                                    "faster than the datasheet bandwidth)"
+                                  : "fitted: slope of t(S)")
+               : "not identified: no size >= 1 MB";
   fp.files = files;
   fp.points = points_used;
   fp.min_size = min_size;
@@ -281,7 +290,8 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
     }
     a.base = b ? tier.alpha(*b) : 0;
     a.files = files;
-    a.points = alpha_points.count(proto.name()) ? alpha_points[proto.name()] : 0;
+    a.points =
+        alpha_points.count(proto.name()) ? alpha_points[proto.name()] : 0;
     a.min_size = min_size;
     a.max_size = max_size;
     if (alpha_identified.count(proto.name())) {
@@ -302,7 +312,8 @@ absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
   for (const FittedParameter& a : out.params) {
     if (a.identified || a.name == fp.name) continue;
     for (Protocol& proto : *platform->mutable_protocols()) {
-      if (a.name == absl::StrCat("protocols[", proto.name(), "].", tier.alpha_field())) {
+      if (a.name ==
+          absl::StrCat("protocols[", proto.name(), "].", tier.alpha_field())) {
         tier.set_alpha(&proto, a.base);
       }
     }
@@ -328,7 +339,8 @@ absl::StatusOr<CalibrationResult> Calibrate(
   Tier intra{false, {}};
   Tier inter{true, {}};
   for (const MeasurementSet& s : sets) {
-    const Algorithm a = s.algorithm == ALGORITHM_UNSPECIFIED ? RING : s.algorithm;
+    const Algorithm a =
+        s.algorithm == ALGORITHM_UNSPECIFIED ? RING : s.algorithm;
     if (a != RING || Steps(s.op, s.gpus) == 0) {
       result.notes.push_back(absl::StrCat(
           s.file, ": ", CollectiveOp_Name(s.op), " ", Algorithm_Name(a),
@@ -337,7 +349,8 @@ absl::StatusOr<CalibrationResult> Calibrate(
       continue;
     }
     if (s.gpus < 2) {
-      result.notes.push_back(absl::StrCat(s.file, ": 1 GPU, no communication; skipped"));
+      result.notes.push_back(
+          absl::StrCat(s.file, ": 1 GPU, no communication; skipped"));
       continue;
     }
     (s.gpus <= base.gpus_per_node() ? intra : inter).sets.push_back(&s);
@@ -371,41 +384,52 @@ absl::StatusOr<CalibrationResult> Calibrate(
   }
   for (const auto& key : order) {
     result.efficiency_curve.push_back(absl::StrFormat(
-        "%s %-14s measured/simulated time %.3f (%d sizes)", key.first, key.second,
-        Median(buckets[key]), buckets[key].size()));
+        "%s %-14s measured/simulated time %.3f (%d sizes)", key.first,
+        key.second, Median(buckets[key]), buckets[key].size()));
   }
   // The comment block.
   std::string& c = result.comment;
   absl::StrAppend(&c, "# Calibrated by `shardsim calibrate` from platform ",
                   base.name(), " and ", sets.size(), " measurement file(s):\n");
   for (const MeasurementSet& s : sets) {
-    absl::StrAppend(&c, "#   ", s.file, " (", s.format, "): ",
-                    CollectiveOp_Name(s.op), " on ", s.gpus, " GPUs",
-                    s.protocol.empty() ? "" : absl::StrCat(", NCCL_PROTO=", s.protocol),
-                    ", ", s.Primary().size(), " sizes\n");
+    absl::StrAppend(
+        &c, "#   ", s.file, " (", s.format, "): ", CollectiveOp_Name(s.op),
+        " on ", s.gpus, " GPUs",
+        s.protocol.empty() ? "" : absl::StrCat(", NCCL_PROTO=", s.protocol),
+        ", ", s.Primary().size(), " sizes\n");
   }
-  absl::StrAppend(&c, "# Model per tier and protocol: t(S) = base + steps*alpha + "
-                      "hop_bytes(S)/(bw*fraction), weighted (1/t^2) least squares.\n");
+  absl::StrAppend(
+      &c,
+      "# Model per tier and protocol: t(S) = base + steps*alpha + "
+      "hop_bytes(S)/(bw*fraction), weighted (1/t^2) least squares.\n");
   absl::StrAppend(&c, "# Fitted parameters:\n");
   for (const FittedParameter& p : result.parameters) {
     if (p.identified) {
-      absl::StrAppendFormat(&c, "#   %s = %.4g (base %.4g, +- %.2g): %s; %d points, "
-                                "%d..%d B, from %s\n",
-                            p.name, p.value, p.base, p.std_error, p.why, p.points,
-                            p.min_size, p.max_size, absl::StrJoin(p.files, ", "));
+      absl::StrAppendFormat(
+          &c,
+          "#   %s = %.4g (base %.4g, +- %.2g): %s; %d points, "
+          "%d..%d B, from %s\n",
+          p.name, p.value, p.base, p.std_error, p.why, p.points, p.min_size,
+          p.max_size, absl::StrJoin(p.files, ", "));
     }
   }
   absl::StrAppend(&c, "# Not identified (base values kept):\n");
-  for (const std::string& n : result.notes) absl::StrAppend(&c, "#   ", n, "\n");
-  absl::StrAppend(&c, "#   gpu.*, kernels.*: not calibrated from collectives "
-                      "(kernel measurements fit kernels.*)\n");
-  absl::StrAppend(&c, "# Fit error after calibration (busbw, simulated vs measured):\n");
+  for (const std::string& n : result.notes)
+    absl::StrAppend(&c, "#   ", n, "\n");
+  absl::StrAppend(&c,
+                  "#   gpu.*, kernels.*: not calibrated from collectives "
+                  "(kernel measurements fit kernels.*)\n");
+  absl::StrAppend(
+      &c, "# Fit error after calibration (busbw, simulated vs measured):\n");
   for (const FileError& e : result.fit_errors) {
     absl::StrAppendFormat(&c, "#   %s: median %.1f%%, max %.1f%%\n", e.file,
-                          100 * e.median_relative_error, 100 * e.max_relative_error);
+                          100 * e.median_relative_error,
+                          100 * e.max_relative_error);
   }
-  absl::StrAppend(&c, "# Efficiency over message size (residual, median per bucket):\n");
-  for (const std::string& l : result.efficiency_curve) absl::StrAppend(&c, "#   ", l, "\n");
+  absl::StrAppend(
+      &c, "# Efficiency over message size (residual, median per bucket):\n");
+  for (const std::string& l : result.efficiency_curve)
+    absl::StrAppend(&c, "#   ", l, "\n");
   return result;
 }
 

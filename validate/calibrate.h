@@ -26,12 +26,12 @@
 namespace shardsim {
 
 struct FittedParameter {
-  std::string name;    // e.g. "efficiency.network_fraction"
-  double base = 0;     // the base platform's value
-  double value = 0;    // calibrated (== base when not identified)
+  std::string name;      // e.g. "efficiency.network_fraction"
+  double base = 0;       // the base platform's value
+  double value = 0;      // calibrated (== base when not identified)
   double std_error = 0;  // from the fit's covariance; 0 when not fitted
   bool identified = false;
-  std::string why;      // how, or why not
+  std::string why;  // how, or why not
   std::vector<std::string> files;
   int points = 0;
   int64_t min_size = 0, max_size = 0;

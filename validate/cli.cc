@@ -20,7 +20,8 @@ namespace {
 
 absl::StatusOr<std::vector<MeasurementSet>> ReadAll(
     const std::vector<std::string>& specs) {
-  if (specs.empty()) return absl::InvalidArgumentError("--measurements: no files");
+  if (specs.empty())
+    return absl::InvalidArgumentError("--measurements: no files");
   std::vector<MeasurementSet> sets;
   for (const std::string& spec : specs) {
     absl::StatusOr<MeasurementSet> s = ParseMeasurementSpec(spec);
@@ -32,9 +33,10 @@ absl::StatusOr<std::vector<MeasurementSet>> ReadAll(
 
 }  // namespace
 
-absl::Status RunCalibrateCommand(const std::string& platform,
-                                 const std::vector<std::string>& measurement_files,
-                                 const std::string& out_path) {
+absl::Status RunCalibrateCommand(
+    const std::string& platform,
+    const std::vector<std::string>& measurement_files,
+    const std::string& out_path) {
   if (out_path.empty()) return absl::InvalidArgumentError("--out: required");
   absl::StatusOr<Platform> base = LoadPlatform(platform, ".");
   if (!base.ok()) return base.status();
@@ -48,7 +50,8 @@ absl::Status RunCalibrateCommand(const std::string& platform,
   CalibrationResult calibrated;
   calibrated.platform = *base;
   if (!collective_files.empty()) {
-    absl::StatusOr<std::vector<MeasurementSet>> sets = ReadAll(collective_files);
+    absl::StatusOr<std::vector<MeasurementSet>> sets =
+        ReadAll(collective_files);
     if (!sets.ok()) return sets.status();
     absl::StatusOr<CalibrationResult> c = Calibrate(*base, *sets);
     if (!c.ok()) return c.status();
@@ -90,7 +93,8 @@ absl::Status RunCalibrateCommand(const std::string& platform,
       << "# proto-file: sim/schema/platform.proto\n"
          "# proto-message: shardsim.Platform\n"
       << text;
-  if (!out) return absl::UnavailableError(absl::StrCat(out_path, ": cannot write"));
+  if (!out)
+    return absl::UnavailableError(absl::StrCat(out_path, ": cannot write"));
   std::cout << r->comment;
   std::cout << "wrote " << out_path << "\n";
   return absl::OkStatus();
@@ -136,7 +140,8 @@ absl::Status RunValidateCommand(const std::string& platform,
     if (!json.ok()) return json.status();
     std::ofstream out(json_path);
     out << *json;
-    if (!out) return absl::UnavailableError(absl::StrCat(json_path, ": cannot write"));
+    if (!out)
+      return absl::UnavailableError(absl::StrCat(json_path, ": cannot write"));
   }
   if (max_median_error >= 0) {
     for (const FileError& e : report->files) {

@@ -12,9 +12,10 @@ namespace shardsim {
 // Files are specs: PATH[:op=OP][:algo=ALG][:proto=P][:gpus=N].
 // Writes the calibrated .textproto (comment block on top) to `out_path`
 // and prints the fit error per file on stdout.
-absl::Status RunCalibrateCommand(const std::string& platform,
-                                 const std::vector<std::string>& measurement_files,
-                                 const std::string& out_path);
+absl::Status RunCalibrateCommand(
+    const std::string& platform,
+    const std::vector<std::string>& measurement_files,
+    const std::string& out_path);
 
 // Prints predicted vs measured busbw per file and size, and the median and
 // max error per file; writes JSON to `json_path` if set. Non-OK (naming

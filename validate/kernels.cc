@@ -87,7 +87,8 @@ std::vector<Kernel> BlockKernels(const Struct& row, bool backward,
   const std::vector<Unit> units = BlockUnits(m, batch);
   std::vector<Kernel> out;
   if (!backward) {
-    for (const Unit& u : units) out.insert(out.end(), u.forward.begin(), u.forward.end());
+    for (const Unit& u : units)
+      out.insert(out.end(), u.forward.begin(), u.forward.end());
     return out;
   }
   for (auto u = units.rbegin(); u != units.rend(); ++u) {
@@ -95,13 +96,15 @@ std::vector<Kernel> BlockKernels(const Struct& row, bool backward,
   }
   if (accumulate) {
     for (const Unit& u : units) out.push_back(AccumulateKernel(u.params));
-    out.push_back(AccumulateKernel(batch.micro_batch_size * batch.seq_len * m.hidden()));
+    out.push_back(
+        AccumulateKernel(batch.micro_batch_size * batch.seq_len * m.hidden()));
   }
   return out;
 }
 
 std::string BlockName(const Struct& row, const char* pass) {
-  return absl::StrFormat("block h%d %dx%d %s", static_cast<int64_t>(Num(row, "h")),
+  return absl::StrFormat("block h%d %dx%d %s",
+                         static_cast<int64_t>(Num(row, "h")),
                          static_cast<int64_t>(Num(row, "b")),
                          static_cast<int64_t>(Num(row, "s")), pass);
 }
@@ -139,10 +142,15 @@ void ReadReference(const std::string& path, const Struct& root,
       const Struct& r = v.struct_value();
       const int64_t m = Num(r, "m"), n = Num(r, "n"), k = Num(r, "k");
       const std::string shape = absl::StrCat(m, "x", n, "x", k);
-      if (Has(r, "s")) add(absl::StrCat("gemm ", shape), "gemm", {Gemm(m, n, k, Gemm::FORWARD)}, Num(r, "s"));
-      add(absl::StrCat("gemm ", shape), "gemm", {Gemm(m, n, k, Gemm::FORWARD)}, Num(r, "fwd_s"));
-      add(absl::StrCat("gemm dgrad ", shape), "gemm", {Gemm(m, n, k, Gemm::DGRAD)}, Num(r, "dgrad_s"));
-      add(absl::StrCat("gemm wgrad ", shape), "gemm", {Gemm(m, n, k, Gemm::WGRAD)}, Num(r, "wgrad_s"));
+      if (Has(r, "s"))
+        add(absl::StrCat("gemm ", shape), "gemm",
+            {Gemm(m, n, k, Gemm::FORWARD)}, Num(r, "s"));
+      add(absl::StrCat("gemm ", shape), "gemm", {Gemm(m, n, k, Gemm::FORWARD)},
+          Num(r, "fwd_s"));
+      add(absl::StrCat("gemm dgrad ", shape), "gemm",
+          {Gemm(m, n, k, Gemm::DGRAD)}, Num(r, "dgrad_s"));
+      add(absl::StrCat("gemm wgrad ", shape), "gemm",
+          {Gemm(m, n, k, Gemm::WGRAD)}, Num(r, "wgrad_s"));
     }
   }
   if (const Value* adam = Field(root, "adam")) {
@@ -168,7 +176,9 @@ void ReadReference(const std::string& path, const Struct& root,
     // Elementwise ops over `elements`: vectorized kernels, and the dtype
     // cast (PyTorch's general path). Small sizes measure launches.
     const std::map<std::string, std::pair<int, int>> bytes = {
-        {"add_bf16", {6, 0}}, {"copy_bf16", {4, 0}}, {"silu_bf16", {4, 0}},
+        {"add_bf16", {6, 0}},
+        {"copy_bf16", {4, 0}},
+        {"silu_bf16", {4, 0}},
         {"to_fp32", {0, 6}}};
     for (const Value& v : mem->list_value().values()) {
       const Struct& r = v.struct_value();
@@ -202,14 +212,15 @@ void ReadReference(const std::string& path, const Struct& root,
       a->set_seq(static_cast<int64_t>(Num(r, "s")));
       a->set_head_dim(static_cast<int>(Num(r, "d")));
       a->set_causal(causal->bool_value());
-      const std::string shape = absl::StrFormat(
-          "%dx%dx%d%s", a->batch(), a->heads(), a->seq(),
-          a->causal() ? " causal" : "");
+      const std::string shape =
+          absl::StrFormat("%dx%dx%d%s", a->batch(), a->heads(), a->seq(),
+                          a->causal() ? " causal" : "");
       const double fwd = AttentionSeconds(Field(r, "fwd_kernels"));
       const double both = AttentionSeconds(Field(r, "fwdbwd_kernels"));
       add(absl::StrCat("attention ", shape), "attention", {k}, fwd);
       a->set_backward(true);
-      add(absl::StrCat("attention backward ", shape), "attention", {k}, both - fwd);
+      add(absl::StrCat("attention backward ", shape), "attention", {k},
+          both - fwd);
     }
   }
   // Blocks: the calibration file's rows (its loop accumulates into .grad,
@@ -218,8 +229,10 @@ void ReadReference(const std::string& path, const Struct& root,
   if (const Value* layers = Field(root, "layers")) {
     for (const Value& v : layers->list_value().values()) {
       const Struct& r = v.struct_value();
-      add(BlockName(r, "forward"), "block", BlockKernels(r, false, false), Num(r, "fwd_s"));
-      add(BlockName(r, "backward"), "block", BlockKernels(r, true, true), Num(r, "bwd_s"));
+      add(BlockName(r, "forward"), "block", BlockKernels(r, false, false),
+          Num(r, "fwd_s"));
+      add(BlockName(r, "backward"), "block", BlockKernels(r, true, true),
+          Num(r, "bwd_s"));
     }
   }
   if (const Value* blocks = Field(root, "blocks")) {
@@ -234,7 +247,8 @@ void ReadReference(const std::string& path, const Struct& root,
         const double kernels = Num(Field(p, "fwd")->struct_value(), "kernel_s");
         if (Num(r, "fwd_s") > 1.2 * kernels) continue;
       }
-      add(BlockName(r, "forward"), "block", BlockKernels(r, false, false), Num(r, "fwd_s"));
+      add(BlockName(r, "forward"), "block", BlockKernels(r, false, false),
+          Num(r, "fwd_s"));
       add(BlockName(r, "backward"), "block", BlockKernels(r, true, false),
           Num(r, "fwdbwd_fresh_s") - Num(r, "fwd_s"));
     }
@@ -253,22 +267,28 @@ absl::Status ReadTrace(const std::string& path, const Struct& root,
     if (kernels == nullptr) continue;
     KernelSample s;
     s.file = path;
-    s.what = Field(e, "name") != nullptr ? Field(e, "name")->string_value() : "";
+    s.what =
+        Field(e, "name") != nullptr ? Field(e, "name")->string_value() : "";
     for (const Value& k : kernels->list_value().values()) {
       std::string json;
-      (void)google::protobuf::util::MessageToJsonString(k.struct_value(), &json);
+      (void)google::protobuf::util::MessageToJsonString(k.struct_value(),
+                                                        &json);
       Kernel kernel;
       if (!google::protobuf::util::JsonStringToMessage(json, &kernel).ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": event \"", s.what, "\": a kernel is not a "
-                         "Kernel message: ", json));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": event \"",
+                                                       s.what,
+                                                       "\": a kernel is not a "
+                                                       "Kernel message: ",
+                                                       json));
       }
       s.kernels.push_back(std::move(kernel));
     }
     if (s.kernels.size() == 1) {
       const Kernel& k = s.kernels[0];
-      s.family = k.has_gemm() ? "gemm" : k.has_attention() ? "attention"
-                 : k.has_optimizer() ? "optimizer" : "memory";
+      s.family = k.has_gemm()        ? "gemm"
+                 : k.has_attention() ? "attention"
+                 : k.has_optimizer() ? "optimizer"
+                                     : "memory";
     } else {
       s.family = "block";
     }
@@ -327,7 +347,8 @@ struct Fitter {
     return params.back();
   }
 
-  static std::vector<std::string> Files(const std::vector<const KernelSample*>& s) {
+  static std::vector<std::string> Files(
+      const std::vector<const KernelSample*>& s) {
     std::set<std::string> files;
     for (const KernelSample* x : s) files.insert(x->file);
     return {files.begin(), files.end()};
@@ -445,14 +466,16 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
                                           "optimizer", "block"};
   for (size_t i = 1; i < parts.size(); ++i) {
     if (!absl::StartsWith(parts[i], "only=")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec, ": unknown option \"", parts[i], "\" (kernel files take only=)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec, ": unknown option \"", parts[i],
+                       "\" (kernel files take only=)"));
     }
     for (absl::string_view f : absl::StrSplit(parts[i].substr(5), ',')) {
       if (families.count(std::string(f)) == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            spec, ": only=", f, " is not one of gemm, attention, memory, "
-            "optimizer, block"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec, ": only=", f,
+                         " is not one of gemm, attention, memory, "
+                         "optimizer, block"));
       }
       only.insert(std::string(f));
     }
@@ -480,7 +503,8 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
   }
   if (samples.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no kernel samples", only.empty() ? "" : " of the families asked for"));
+        absl::StrCat(path, ": no kernel samples",
+                     only.empty() ? "" : " of the families asked for"));
   }
   return samples;
 }
@@ -491,23 +515,28 @@ absl::StatusOr<KernelFitResult> FitKernelModel(
     return s;
   }
   Fitter f{base, {}};
-  f.Fit1("vector_fraction", base.kernels().vector_fraction(),
-         [](KernelModel* m, double v) { m->set_vector_fraction(v); },
-         Select(samples, [](const KernelSample& s) { return OnlyMemory(s, false); }),
-         0.05, 1.0, "memory-bound kernels with vectorized bytes only");
-  f.Fit1("optimizer_fraction", base.kernels().optimizer_fraction(),
-         [](KernelModel* m, double v) { m->set_optimizer_fraction(v); },
-         Select(samples, [](const KernelSample& s) { return s.family == "optimizer"; }),
-         0.05, 1.0, "fused Adam steps");
+  f.Fit1(
+      "vector_fraction", base.kernels().vector_fraction(),
+      [](KernelModel* m, double v) { m->set_vector_fraction(v); },
+      Select(samples,
+             [](const KernelSample& s) { return OnlyMemory(s, false); }),
+      0.05, 1.0, "memory-bound kernels with vectorized bytes only");
+  f.Fit1(
+      "optimizer_fraction", base.kernels().optimizer_fraction(),
+      [](KernelModel* m, double v) { m->set_optimizer_fraction(v); },
+      Select(samples,
+             [](const KernelSample& s) { return s.family == "optimizer"; }),
+      0.05, 1.0, "fused Adam steps");
   const std::vector<const KernelSample*> gemms =
       Select(samples, [](const KernelSample& s) { return s.family == "gemm"; });
   std::set<int64_t> ks;
   for (const KernelSample* s : gemms) ks.insert(s->kernels[0].gemm().k());
-  f.Fit2("gemm_efficiency", base.kernels().gemm_efficiency(),
-         [](KernelModel* m, double v) { m->set_gemm_efficiency(v); },
-         "gemm_k_overhead", base.kernels().gemm_k_overhead(),
-         [](KernelModel* m, double v) { m->set_gemm_k_overhead(v); }, gemms,
-         ks.size(), "single GEMMs");
+  f.Fit2(
+      "gemm_efficiency", base.kernels().gemm_efficiency(),
+      [](KernelModel* m, double v) { m->set_gemm_efficiency(v); },
+      "gemm_k_overhead", base.kernels().gemm_k_overhead(),
+      [](KernelModel* m, double v) { m->set_gemm_k_overhead(v); }, gemms,
+      ks.size(), "single GEMMs");
   for (const bool backward : {false, true}) {
     const std::vector<const KernelSample*> att =
         Select(samples, [&](const KernelSample& s) {
@@ -515,37 +544,40 @@ absl::StatusOr<KernelFitResult> FitKernelModel(
                  s.kernels[0].attention().backward() == backward;
         });
     std::set<int64_t> seqs;
-    for (const KernelSample* s : att) seqs.insert(s->kernels[0].attention().seq());
+    for (const KernelSample* s : att)
+      seqs.insert(s->kernels[0].attention().seq());
     const char* dir = backward ? "bwd" : "fwd";
-    f.Fit2(absl::StrCat("attention_", dir, "_efficiency"),
-           backward ? base.kernels().attention_bwd_efficiency()
-                    : base.kernels().attention_fwd_efficiency(),
-           [backward](KernelModel* m, double v) {
-             backward ? m->set_attention_bwd_efficiency(v)
-                      : m->set_attention_fwd_efficiency(v);
-           },
-           absl::StrCat("attention_", dir, "_seq"),
-           backward ? base.kernels().attention_bwd_seq()
-                    : base.kernels().attention_fwd_seq(),
-           [backward](KernelModel* m, double v) {
-             backward ? m->set_attention_bwd_seq(v) : m->set_attention_fwd_seq(v);
-           },
-           att, seqs.size(),
-           backward ? "fused attention, backward" : "fused attention, forward");
+    f.Fit2(
+        absl::StrCat("attention_", dir, "_efficiency"),
+        backward ? base.kernels().attention_bwd_efficiency()
+                 : base.kernels().attention_fwd_efficiency(),
+        [backward](KernelModel* m, double v) {
+          backward ? m->set_attention_bwd_efficiency(v)
+                   : m->set_attention_fwd_efficiency(v);
+        },
+        absl::StrCat("attention_", dir, "_seq"),
+        backward ? base.kernels().attention_bwd_seq()
+                 : base.kernels().attention_fwd_seq(),
+        [backward](KernelModel* m, double v) {
+          backward ? m->set_attention_bwd_seq(v) : m->set_attention_fwd_seq(v);
+        },
+        att, seqs.size(),
+        backward ? "fused attention, backward" : "fused attention, forward");
   }
-  f.Fit1("general_fraction", base.kernels().general_fraction(),
-         [](KernelModel* m, double v) { m->set_general_fraction(v); },
-         Select(samples, MovesGeneralBytes), 0.05, 1.0,
-         "samples moving general-path bytes (blocks: the rest of each block "
-         "as fitted above)");
+  f.Fit1(
+      "general_fraction", base.kernels().general_fraction(),
+      [](KernelModel* m, double v) { m->set_general_fraction(v); },
+      Select(samples, MovesGeneralBytes), 0.05, 1.0,
+      "samples moving general-path bytes (blocks: the rest of each block "
+      "as fitted above)");
   KernelFitResult r;
   r.model = f.p.kernels();
   r.parameters = std::move(f.params);
   return r;
 }
 
-std::vector<KernelCheck> CheckKernels(const Platform& platform,
-                                      const std::vector<KernelSample>& samples) {
+std::vector<KernelCheck> CheckKernels(
+    const Platform& platform, const std::vector<KernelSample>& samples) {
   std::vector<KernelCheck> out;
   for (const KernelSample& s : samples) {
     double t = 0;
@@ -556,9 +588,9 @@ std::vector<KernelCheck> CheckKernels(const Platform& platform,
 }
 
 std::string KernelCheckTable(const std::vector<KernelCheck>& checks) {
-  std::string out = absl::StrFormat("%-10s %-44s %12s %12s %8s\n", "family",
-                                    "sample", "measured us", "simulated us",
-                                    "error");
+  std::string out =
+      absl::StrFormat("%-10s %-44s %12s %12s %8s\n", "family", "sample",
+                      "measured us", "simulated us", "error");
   for (const KernelCheck& c : checks) {
     absl::StrAppendFormat(&out, "%-10s %-44s %12.1f %12.1f %+7.1f%%\n",
                           c.sample->family, c.sample->what,
@@ -568,7 +600,8 @@ std::string KernelCheckTable(const std::vector<KernelCheck>& checks) {
   // Per family: how many, the median error and the median |error|, so a
   // family the model gets wrong is not hidden by the others.
   std::map<std::string, std::vector<double>> by_family;
-  for (const KernelCheck& c : checks) by_family[c.sample->family].push_back(c.error);
+  for (const KernelCheck& c : checks)
+    by_family[c.sample->family].push_back(c.error);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();

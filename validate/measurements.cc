@@ -57,14 +57,16 @@ bool AsCount(double v, int64_t lo, int64_t hi, int64_t* out) {
 
 absl::Status Finish(const MeasurementHints& hints, MeasurementSet* set) {
   if (hints.op != OP_UNSPECIFIED) set->op = hints.op;
-  if (hints.algorithm != ALGORITHM_UNSPECIFIED) set->algorithm = hints.algorithm;
+  if (hints.algorithm != ALGORITHM_UNSPECIFIED)
+    set->algorithm = hints.algorithm;
   if (!hints.protocol.empty()) set->protocol = hints.protocol;
   if (hints.gpus > 0) set->gpus = hints.gpus;
   if (set->op == OP_UNSPECIFIED) set->op = GuessOp(Basename(set->file));
   if (set->op == OP_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        set->file, ": unknown collective: name the file after it "
-                   "(all_gather_perf.txt) or give :op=all_gather"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(set->file,
+                     ": unknown collective: name the file after it "
+                     "(all_gather_perf.txt) or give :op=all_gather"));
   }
   if (set->gpus < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -132,10 +134,11 @@ absl::StatusOr<MeasurementSet> ParseText(const std::string& path,
     // size count type [redop [root]] time algbw busbw #wrong time algbw
     // busbw #wrong: 11 (2.x before redop/root), 12 or 13 columns.
     if (t.size() < 11 || t.size() > 13) {
-      return err(absl::StrCat("expected 11 to 13 columns (size count type "
-                              "[redop root] then time algbw busbw #wrong "
-                              "out-of-place and in-place), got ",
-                              t.size()));
+      return err(
+          absl::StrCat("expected 11 to 13 columns (size count type "
+                       "[redop root] then time algbw busbw #wrong "
+                       "out-of-place and in-place), got ",
+                       t.size()));
     }
     int64_t size;
     if (!absl::SimpleAtoi(t[0], &size)) return err("size is not an integer");
@@ -152,8 +155,10 @@ absl::StatusOr<MeasurementSet> ParseText(const std::string& path,
                                 " time/algbw/busbw are not numbers"));
       }
       int64_t wrong = 0;
-      if (t[c + 3] != "N/A" && absl::SimpleAtoi(t[c + 3], &wrong) && wrong > 0) {
-        return err(absl::StrCat(wrong, " wrong elements: not a valid measurement"));
+      if (t[c + 3] != "N/A" && absl::SimpleAtoi(t[c + 3], &wrong) &&
+          wrong > 0) {
+        return err(
+            absl::StrCat(wrong, " wrong elements: not a valid measurement"));
       }
       set.rows.push_back(r);
     }
@@ -194,7 +199,8 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
   Struct doc;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
-  if (auto st = google::protobuf::util::JsonStringToMessage(text, &doc, options);
+  if (auto st =
+          google::protobuf::util::JsonStringToMessage(text, &doc, options);
       !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not valid JSON: ", st.message().as_string()));
@@ -225,15 +231,18 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
       if (!al.ok()) return bad(std::string(al.status().message()));
       set.algorithm = *al;
     }
-    if (rows->kind_case() != Value::kListValue) return bad("\"rows\" is not a list");
+    if (rows->kind_case() != Value::kListValue)
+      return bad("\"rows\" is not a list");
     int i = 0;
     for (const Value& v : rows->list_value().values()) {
       const std::string where = absl::StrCat("rows[", i++, "]");
-      if (v.kind_case() != Value::kStructValue) return bad(where + " is not an object");
+      if (v.kind_case() != Value::kStructValue)
+        return bad(where + " is not an object");
       const Struct& r = v.struct_value();
       MeasurementRow row;
       double size = 0, wrong = 0;
-      if (!Number(r, "size_bytes", &size) || !Number(r, "time_us", &row.time_us)) {
+      if (!Number(r, "size_bytes", &size) ||
+          !Number(r, "time_us", &row.time_us)) {
         return bad(where + ": needs size_bytes and time_us");
       }
       if (!AsCount(size, 1, limits::kMaxCollectiveBytes, &row.size_bytes)) {
@@ -263,7 +272,8 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
         env != nullptr && env->kind_case() == Value::kListValue) {
       for (const Value& e : env->list_value().values()) {
         absl::string_view kv = e.string_value();
-        if (absl::ConsumePrefix(&kv, "NCCL_PROTO=") && !absl::StrContains(kv, ",")) {
+        if (absl::ConsumePrefix(&kv, "NCCL_PROTO=") &&
+            !absl::StrContains(kv, ",")) {
           set.protocol = std::string(kv);
         } else if (absl::ConsumePrefix(&kv, "NCCL_ALGO=")) {
           absl::StatusOr<Algorithm> a = ParseAlgorithmName(std::string(kv));
@@ -282,11 +292,13 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
         avg != nullptr && avg->kind_case() == Value::kStructValue) {
       Number(avg->struct_value(), "bandwidth", &set.avg_busbw_gbps);
     }
-    if (results->kind_case() != Value::kListValue) return bad("\"results\" is not a list");
+    if (results->kind_case() != Value::kListValue)
+      return bad("\"results\" is not a list");
     int i = 0;
     for (const Value& v : results->list_value().values()) {
       const std::string where = absl::StrCat("results[", i++, "]");
-      if (v.kind_case() != Value::kStructValue) return bad(where + " is not an object");
+      if (v.kind_case() != Value::kStructValue)
+        return bad(where + " is not an object");
       const Struct& r = v.struct_value();
       double size = 0;
       int64_t bytes = 0;
@@ -306,21 +318,24 @@ absl::StatusOr<MeasurementSet> ParseJson(const std::string& path,
         MeasurementRow row;
         row.size_bytes = bytes;
         row.in_place = std::string(key) == "in_place";
-        if (!Number(m, "time", &row.time_us) && !Number(m, "cpu_time", &row.time_us)) {
+        if (!Number(m, "time", &row.time_us) &&
+            !Number(m, "cpu_time", &row.time_us)) {
           return bad(absl::StrCat(where, ".", key, ": no \"time\""));
         }
         Number(m, "alg_bw", &row.algbw_gbps);
         Number(m, "bus_bw", &row.busbw_gbps);
         double wrong = 0;
         if (Number(m, "nwrong", &wrong) && wrong > 0) {
-          return bad(absl::StrCat(where, ".", key, ": ", wrong, " wrong elements"));
+          return bad(
+              absl::StrCat(where, ".", key, ": ", wrong, " wrong elements"));
         }
         set.rows.push_back(row);
       }
     }
   } else {
-    return bad("JSON with neither \"results\" (nccl-tests -J) nor \"rows\" "
-               "(shardsim-hw collective --json)");
+    return bad(
+        "JSON with neither \"results\" (nccl-tests -J) nor \"rows\" "
+        "(shardsim-hw collective --json)");
   }
   if (absl::Status s = Finish(hints, &set); !s.ok()) return s;
   return set;
@@ -344,9 +359,9 @@ std::vector<MeasurementRow> MeasurementSet::Primary() const {
 absl::StatusOr<CollectiveOp> ParseOpName(const std::string& name) {
   const CollectiveOp op = GuessOp(name);
   if (op == OP_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown collective \"", name,
-        "\" (all_gather, reduce_scatter, all_reduce, broadcast)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown collective \"", name,
+                     "\" (all_gather, reduce_scatter, all_reduce, broadcast)"));
   }
   return op;
 }
@@ -359,7 +374,8 @@ absl::StatusOr<Algorithm> ParseAlgorithmName(const std::string& name) {
       return static_cast<Algorithm>(a);
     }
   }
-  if (n == "collnet" || n == "collnetdirect" || n == "collnetchain" || n == "nvls") {
+  if (n == "collnet" || n == "collnetdirect" || n == "collnetchain" ||
+      n == "nvls") {
     return SHARP;
   }
   return absl::InvalidArgumentError(
@@ -393,22 +409,27 @@ absl::StatusOr<MeasurementSet> ParseMeasurementSpec(const std::string& spec) {
     const std::string where = absl::StrCat(spec, ": \"", parts[i], "\": ");
     if (kv.first == "op") {
       absl::StatusOr<CollectiveOp> op = ParseOpName(kv.second);
-      if (!op.ok()) return absl::InvalidArgumentError(where + std::string(op.status().message()));
+      if (!op.ok())
+        return absl::InvalidArgumentError(where +
+                                          std::string(op.status().message()));
       hints.op = *op;
     } else if (kv.first == "algo" || kv.first == "algorithm") {
       absl::StatusOr<Algorithm> a = ParseAlgorithmName(kv.second);
-      if (!a.ok()) return absl::InvalidArgumentError(where + std::string(a.status().message()));
+      if (!a.ok())
+        return absl::InvalidArgumentError(where +
+                                          std::string(a.status().message()));
       hints.algorithm = *a;
     } else if (kv.first == "proto" || kv.first == "protocol") {
       hints.protocol = kv.second;
     } else if (kv.first == "gpus") {
       if (!absl::SimpleAtoi(kv.second, &hints.gpus) || hints.gpus < 1 ||
           hints.gpus > limits::kMaxGpus) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "gpus must be in [1, ", limits::kMaxGpus, "]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "gpus must be in [1, ", limits::kMaxGpus, "]"));
       }
     } else {
-      return absl::InvalidArgumentError(
-          where + "expected op=, algo=, proto= or gpus=");
+      return absl::InvalidArgumentError(where +
+                                        "expected op=, algo=, proto= or gpus=");
     }
   }
   return ParseMeasurementFile(parts[0], hints);

@@ -1,7 +1,5 @@
 #include "validate/validate.h"
 
-#include "sim/results/results.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -12,6 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "sim/collective/sweep.h"
 #include "sim/engine/simulate.h"
+#include "sim/results/results.h"
 
 namespace shardsim {
 
@@ -21,7 +20,8 @@ absl::StatusOr<Platform> PlatformForSet(const Platform& platform,
   Platform p = platform;
   p.clear_protocols();
   for (const Protocol& proto : platform.protocols()) {
-    if (absl::AsciiStrToLower(proto.name()) == absl::AsciiStrToLower(set.protocol)) {
+    if (absl::AsciiStrToLower(proto.name()) ==
+        absl::AsciiStrToLower(set.protocol)) {
       *p.add_protocols() = proto;
     }
   }
@@ -40,18 +40,21 @@ absl::StatusOr<std::vector<CollectiveRow>> SimulateSizes(
   if (!p.ok()) return p.status();
   CollectiveSweep sweep;
   sweep.op = set.op;
-  sweep.algorithm = set.algorithm == ALGORITHM_UNSPECIFIED ? RING : set.algorithm;
+  sweep.algorithm =
+      set.algorithm == ALGORITHM_UNSPECIFIED ? RING : set.algorithm;
   sweep.gpus = set.gpus;
   std::vector<CollectiveRow> out;
   if (sizes.empty()) return out;
   auto fail = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat(set.file, ": simulating ",
-                                               CollectiveOp_Name(set.op), " on ",
-                                               set.gpus, " GPUs: ", s.message()));
+    return absl::Status(
+        s.code(),
+        absl::StrCat(set.file, ": simulating ", CollectiveOp_Name(set.op),
+                     " on ", set.gpus, " GPUs: ", s.message()));
   };
   // One sweep when the sizes are what the engine's sweep would produce.
   bool geometric = sizes.size() >= 2 && sizes[1] > sizes[0];
-  const double factor = geometric ? static_cast<double>(sizes[1]) / sizes[0] : 0;
+  const double factor =
+      geometric ? static_cast<double>(sizes[1]) / sizes[0] : 0;
   if (geometric) {
     double s = sizes[0];
     for (int64_t want : sizes) {
@@ -109,10 +112,12 @@ absl::StatusOr<ValidationReport> Validate(
       v.gpus = set.gpus;
       v.size_bytes = rows[i].size_bytes;
       // busbw from size and time: the same definition on both sides.
-      v.measured_busbw_gbps = rows[i].size_bytes / (rows[i].time_us * 1e-6) / 1e9 * bus;
+      v.measured_busbw_gbps =
+          rows[i].size_bytes / (rows[i].time_us * 1e-6) / 1e9 * bus;
       v.predicted_busbw_gbps = (*sim)[i].busbw_gbps();
       v.relative_error =
-          std::abs(v.predicted_busbw_gbps - v.measured_busbw_gbps) / v.measured_busbw_gbps;
+          std::abs(v.predicted_busbw_gbps - v.measured_busbw_gbps) /
+          v.measured_busbw_gbps;
       v.protocol = (*sim)[i].protocol();
       errors.push_back(v.relative_error);
       report.rows.push_back(v);
@@ -158,17 +163,20 @@ std::string ValidationTable(const ValidationReport& report) {
   for (const ValidationRow& v : report.rows) {
     if (v.file != file) {
       file = v.file;
-      absl::StrAppendFormat(&out, "# %s: %s on %d GPUs\n", v.file, v.op, v.gpus);
+      absl::StrAppendFormat(&out, "# %s: %s on %d GPUs\n", v.file, v.op,
+                            v.gpus);
       absl::StrAppendFormat(&out, "# %12s %12s %12s %9s  %s\n", "size (B)",
                             "meas busbw", "sim busbw", "error", "protocol");
     }
-    absl::StrAppendFormat(&out, "  %12d %12.2f %12.2f %8.1f%%  %s\n", v.size_bytes,
-                          v.measured_busbw_gbps, v.predicted_busbw_gbps,
-                          100 * v.relative_error, v.protocol);
+    absl::StrAppendFormat(&out, "  %12d %12.2f %12.2f %8.1f%%  %s\n",
+                          v.size_bytes, v.measured_busbw_gbps,
+                          v.predicted_busbw_gbps, 100 * v.relative_error,
+                          v.protocol);
   }
   for (const FileError& e : report.files) {
-    absl::StrAppendFormat(&out, "# %s: median error %.1f%%, max %.1f%%\n", e.file,
-                          100 * e.median_relative_error, 100 * e.max_relative_error);
+    absl::StrAppendFormat(&out, "# %s: median error %.1f%%, max %.1f%%\n",
+                          e.file, 100 * e.median_relative_error,
+                          100 * e.max_relative_error);
   }
   return out;
 }

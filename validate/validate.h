@@ -52,8 +52,8 @@ struct ValidationReport {
 double Median(std::vector<double> v);
 
 // Every out-of-place point of every set, replayed on `platform`.
-absl::StatusOr<ValidationReport> Validate(const Platform& platform,
-                                          const std::vector<MeasurementSet>& sets);
+absl::StatusOr<ValidationReport> Validate(
+    const Platform& platform, const std::vector<MeasurementSet>& sets);
 
 // {"platform": ..., "rows": [{file, op, gpus, size_bytes,
 // measured_busbw_gbps, predicted_busbw_gbps, relative_error}],

@@ -105,9 +105,8 @@ class CpuBackend : public Backend {
     absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
     std::vector<int64_t>& buffer = Buffer((*plan)->count);
-    if (absl::Status s = Execute(**plan, &buffer,
-                                 absl::StrCat("op ", op_id, ": ",
-                                              CallName(call)));
+    if (absl::Status s = Execute(
+            **plan, &buffer, absl::StrCat("op ", op_id, ": ", CallName(call)));
         !s.ok()) {
       return s;
     }
@@ -154,8 +153,8 @@ class CpuBackend : public Backend {
     const DataCheck::Count c = check.Verify(m, buffer.data());
     int64_t counts[2] = {c.checked, c.wrong};
     int64_t total[2];
-    ArmScope arm(&watchdog_, absl::StrCat("the sum of checked counts after ",
-                                          what));
+    ArmScope arm(&watchdog_,
+                 absl::StrCat("the sum of checked counts after ", what));
     MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     return CheckResult{total[0], total[1]};
   }
@@ -200,8 +199,8 @@ class CpuBackend : public Backend {
             {"mpi", mpi},
             {"host", std::string(host, len)},
             {"ranks", absl::StrCat(mesh_.gpus())},
-            {"mesh", absl::StrCat(mesh_.nodes, " nodes x ",
-                                  mesh_.gpus_per_node, " ranks")},
+            {"mesh", absl::StrCat(mesh_.nodes, " nodes x ", mesh_.gpus_per_node,
+                                  " ranks")},
             {"compute_scale", absl::StrCat(options_.compute_scale)}};
   }
 
@@ -216,18 +215,18 @@ class CpuBackend : public Backend {
                                         int channels) {
     const Group& g = call.group();
     const int64_t count = std::max<int64_t>(1, (call.bytes() + 7) / 8);
-    const PlanKey key{call.op(),         call.algorithm(), g.intra_size(),
-                      g.intra_stride(),  g.inter_size(),   count,
-                      channels,          call.root(),      g.inter_stride()};
+    const PlanKey key{call.op(),        call.algorithm(), g.intra_size(),
+                      g.intra_stride(), g.inter_size(),   count,
+                      channels,         call.root(),      g.inter_stride()};
     if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
     if (absl::Status s = ValidateGroup(g, mesh_); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("group ", GroupName(g), ": ", s.message()));
     }
     if (call.algorithm() == SHARP && !platform_.network().sharp()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "algorithm SHARP: platform ", platform_.name(),
-          " has no SHARP-capable switches (network.sharp)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("algorithm SHARP: platform ", platform_.name(),
+                       " has no SHARP-capable switches (network.sharp)"));
     }
     PlanRequest req;
     req.op = call.op();
@@ -374,8 +373,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(
     return absl::InvalidArgumentError("--compute-scale: must be >= 0");
   }
   if (!(options.watchdog_s > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--watchdog-s: must be > 0, got ", options.watchdog_s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--watchdog-s: must be > 0, got ", options.watchdog_s));
   }
   return std::unique_ptr<Backend>(
       new CpuBackend(mesh, platform, options, rank));

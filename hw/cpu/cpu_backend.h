@@ -26,7 +26,8 @@
 //     switch are messages to member 0 that add into (or overwrite) that
 //     buffer, transfers from the switch are messages from it.
 //   * Compute ops cannot run meaningfully on a CPU: each sleeps for
-//     ComputeOpCost(kernels, platform).seconds x `compute_scale` (0 = instantaneous).
+//     ComputeOpCost(kernels, platform).seconds x `compute_scale` (0 =
+//     instantaneous).
 //   * Streams are serialized: ops run synchronously in the order enqueued,
 //     so WaitFor only checks that the op it names was enqueued.
 //   * Every blocking wait (a collective run, a barrier, a reduction) is
@@ -46,7 +47,8 @@
 namespace shardsim::hw {
 
 struct CpuOptions {
-  // Compute ops sleep their kernels' simulated time x this; 0 runs them instantly.
+  // Compute ops sleep their kernels' simulated time x this; 0 runs them
+  // instantly.
   double compute_scale = 0;
   // Ring/tree channels used by Collective() (replay); 0 = the platform's.
   int channels = 0;

@@ -28,23 +28,33 @@ inline absl::Status Fail(int rank, const char* call, const std::string& why) {
 
 inline absl::Status Check(cudaError_t e, int rank, const char* call) {
   if (e == cudaSuccess) return absl::OkStatus();
-  return Fail(rank, call,
-              absl::StrCat(cudaGetErrorString(e), " (", cudaGetErrorName(e),
-                           ")"));
+  return Fail(
+      rank, call,
+      absl::StrCat(cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
 }
 
 inline const char* CublasText(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "license error";
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "architecture mismatch";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "mapping error";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "license error";
   }
   return "unknown cuBLAS status";
 }
@@ -70,31 +80,31 @@ inline absl::Status Check(MpiResult r, int rank, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(r.code, text, &len) != MPI_SUCCESS) len = 0;
-  return Fail(rank, call,
-              len > 0 ? std::string(text, len)
-                      : absl::StrCat("MPI error ", r.code));
+  return Fail(
+      rank, call,
+      len > 0 ? std::string(text, len) : absl::StrCat("MPI error ", r.code));
 }
 
 }  // namespace shardsim::hw::cuda_check
 
-#define SHARDSIM_HW_CHECK_IMPL(expr, text)                                  \
-  do {                                                                      \
-    ::absl::Status shardsim_hw_status_ =                                    \
-        ::shardsim::hw::cuda_check::Check((expr), rank_, text);             \
-    if (!shardsim_hw_status_.ok()) return shardsim_hw_status_;              \
+#define SHARDSIM_HW_CHECK_IMPL(expr, text)                      \
+  do {                                                          \
+    ::absl::Status shardsim_hw_status_ =                        \
+        ::shardsim::hw::cuda_check::Check((expr), rank_, text); \
+    if (!shardsim_hw_status_.ok()) return shardsim_hw_status_;  \
   } while (0)
 
 #define CUDA_CHECK(call) SHARDSIM_HW_CHECK_IMPL(call, #call)
 #define CUBLAS_CHECK(call) SHARDSIM_HW_CHECK_IMPL(call, #call)
 #define NCCL_CHECK(call) SHARDSIM_HW_CHECK_IMPL(call, #call)
-#define MPI_CHECK(call)                                                     \
+#define MPI_CHECK(call) \
   SHARDSIM_HW_CHECK_IMPL(::shardsim::hw::cuda_check::MpiResult{call}, #call)
 
 // Propagates a Status from a helper.
-#define HW_RETURN_IF_ERROR(expr)                                            \
-  do {                                                                      \
-    ::absl::Status shardsim_hw_status_ = (expr);                            \
-    if (!shardsim_hw_status_.ok()) return shardsim_hw_status_;              \
+#define HW_RETURN_IF_ERROR(expr)                               \
+  do {                                                         \
+    ::absl::Status shardsim_hw_status_ = (expr);               \
+    if (!shardsim_hw_status_.ok()) return shardsim_hw_status_; \
   } while (0)
 
 #endif  // SHARDSIM_HW_CUDA_CHECK_H_

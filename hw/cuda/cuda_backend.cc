@@ -23,11 +23,11 @@
 #include "hw/cuda/kernel_runner.h"
 #include "hw/cuda/kernels.h"
 #include "hw/runtime/fault.h"
+#include "hw/runtime/kernel_work.h"
 #include "hw/runtime/rank_program.h"
 #include "hw/runtime/watchdog.h"
 #include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
-#include "hw/runtime/kernel_work.h"
 
 namespace shardsim::hw {
 namespace {
@@ -41,29 +41,36 @@ struct ElemInfo {
 
 ElemInfo InfoOf(DType dtype) {
   switch (dtype) {
-    case FP32: return {ncclFloat32, ElemType::kFloat32, 4};
-    case INT8: return {ncclInt8, ElemType::kInt8, 1};
+    case FP32:
+      return {ncclFloat32, ElemType::kFloat32, 4};
+    case INT8:
+      return {ncclInt8, ElemType::kInt8, 1};
     // Two int4 values a byte: moved (and, meaninglessly, summed) as bytes.
-    case INT4: return {ncclUint8, ElemType::kUint8, 1};
+    case INT4:
+      return {ncclUint8, ElemType::kUint8, 1};
     case BF16:
-    default: return {ncclBfloat16, ElemType::kBfloat16, 2};
+    default:
+      return {ncclBfloat16, ElemType::kBfloat16, 2};
   }
 }
 // Checked runs use float: small integer inputs add exactly.
 constexpr ElemInfo kCheckInfo = {ncclFloat32, ElemType::kFloat32, 4};
-
 
 // Streams: COMPUTE, GATHER, REDUCE.
 constexpr int kStreams = 3;
 
 absl::StatusOr<int> StreamIndex(Stream s) {
   switch (s) {
-    case COMPUTE: return 0;
-    case GATHER: return 1;
-    case REDUCE: return 2;
+    case COMPUTE:
+      return 0;
+    case GATHER:
+      return 1;
+    case REDUCE:
+      return 2;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("stream ", Stream_Name(s), " is not COMPUTE, GATHER or "
+          absl::StrCat("stream ", Stream_Name(s),
+                       " is not COMPUTE, GATHER or "
                        "REDUCE"));
   }
 }
@@ -113,8 +120,7 @@ class CudaBackend : public Backend {
   absl::StatusOr<double> TimeCollective(const CollectiveCall& call,
                                         int channels, int warmup,
                                         int iters) override;
-  std::vector<std::pair<std::string, std::string>> Environment()
-      const override;
+  std::vector<std::pair<std::string, std::string>> Environment() const override;
 
  private:
   struct GroupComm {
@@ -136,16 +142,15 @@ class CudaBackend : public Backend {
   absl::Status InitWorldComm();
   absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
   absl::StatusOr<const RankProgram*> GetProgram(const CollectiveCall& call,
-                                                int p, int member,
-                                                int channels, int64_t count);
+                                                int p, int member, int channels,
+                                                int64_t count);
   absl::Status Ensure(DeviceBuffer* b, size_t bytes, cudaStream_t stream);
   // Enqueues one collective on stream `si` over `count` elements of the
   // stream's data buffer (allocated by the caller).
   absl::Status Enqueue(const CollectiveCall& call, int si, const ElemInfo& ei,
                        int64_t count, int channels);
-  absl::Status EnqueuePlan(const RankProgram& prog, int si,
-                           const ElemInfo& ei, int64_t count, GroupComm* main,
-                           GroupComm* aux);
+  absl::Status EnqueuePlan(const RankProgram& prog, int si, const ElemInfo& ei,
+                           int64_t count, GroupComm* main, GroupComm* aux);
   absl::Status NewOpEvents(int op_id, OpEvents** out);
   int64_t LiveBytes() const;
   absl::Status Synchronize();
@@ -172,7 +177,7 @@ class CudaBackend : public Backend {
   cudaEvent_t join_[kStreams] = {};
   cublasHandle_t cublas_[kStreams] = {};
   StreamBuffers buffers_[kStreams];
-  std::vector<void*> retired_;  // grown-out buffers, freed once idle
+  std::vector<void*> retired_;            // grown-out buffers, freed once idle
   std::unique_ptr<KernelRunner> runner_;  // the COMPUTE stream's kernels
   cudaMemPool_t pool_ = nullptr;          // the plan's buffers
   std::map<int, void*> live_;             // alloc op id -> its buffer
@@ -305,11 +310,11 @@ std::string CudaBackend::AsyncError() {
 // that concurrent streams never share a communicator. Created on first use,
 // in program order, which every rank shares: ncclCommSplit is collective
 // over the world communicator.
-absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
-    const Group& group, int lane) {
-  const auto key = std::make_tuple(group.intra_size(), group.intra_stride(),
-                                   group.inter_size(), group.inter_stride(),
-                                   lane);
+absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(const Group& group,
+                                                             int lane) {
+  const auto key =
+      std::make_tuple(group.intra_size(), group.intra_stride(),
+                      group.inter_size(), group.inter_stride(), lane);
   {
     std::lock_guard<std::mutex> l(comms_mu_);
     auto it = comms_.find(key);
@@ -329,10 +334,10 @@ absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
   const int expected = static_cast<int>(
       std::find(members.begin(), members.end(), rank_) - members.begin());
   if (gc.size != static_cast<int>(members.size()) || gc.member != expected) {
-    return absl::InternalError(absl::StrCat(
-        "rank ", rank_, ": communicator of group ", GroupName(group),
-        " has rank ", gc.member, " of ", gc.size, ", expected member ",
-        expected, " of ", members.size()));
+    return absl::InternalError(
+        absl::StrCat("rank ", rank_, ": communicator of group ",
+                     GroupName(group), " has rank ", gc.member, " of ", gc.size,
+                     ", expected member ", expected, " of ", members.size()));
   }
   std::lock_guard<std::mutex> l(comms_mu_);
   return &comms_.emplace(key, gc).first->second;
@@ -341,10 +346,10 @@ absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(
 absl::StatusOr<const RankProgram*> CudaBackend::GetProgram(
     const CollectiveCall& call, int p, int member, int channels,
     int64_t count) {
-  const auto key = std::make_tuple(
-      static_cast<int>(call.op()), static_cast<int>(call.algorithm()),
-      call.group().intra_size(), count, channels, call.root(),
-      call.group().inter_size());
+  const auto key = std::make_tuple(static_cast<int>(call.op()),
+                                   static_cast<int>(call.algorithm()),
+                                   call.group().intra_size(), count, channels,
+                                   call.root(), call.group().inter_size());
   auto it = programs_.find(key);
   if (it != programs_.end()) return &it->second;
   PlanRequest req;
@@ -361,12 +366,11 @@ absl::StatusOr<const RankProgram*> CudaBackend::GetProgram(
   }
   absl::StatusOr<Plan> plan = MakePlan(req);
   if (!plan.ok()) {
-    return absl::Status(plan.status().code(),
-                        absl::StrCat("rank ", rank_, ": ",
-                                     plan.status().message()));
+    return absl::Status(
+        plan.status().code(),
+        absl::StrCat("rank ", rank_, ": ", plan.status().message()));
   }
-  return &programs_.emplace(key, BuildRankProgram(*plan, member))
-              .first->second;
+  return &programs_.emplace(key, BuildRankProgram(*plan, member)).first->second;
 }
 
 // Grows a buffer, zeroed on `stream` (the stream that will use it; a plain
@@ -396,9 +400,9 @@ absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
   const int p = (*gc)->size;
   const int me = (*gc)->member;
   if (call.op() == BROADCAST && (call.root() < 0 || call.root() >= p)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank_, ": BROADCAST root ", call.root(), " outside group of ",
-        p));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": BROADCAST root ", call.root(),
+                     " outside group of ", p));
   }
   if (fault_.SkipThisRun()) return absl::OkStatus();
   if (count <= 0) return absl::OkStatus();
@@ -451,8 +455,8 @@ absl::Status CudaBackend::EnqueuePlan(const RankProgram& prog, int si,
   const size_t esz = ei.bytes;
   cudaStream_t s = streams_[si];
   cudaStream_t as = aux_streams_[si];
-  HW_RETURN_IF_ERROR(Ensure(
-      &b.stage, std::max<int64_t>(prog.stage_elems, 1) * esz, s));
+  HW_RETURN_IF_ERROR(
+      Ensure(&b.stage, std::max<int64_t>(prog.stage_elems, 1) * esz, s));
   if (prog.uses_switch) {
     HW_RETURN_IF_ERROR(Ensure(&b.sw, count * esz, s));
   }
@@ -588,9 +592,9 @@ absl::Status CudaBackend::Prepare(const Schedule& schedule) {
 absl::Status CudaBackend::Compute(int op_id, const KernelList& kernels,
                                   Stream stream) {
   if (stream != COMPUTE) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank_, ": compute op ", op_id, " on stream ",
-        Stream_Name(stream), "; kernels run on COMPUTE"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": compute op ", op_id, " on stream ",
+                     Stream_Name(stream), "; kernels run on COMPUTE"));
   }
   cudaStream_t s = streams_[0];
   OpEvents* ev = nullptr;
@@ -612,17 +616,16 @@ absl::Status CudaBackend::Compute(int op_id, const KernelList& kernels,
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Memory(int op_id, const MemoryOp& op,
-                                 Stream stream) {
+absl::Status CudaBackend::Memory(int op_id, const MemoryOp& op, Stream stream) {
   absl::StatusOr<int> si = StreamIndex(stream);
   if (!si.ok()) return si.status();
   cudaStream_t s = streams_[*si];
   if (op.delta_bytes() < 0) {
     auto it = live_.find(op.frees());
     if (it == live_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", rank_, ": op ", op_id, " frees \"", op.buffer(),
-          "\" of op ", op.frees(), ", which holds no buffer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank_, ": op ", op_id, " frees \"", op.buffer(),
+                       "\" of op ", op.frees(), ", which holds no buffer"));
     }
     CUDA_CHECK(cudaFreeAsync(it->second, s));
     live_.erase(it);
@@ -642,9 +645,8 @@ absl::Status CudaBackend::Memory(int op_id, const MemoryOp& op,
         "out of GPU memory: allocating \"%s\" wanted %d bytes (%.3f GB) "
         "with %d bytes (%.3f GB) free of %d; the plan's buffers held %d bytes "
         "(%.3f GB) (%s)",
-        op.buffer(), op.delta_bytes(), op.delta_bytes() / 1e9,
-        free, free / 1e9, total, LiveBytes(), LiveBytes() / 1e9,
-        cudaGetErrorString(e)));
+        op.buffer(), op.delta_bytes(), op.delta_bytes() / 1e9, free, free / 1e9,
+        total, LiveBytes(), LiveBytes() / 1e9, cudaGetErrorString(e)));
   }
   live_[op_id] = p;
   live_bytes_[op_id] = op.delta_bytes();
@@ -676,8 +678,8 @@ absl::Status CudaBackend::Collective(int op_id, const CollectiveCall& call,
   const int64_t count = call.bytes() / ei.bytes;
   const int channels = platform_.channels() > 0 ? platform_.channels() : 1;
   cudaStream_t s = streams_[*si];
-  HW_RETURN_IF_ERROR(Ensure(&buffers_[*si].data,
-                            std::max<int64_t>(count, 1) * ei.bytes, s));
+  HW_RETURN_IF_ERROR(
+      Ensure(&buffers_[*si].data, std::max<int64_t>(count, 1) * ei.bytes, s));
   CUDA_CHECK(cudaEventRecord(start, s));
   HW_RETURN_IF_ERROR(Enqueue(call, *si, ei, count, channels));
   CUDA_CHECK(cudaEventRecord(end, s));
@@ -761,13 +763,12 @@ absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
   const int me = (*gc)->member;
   const int64_t n = call.bytes() / kCheckInfo.bytes;
   if (n <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank_, ": checked run of ", call.bytes(),
-        " bytes: fewer than one float element"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": checked run of ", call.bytes(),
+                     " bytes: fewer than one float element"));
   }
   // Float values whose sums stay exact (sim/collective/check_data.h).
-  const DataCheck check(call.op(), p, call.root(), n,
-                        CheckValues::Float32(p));
+  const DataCheck check(call.op(), p, call.root(), n, CheckValues::Float32(p));
   std::vector<float> host(n);
   check.Fill(me, host.data());
   StreamBuffers& b = buffers_[0];
@@ -790,8 +791,8 @@ absl::StatusOr<CheckResult> CudaBackend::RunChecked(const CollectiveCall& call,
   const DataCheck::Count c = check.Verify(me, host.data());
   int64_t counts[2] = {c.checked, c.wrong};
   int64_t total[2] = {0, 0};
-  MPI_CHECK(MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM,
-                          MPI_COMM_WORLD));
+  MPI_CHECK(
+      MPI_Allreduce(counts, total, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
   CheckResult result;
   result.checked = total[0];
   result.wrong = total[1];
@@ -802,9 +803,11 @@ absl::StatusOr<double> CudaBackend::TimeCollective(const CollectiveCall& call,
                                                    int channels, int warmup,
                                                    int iters) {
   if (iters < 1 || warmup < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank_, ": TimeCollective needs iters >= 1 and warmup >= 0, "
-        "got ", iters, " and ", warmup));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_,
+                     ": TimeCollective needs iters >= 1 and warmup >= 0, "
+                     "got ",
+                     iters, " and ", warmup));
   }
   ArmScope arm(watchdog_.get(), absl::StrCat("timed ", CallName(call)));
   HW_RETURN_IF_ERROR(Synchronize());
@@ -839,8 +842,8 @@ absl::StatusOr<double> CudaBackend::TimeCollective(const CollectiveCall& call,
   if (!status.ok()) return status;
   const double mean = ms * 1e-3 / iters;
   double max_mean = 0;
-  MPI_CHECK(MPI_Allreduce(&mean, &max_mean, 1, MPI_DOUBLE, MPI_MAX,
-                          MPI_COMM_WORLD));
+  MPI_CHECK(
+      MPI_Allreduce(&mean, &max_mean, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   return max_mean;
 }
 
@@ -868,15 +871,15 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
   int world = 0;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   if (world != mesh.gpus()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank, ": ", world, " MPI ranks for a mesh of ", mesh.gpus(),
-        " GPUs (", mesh.nodes, " nodes x ", mesh.gpus_per_node,
-        "); launch one rank per GPU"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, ": ", world, " MPI ranks for a mesh of ",
+                     mesh.gpus(), " GPUs (", mesh.nodes, " nodes x ",
+                     mesh.gpus_per_node, "); launch one rank per GPU"));
   }
   if (options.watchdog_s <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank, ": --watchdog-s: must be > 0, got ",
-        options.watchdog_s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, ": --watchdog-s: must be > 0, got ",
+                     options.watchdog_s));
   }
   MPI_Comm local;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,

@@ -160,10 +160,9 @@ class GraphBuilder {
 
   // A tensor with memory (uid given) or a virtual one (uid < 0: the next
   // free one). Alignment 16: what the fused engines require of I/O.
-  cudnnBackendDescriptor_t Tensor(const std::string& name,
-                                  cudnnDataType_t type, const Dims& dims,
-                                  const Dims& strides, int64_t uid = -1,
-                                  bool by_value = false) {
+  cudnnBackendDescriptor_t Tensor(const std::string& name, cudnnDataType_t type,
+                                  const Dims& dims, const Dims& strides,
+                                  int64_t uid = -1, bool by_value = false) {
     const bool is_virtual = uid < 0;
     if (is_virtual) uid = next_virtual_++;
     cudnnBackendDescriptor_t t =
@@ -187,8 +186,8 @@ class GraphBuilder {
     }
     if (by_value) {
       bool yes = true;
-      Set(t, n, CUDNN_ATTR_TENSOR_IS_BY_VALUE,
-          "CUDNN_ATTR_TENSOR_IS_BY_VALUE", CUDNN_TYPE_BOOLEAN, 1, &yes);
+      Set(t, n, CUDNN_ATTR_TENSOR_IS_BY_VALUE, "CUDNN_ATTR_TENSOR_IS_BY_VALUE",
+          CUDNN_TYPE_BOOLEAN, 1, &yes);
     }
     Finalize(t, n);
     return t;
@@ -202,14 +201,11 @@ class GraphBuilder {
   }
 
   // y = mode(x [, b [, t]]). `axis` only for GEN_INDEX.
-  cudnnBackendDescriptor_t Pointwise(const std::string& name,
-                                     cudnnPointwiseMode_t mode,
-                                     cudnnBackendDescriptor_t x,
-                                     cudnnBackendDescriptor_t b,
-                                     cudnnBackendDescriptor_t t,
-                                     cudnnBackendDescriptor_t y,
-                                     cudnnDataType_t compute = CUDNN_DATA_FLOAT,
-                                     int64_t axis = -1) {
+  cudnnBackendDescriptor_t Pointwise(
+      const std::string& name, cudnnPointwiseMode_t mode,
+      cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+      cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
+      cudnnDataType_t compute = CUDNN_DATA_FLOAT, int64_t axis = -1) {
     const std::string dn = "pointwise descriptor " + name;
     cudnnBackendDescriptor_t pw =
         Create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, dn);
@@ -234,13 +230,13 @@ class GraphBuilder {
         1, &x);
     if (b != nullptr) {
       Set(op, on, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-          "CUDNN_ATTR_OPERATION_POINTWISE_BDESC",
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+          "CUDNN_ATTR_OPERATION_POINTWISE_BDESC", CUDNN_TYPE_BACKEND_DESCRIPTOR,
+          1, &b);
     }
     if (t != nullptr) {
       Set(op, on, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
-          "CUDNN_ATTR_OPERATION_POINTWISE_TDESC",
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+          "CUDNN_ATTR_OPERATION_POINTWISE_TDESC", CUDNN_TYPE_BACKEND_DESCRIPTOR,
+          1, &t);
     }
     Set(op, on, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
         "CUDNN_ATTR_OPERATION_POINTWISE_YDESC", CUDNN_TYPE_BACKEND_DESCRIPTOR,
@@ -361,13 +357,13 @@ class GraphBuilder {
 
 // The shape's dims and strides, (b, h, s, d) order over BSHD memory.
 struct Layout {
-  Dims q, q_str;    // Q, O, dQ, dO: [b, h, s, d]
-  Dims kt, kt_str;  // K^T (and V^T): [b, hk, d, s]
-  Dims kv, kv_str;  // K, V, dK, dV: [b, hk, s, d]
-  Dims sc, sc_str;  // scores: [b, h, s, s], row-major
-  Dims sct_str;     // scores seen transposed: [b, h, s(kv), s(q)]
+  Dims q, q_str;      // Q, O, dQ, dO: [b, h, s, d]
+  Dims kt, kt_str;    // K^T (and V^T): [b, hk, d, s]
+  Dims kv, kv_str;    // K, V, dK, dV: [b, hk, s, d]
+  Dims sc, sc_str;    // scores: [b, h, s, s], row-major
+  Dims sct_str;       // scores seen transposed: [b, h, s(kv), s(q)]
   Dims row, row_str;  // per-row: [b, h, s, 1]
-  Dims qh_str;      // [b, h, s, d] packed BHSD: dQ accumulator, GQA partials
+  Dims qh_str;        // [b, h, s, d] packed BHSD: dQ accumulator, GQA partials
 };
 
 Layout LayoutOf(const SdpaShape& sh) {
@@ -398,12 +394,12 @@ cudnnBackendDescriptor_t CausalMask(GraphBuilder& g, const Layout& l,
                                     cudnnBackendDescriptor_t neg_inf) {
   auto row = g.Pointwise(
       "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, score, nullptr, nullptr,
-      g.Tensor("row_index", CUDNN_DATA_INT32, l.sc, l.sc_str),
-      CUDNN_DATA_FLOAT, /*axis=*/2);
+      g.Tensor("row_index", CUDNN_DATA_INT32, l.sc, l.sc_str), CUDNN_DATA_FLOAT,
+      /*axis=*/2);
   auto col = g.Pointwise(
       "gen_col_index", CUDNN_POINTWISE_GEN_INDEX, score, nullptr, nullptr,
-      g.Tensor("col_index", CUDNN_DATA_INT32, l.sc, l.sc_str),
-      CUDNN_DATA_FLOAT, /*axis=*/3);
+      g.Tensor("col_index", CUDNN_DATA_INT32, l.sc, l.sc_str), CUDNN_DATA_FLOAT,
+      /*axis=*/3);
   auto keep = g.Binary("row>=col", CUDNN_POINTWISE_CMP_GE, row, col,
                        g.Tensor("keep", CUDNN_DATA_BOOLEAN, l.sc, l.sc_str),
                        CUDNN_DATA_BOOLEAN);
@@ -504,8 +500,8 @@ void BuildBackward(GraphBuilder& g, const SdpaShape& sh) {
   }
 
   // dS = scale * P * (dO V^T - softmax_sum).
-  auto ds = g.Matmul("matmul_dO_VT", d_o, vt,
-                     g.Tensor("dP", f32, l.sc, l.sc_str));
+  auto ds =
+      g.Matmul("matmul_dO_VT", d_o, vt, g.Tensor("dP", f32, l.sc, l.sc_str));
   ds = g.Binary("sub_dP_softmax_sum", CUDNN_POINTWISE_SUB, ds, softmax_sum,
                 g.Tensor("dP-sum", f32, l.sc, l.sc_str));
   ds = g.Binary("mul_dP_exp_s", CUDNN_POINTWISE_MUL, ds, p,
@@ -533,14 +529,12 @@ void BuildBackward(GraphBuilder& g, const SdpaShape& sh) {
 absl::Status Validate(const SdpaShape& sh) {
   if (sh.batch <= 0 || sh.heads <= 0 || sh.kv_heads <= 0 || sh.seq <= 0 ||
       sh.head_dim <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuDNN SDPA: shape ", sh.ToString(),
-                     " has a dimension <= 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuDNN SDPA: shape ", sh.ToString(), " has a dimension <= 0"));
   }
   if (sh.heads % sh.kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuDNN SDPA: shape ", sh.ToString(),
-                     ": kv_heads must divide heads"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuDNN SDPA: shape ", sh.ToString(), ": kv_heads must divide heads"));
   }
   if (sh.head_dim % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -566,9 +560,8 @@ absl::Status CheckPointers(
 }  // namespace
 
 std::string SdpaShape::ToString() const {
-  return absl::StrCat("b=", batch, " h=", heads, " kv_h=", kv_heads,
-                      " s=", seq, " d=", head_dim,
-                      causal ? " causal" : " non-causal");
+  return absl::StrCat("b=", batch, " h=", heads, " kv_h=", kv_heads, " s=", seq,
+                      " d=", head_dim, causal ? " causal" : " non-causal");
 }
 
 struct CudnnSdpa::Plan {
@@ -637,16 +630,16 @@ absl::Status ChoosePlan(cudnnHandle_t handle, cudnnBackendDescriptor_t graph,
                                        &raw);
       if (s != CUDNN_STATUS_SUCCESS) {
         return absl::InternalError(absl::StrCat(
-            what, ": execution plan: cudnnBackendCreateDescriptor failed: ",
-            Why(s)));
+            what,
+            ": execution plan: cudnnBackendCreateDescriptor failed: ", Why(s)));
       }
       Descriptor plan(raw);
       s = cudnnBackendSetAttribute(raw, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
                                    CUDNN_TYPE_HANDLE, 1, &handle);
       if (s == CUDNN_STATUS_SUCCESS) {
-        s = cudnnBackendSetAttribute(raw,
-                                     CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+        s = cudnnBackendSetAttribute(
+            raw, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
       }
       if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(raw);
       if (s != CUDNN_STATUS_SUCCESS) {
@@ -657,7 +650,8 @@ absl::Status ChoosePlan(cudnnHandle_t handle, cudnnBackendDescriptor_t graph,
         continue;
       }
       int64_t ws = 0, n = 0;
-      s = cudnnBackendGetAttribute(raw, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+      s = cudnnBackendGetAttribute(raw,
+                                   CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                    CUDNN_TYPE_INT64, 1, &n, &ws);
       if (s != CUDNN_STATUS_SUCCESS) {
         return absl::InternalError(absl::StrCat(
@@ -685,15 +679,17 @@ absl::Status ChoosePlan(cudnnHandle_t handle, cudnnBackendDescriptor_t graph,
       return absl::OkStatus();
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      what, ": no cuDNN engine runs this graph (", configs,
-      " engine configs tried)", tried));
+  return absl::NotFoundError(
+      absl::StrCat(what, ": no cuDNN engine runs this graph (", configs,
+                   " engine configs tried)", tried));
 }
 
 }  // namespace
 
 CudnnSdpa::CudnnSdpa(cudnnContext* handle, cudaStream_t stream, int rank)
-    : handle_(handle), bound_stream_(stream), rank_(rank),
+    : handle_(handle),
+      bound_stream_(stream),
+      rank_(rank),
       workspace_stream_(stream) {}
 
 CudnnSdpa::~CudnnSdpa() {
@@ -709,9 +705,11 @@ absl::StatusOr<std::unique_ptr<CudnnSdpa>> CudnnSdpa::Create(
   // (LD_LIBRARY_PATH) would fail later with less clear messages.
   const size_t version = cudnnGetVersion();
   if (version < 90000) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank, ": cuDNN ", version, " loaded at run time; SDPA needs "
-        "cuDNN >= 9.0 (built against ", CUDNN_VERSION, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, ": cuDNN ", version,
+                     " loaded at run time; SDPA needs "
+                     "cuDNN >= 9.0 (built against ",
+                     CUDNN_VERSION, ")"));
   }
   cudnnHandle_t handle = nullptr;
   cudnnStatus_t s = cudnnCreate(&handle);
@@ -852,8 +850,12 @@ absl::Status CudnnSdpa::Forward(const SdpaShape& sh, const void* q,
   float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
   float neg_inf = -INFINITY;
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale};
-  std::vector<void*> ptrs = {const_cast<void*>(q), const_cast<void*>(k),
-                             const_cast<void*>(v), o, stats, &scale};
+  std::vector<void*> ptrs = {const_cast<void*>(q),
+                             const_cast<void*>(k),
+                             const_cast<void*>(v),
+                             o,
+                             stats,
+                             &scale};
   if (sh.causal) {
     uids.push_back(kNegInf);
     ptrs.push_back(&neg_inf);
@@ -866,13 +868,18 @@ absl::Status CudnnSdpa::Forward(const SdpaShape& sh, const void* q,
 
 absl::Status CudnnSdpa::Backward(const SdpaShape& sh, const void* q,
                                  const void* k, const void* v, const void* o,
-                                 const void* d_o, const float* stats,
-                                 void* d_q, void* d_k, void* d_v,
-                                 cudaStream_t stream) {
+                                 const void* d_o, const float* stats, void* d_q,
+                                 void* d_k, void* d_v, cudaStream_t stream) {
   HW_RETURN_IF_ERROR(Validate(sh));
-  HW_RETURN_IF_ERROR(CheckPointers(
-      "backward", {{"Q", q}, {"K", k}, {"V", v}, {"O", o}, {"dO", d_o},
-                   {"stats", stats}, {"dQ", d_q}, {"dK", d_k}, {"dV", d_v}}));
+  HW_RETURN_IF_ERROR(CheckPointers("backward", {{"Q", q},
+                                                {"K", k},
+                                                {"V", v},
+                                                {"O", o},
+                                                {"dO", d_o},
+                                                {"stats", stats},
+                                                {"dQ", d_q},
+                                                {"dK", d_k},
+                                                {"dV", d_v}}));
   absl::StatusOr<Plan*> plan = GetPlan(sh, /*backward=*/true);
   if (!plan.ok()) return plan.status();
   const Plan& p = **plan;
@@ -883,9 +890,9 @@ absl::Status CudnnSdpa::Backward(const SdpaShape& sh, const void* q,
   float scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
   float neg_inf = -INFINITY;
   float one = 1.0f;
-  std::vector<int64_t> uids = {kQ,  kK,  kV,     kO,   kDO,         kStats,
-                               kDQ, kDK, kDV,    kScale, kOne, kSoftmaxSum,
-                               kDQAccum};
+  std::vector<int64_t> uids = {kQ,     kK,          kV,      kO,  kDO,
+                               kStats, kDQ,         kDK,     kDV, kScale,
+                               kOne,   kSoftmaxSum, kDQAccum};
   std::vector<void*> ptrs = {const_cast<void*>(q),
                              const_cast<void*>(k),
                              const_cast<void*>(v),

@@ -21,8 +21,8 @@ std::vector<std::pair<std::string, std::string>> CudaEnvironment(
   add("backend", "nccl");
   add("rank", absl::StrCat(rank));
   add("world_size", absl::StrCat(world));
-  add("mesh", absl::StrCat(mesh.nodes, " nodes x ", mesh.gpus_per_node,
-                           " GPUs"));
+  add("mesh",
+      absl::StrCat(mesh.nodes, " nodes x ", mesh.gpus_per_node, " GPUs"));
   add("cuda.device", absl::StrCat(device));
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
@@ -70,12 +70,11 @@ std::vector<std::pair<std::string, std::string>> CudaEnvironment(
       for (int b = 0; b < devices; ++b) {
         if (a == b) continue;
         int access = 0, atomics = 0, perf_rank = 0;
-        cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, a,
-                                  b);
-        cudaDeviceGetP2PAttribute(&atomics,
-                                  cudaDevP2PAttrNativeAtomicSupported, a, b);
-        cudaDeviceGetP2PAttribute(&perf_rank, cudaDevP2PAttrPerformanceRank,
+        cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, a, b);
+        cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported,
                                   a, b);
+        cudaDeviceGetP2PAttribute(&perf_rank, cudaDevP2PAttrPerformanceRank, a,
+                                  b);
         absl::StrAppend(&p2p, p2p.empty() ? "" : " ", a, "-", b,
                         ":access=", access, ",atomics=", atomics,
                         ",perf_rank=", perf_rank);

@@ -32,8 +32,7 @@ absl::StatusOr<std::unique_ptr<KernelRunner>> KernelRunner::Create(
   return r;
 }
 
-KernelRunner::KernelRunner(cudaStream_t stream, cublasHandle_t cublas,
-                           int rank)
+KernelRunner::KernelRunner(cudaStream_t stream, cublasHandle_t cublas, int rank)
     : stream_(stream), cublas_(cublas), rank_(rank) {}
 
 KernelRunner::~KernelRunner() {
@@ -87,9 +86,11 @@ absl::Status KernelRunner::Carve(std::initializer_list<int64_t> sizes,
     at += RoundUp(s);
   }
   if (at > workspace_bytes_) {
-    return absl::InternalError(absl::StrCat(
-        "rank ", rank_, ": a kernel needs ", at, " bytes of operands, the "
-        "workspace has ", workspace_bytes_, " (Reserve it from the schedule)"));
+    return absl::InternalError(
+        absl::StrCat("rank ", rank_, ": a kernel needs ", at,
+                     " bytes of operands, the "
+                     "workspace has ",
+                     workspace_bytes_, " (Reserve it from the schedule)"));
   }
   return absl::OkStatus();
 }
@@ -97,10 +98,18 @@ absl::Status KernelRunner::Carve(std::initializer_list<int64_t> sizes,
 absl::Status KernelRunner::Run(const Kernel& kernel) {
   absl::Status s;
   switch (kernel.body_case()) {
-    case Kernel::kGemm: s = RunGemm(kernel.gemm()); break;
-    case Kernel::kAttention: s = RunAttention(kernel.attention()); break;
-    case Kernel::kMemory: s = RunMemory(kernel.memory()); break;
-    case Kernel::kOptimizer: s = RunOptimizer(kernel.optimizer()); break;
+    case Kernel::kGemm:
+      s = RunGemm(kernel.gemm());
+      break;
+    case Kernel::kAttention:
+      s = RunAttention(kernel.attention());
+      break;
+    case Kernel::kMemory:
+      s = RunMemory(kernel.memory());
+      break;
+    case Kernel::kOptimizer:
+      s = RunOptimizer(kernel.optimizer());
+      break;
     default:
       s = absl::InvalidArgumentError("kernel has no body");
   }
@@ -134,9 +143,20 @@ absl::Status KernelRunner::RunGemm(const Gemm& g) {
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   int64_t lda = g.k(), ldb = g.k();
   switch (g.layout()) {
-    case Gemm::DGRAD: ta = CUBLAS_OP_N; tb = CUBLAS_OP_N; lda = g.n(); ldb = g.k(); break;
-    case Gemm::WGRAD: ta = CUBLAS_OP_N; tb = CUBLAS_OP_T; lda = g.n(); ldb = g.m(); break;
-    default: break;  // FORWARD, BATCHED
+    case Gemm::DGRAD:
+      ta = CUBLAS_OP_N;
+      tb = CUBLAS_OP_N;
+      lda = g.n();
+      ldb = g.k();
+      break;
+    case Gemm::WGRAD:
+      ta = CUBLAS_OP_N;
+      tb = CUBLAS_OP_T;
+      lda = g.n();
+      ldb = g.m();
+      break;
+    default:
+      break;  // FORWARD, BATCHED
   }
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasGemmStridedBatchedEx(
@@ -179,12 +199,11 @@ absl::Status KernelRunner::RunAttention(const Attention& a) {
   // the timed kernel only on the first call of a shape.
   if (primed_.insert(shape.ToString()).second) {
     HW_RETURN_IF_ERROR(sdpa_->Forward(shape, p[0], p[1], p[2], p[3],
-                                      reinterpret_cast<float*>(p[4]),
-                                      stream_));
+                                      reinterpret_cast<float*>(p[4]), stream_));
   }
   return sdpa_->Backward(shape, p[0], p[1], p[2], p[3], p[5],
-                         reinterpret_cast<const float*>(p[4]), p[6], p[7],
-                         p[8], stream_);
+                         reinterpret_cast<const float*>(p[4]), p[6], p[7], p[8],
+                         stream_);
 #else
   (void)a;
   return absl::FailedPreconditionError(
@@ -223,12 +242,11 @@ absl::Status KernelRunner::RunOptimizer(const OptimizerKernel& o) {
   char* g[1];
   HW_RETURN_IF_ERROR(Carve({n * 4}, g));
   if (optimizer_offset_ == need) ++step_;  // the first layer starts a step
-  CUDA_CHECK(LaunchAdam(reinterpret_cast<float*>(base),
-                        reinterpret_cast<const float*>(g[0]),
-                        reinterpret_cast<float*>(base + 4 * n),
-                        reinterpret_cast<float*>(base + 8 * n), n, kLr, kBeta1,
-                        kBeta2, kEps, kWeightDecay, std::max(step_, 1),
-                        stream_));
+  CUDA_CHECK(LaunchAdam(
+      reinterpret_cast<float*>(base), reinterpret_cast<const float*>(g[0]),
+      reinterpret_cast<float*>(base + 4 * n),
+      reinterpret_cast<float*>(base + 8 * n), n, kLr, kBeta1, kBeta2, kEps,
+      kWeightDecay, std::max(step_, 1), stream_));
   return absl::OkStatus();
 }
 

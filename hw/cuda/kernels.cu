@@ -1,6 +1,6 @@
-#include "hw/cuda/kernels.h"
-
 #include <cuda_bf16.h>
+
+#include "hw/cuda/kernels.h"
 
 namespace shardsim::hw {
 namespace {
@@ -20,8 +20,8 @@ __global__ void AddBf16Kernel(__nv_bfloat16* dst, const __nv_bfloat16* src,
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < count; i += stride) {
-    dst[i] = __float2bfloat16(__bfloat162float(dst[i]) +
-                              __bfloat162float(src[i]));
+    dst[i] =
+        __float2bfloat16(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
   }
 }
 

@@ -1,6 +1,6 @@
-#include "hw/cuda/step_kernels.h"
-
 #include <cuda_bf16.h>
+
+#include "hw/cuda/step_kernels.h"
 
 namespace shardsim::hw {
 namespace {
@@ -67,8 +67,8 @@ __global__ void FillBf16(__nv_bfloat16* dst, int64_t n, uint32_t seed) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += stride) {
     const uint32_t h = Hash(static_cast<uint64_t>(i) * 2654435761u + seed);
-    dst[i] = __float2bfloat16(static_cast<float>(h) * (2.0f / 4294967296.0f) -
-                              1.0f);
+    dst[i] =
+        __float2bfloat16(static_cast<float>(h) * (2.0f / 4294967296.0f) - 1.0f);
   }
 }
 
@@ -101,9 +101,8 @@ cudaError_t LaunchAdam(float* w, const float* g, float* m, float* v, int64_t n,
   if (n <= 0) return cudaSuccess;
   const float bc1 = 1 - powf(beta1, static_cast<float>(step));
   const float bc2 = 1 - powf(beta2, static_cast<float>(step));
-  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(w, g, m, v, n, lr, beta1,
-                                                 beta2, eps, weight_decay, bc1,
-                                                 bc2);
+  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      w, g, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
   return cudaGetLastError();
 }
 

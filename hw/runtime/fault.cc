@@ -24,12 +24,11 @@ absl::StatusOr<Fault> ParseFault(absl::string_view spec, int world) {
   } else if (parts[0] == "die") {
     f.kind = Fault::kDie;
   } else {
-    return bad(absl::StrCat("unknown kind \"", parts[0],
-                            "\" (skip or die)"));
+    return bad(absl::StrCat("unknown kind \"", parts[0], "\" (skip or die)"));
   }
   if (!absl::SimpleAtoi(parts[1], &f.rank) || f.rank < 0 || f.rank >= world) {
-    return bad(absl::StrCat("RANK must be a rank of the world, 0..",
-                            world - 1));
+    return bad(
+        absl::StrCat("RANK must be a rank of the world, 0..", world - 1));
   }
   if (!absl::SimpleAtoi(parts[2], &f.run) || f.run < 1) {
     return bad("N must be a collective run number >= 1");

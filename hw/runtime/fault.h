@@ -22,7 +22,7 @@ struct Fault {
   enum Kind { kNone, kSkip, kDie };
   Kind kind = kNone;
   int rank = -1;
-  int64_t run = 0;  // the N-th collective run, from 1
+  int64_t run = 0;   // the N-th collective run, from 1
   std::string spec;  // as given, for messages
 };
 

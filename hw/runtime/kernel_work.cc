@@ -31,8 +31,8 @@ std::vector<int64_t> KernelOperands(const Kernel& kernel) {
     case Kernel::kAttention: {
       const Attention& a = kernel.attention();
       const int64_t q = a.batch() * a.seq() * a.heads() * a.head_dim() * kBf16;
-      const int64_t kv =
-          a.batch() * a.seq() * std::max(1, a.kv_heads()) * a.head_dim() * kBf16;
+      const int64_t kv = a.batch() * a.seq() * std::max(1, a.kv_heads()) *
+                         a.head_dim() * kBf16;
       const int64_t stats = a.batch() * a.heads() * a.seq() * kFp32;
       if (!a.backward()) return {q, kv, kv, q, stats};
       return {q, kv, kv, q, stats, q, q, kv, kv};
@@ -76,16 +76,18 @@ std::vector<MoveLaunch> MoveLaunches(const MemoryKernel& m) {
   const int64_t total = m.vector_bytes() + m.general_bytes();
   std::vector<MoveLaunch> out;
   if (total <= 0) return out;
-  int vec = m.vector_bytes() > 0
-                ? static_cast<int>((int64_t{launches} * m.vector_bytes() +
-                                    total / 2) / total)
-                : 0;
+  int vec =
+      m.vector_bytes() > 0
+          ? static_cast<int>(
+                (int64_t{launches} * m.vector_bytes() + total / 2) / total)
+          : 0;
   if (m.vector_bytes() > 0) vec = std::max(vec, 1);
   if (m.general_bytes() > 0) vec = std::min(vec, launches - 1);
   const int gen = launches - vec;
   for (int i = 0; i < vec; ++i) {
     // The bytes spread over the launches, the remainder on the first.
-    const int64_t share = m.vector_bytes() / vec + (i == 0 ? m.vector_bytes() % vec : 0);
+    const int64_t share =
+        m.vector_bytes() / vec + (i == 0 ? m.vector_bytes() % vec : 0);
     out.push_back({true, share});
   }
   for (int i = 0; i < gen && m.general_bytes() > 0; ++i) {

@@ -34,10 +34,10 @@ struct RankOp {
   bool dst_switch = false;  // writes the switch buffer (kRecv / kLocal)
   bool inter = false;       // leaves the node (HO-Ring's second stream)
   bool reduce = false;
-  int64_t offset = 0;      // in the source and destination buffers
+  int64_t offset = 0;  // in the source and destination buffers
   int64_t count = 0;
-  int64_t stage_off = 0;   // in the receive staging buffer (kRecv / kLocal)
-  int64_t index = 0;       // position of the transfer in its plan step
+  int64_t stage_off = 0;  // in the receive staging buffer (kRecv / kLocal)
+  int64_t index = 0;      // position of the transfer in its plan step
 };
 
 struct RankProgram {

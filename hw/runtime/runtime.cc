@@ -1,10 +1,5 @@
 #include "hw/runtime/runtime.h"
 
-#include "sim/collective/sweep.h"
-#include "sim/results/results.h"
-#include "sim/schedule/lower.h"
-#include "sim/schema/limits.h"
-
 #include <mpi.h>
 
 #include <cmath>
@@ -16,6 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "sim/collective/sweep.h"
+#include "sim/results/results.h"
+#include "sim/schedule/lower.h"
+#include "sim/schema/limits.h"
 
 namespace shardsim::hw {
 
@@ -54,8 +53,8 @@ bool AnyFailed(int rank, const absl::Status& status) {
 
 absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node) {
   if (gpus_per_node < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpus-per-node: must be >= 1, got ", gpus_per_node));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus-per-node: must be >= 1, got ", gpus_per_node));
   }
   if (world <= gpus_per_node) return Mesh{world, 1};
   if (world % gpus_per_node != 0) {
@@ -85,9 +84,9 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
   for (const Op& op : schedule.ops()) {
     for (int dep : op.deps()) {
       if (dep < 0 || dep >= static_cast<int>(issued.size()) || !issued[dep]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "schedule: op ", op.id(), " depends on op ", dep,
-            ", which does not come before it"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("schedule: op ", op.id(), " depends on op ", dep,
+                         ", which does not come before it"));
       }
       if (stream_of[dep] != op.stream()) {
         if (absl::Status s = backend->WaitFor(dep, op.stream()); !s.ok()) {
@@ -100,10 +99,10 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
       case Op::kCompute:
         if (op.compute().kernel_list() < 0 ||
             op.compute().kernel_list() >= schedule.kernel_lists_size()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "schedule: op ", op.id(), " names kernel list ",
-              op.compute().kernel_list(), " of ",
-              schedule.kernel_lists_size()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("schedule: op ", op.id(), " names kernel list ",
+                           op.compute().kernel_list(), " of ",
+                           schedule.kernel_lists_size()));
         }
         s = backend->Compute(op.id(), KernelsOf(schedule, op.compute()),
                              op.stream());
@@ -118,8 +117,9 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
         break;
     }
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("op ", op.id(), " (",
-                                                 op.label(), "): ", s.message()));
+      return absl::Status(
+          s.code(),
+          absl::StrCat("op ", op.id(), " (", op.label(), "): ", s.message()));
     }
     issued[op.id()] = true;
   }
@@ -128,9 +128,9 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
 
 absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
                                                const SweepOptions& o) {
-  if (absl::Status s = ValidateSweep({o.op, o.algorithm, o.min_bytes,
-                                      o.max_bytes, o.step_factor, 0},
-                                     "collective sweep");
+  if (absl::Status s = ValidateSweep(
+          {o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor, 0},
+          "collective sweep");
       !s.ok()) {
     return s;
   }
@@ -141,10 +141,9 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
   if (!check.ok()) return check.status();
   const int gpus = backend->mesh().gpus();
   std::vector<SweepRow> rows;
-  for (const CollectiveCall& call :
-       SweepCalls({o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor,
-                   o.root},
-                  backend->mesh())) {
+  for (const CollectiveCall& call : SweepCalls(
+           {o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor, o.root},
+           backend->mesh())) {
     absl::StatusOr<CheckResult> check = backend->RunChecked(call, o.channels);
     if (!check.ok()) return check.status();
     absl::StatusOr<double> t =
@@ -171,8 +170,8 @@ std::string FormatSweepTable(const std::string& platform,
       "#%11s %12s %8s %10s %10s %10s %8s\n"
       "#%11s %12s %8s %10s %10s %10s\n",
       CollectiveOp_Name(o.op), Algorithm_Name(o.algorithm), gpus, platform,
-      o.channels, transport, "size", "count", "type", "time", "algbw",
-      "busbw", "#wrong", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
+      o.channels, transport, "size", "count", "type", "time", "algbw", "busbw",
+      "#wrong", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
   for (const SweepRow& row : rows) {
     absl::StrAppendFormat(&out, " %11d %12d %8s %10.1f %10.2f %10.2f %8d\n",
                           row.size_bytes, (row.size_bytes + 7) / 8, "int64",

@@ -27,10 +27,10 @@ struct Resolved {
 absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
                                  int gpus) {
   absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
-  if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat(
-      job.path, ": field gpus: ", mesh.status().message()));
-  absl::StatusOr<Strategy> strategy =
-      ParseStrategy(spec, *mesh, job.base_dir);
+  if (!mesh.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
+  absl::StatusOr<Strategy> strategy = ParseStrategy(spec, *mesh, job.base_dir);
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(PointName(job, spec, gpus), strategy.status().message()));
@@ -38,17 +38,20 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
   if (absl::Status s = ResolveExecution(job.scenario.execution(),
                                         job.model.hidden(), &*strategy);
       !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(job.path, ": field ", s.message(), " (strategy \"", spec,
-                     "\")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        job.path, ": field ", s.message(), " (strategy \"", spec, "\")"));
   }
   absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
   if (!scenario.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        job.path, ": field global_batch_tokens: ", scenario.status().message()));
+        job.path,
+        ": field global_batch_tokens: ", scenario.status().message()));
   }
-  Resolved r{*scenario, *strategy, *mesh,
-             ModelLayers(job.model, ScenarioBatch(*scenario)), {}};
+  Resolved r{*scenario,
+             *strategy,
+             *mesh,
+             ModelLayers(job.model, ScenarioBatch(*scenario)),
+             {}};
   ResultRow& row = r.row;
   row.set_strategy(spec);
   row.set_gpus(gpus);
@@ -70,8 +73,8 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
 }  // namespace
 
 std::string PointName(const Job& job, const std::string& spec, int gpus) {
-  return absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ",
-                      gpus, " GPUs: ");
+  return absl::StrCat(job.path, ": field strategies: \"", spec, "\" at ", gpus,
+                      " GPUs: ");
 }
 
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,

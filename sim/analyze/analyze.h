@@ -34,8 +34,8 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
 std::string PointName(const Job& job, const std::string& spec, int gpus);
 
 enum class Analysis {
-  kMemory,             // memory only: no schedule is lowered
-  kMemoryAndTraffic,   // the schedule lowered, its traffic counted
+  kMemory,            // memory only: no schedule is lowered
+  kMemoryAndTraffic,  // the schedule lowered, its traffic counted
 };
 
 // Every strategy x GPU count of the job, in scenario order.

@@ -23,17 +23,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/analyze/analyze.h"
-#include "sim/engine/distribute.h"
-#include "sim/engine/simulate.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
 #include "sim/cli/scenario_flags.h"
+#include "sim/engine/distribute.h"
+#include "sim/engine/simulate.h"
 #include "sim/results/results.h"
-#include "validate/cli.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/schema/limits.h"
+#include "validate/cli.h"
 
 ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
@@ -95,8 +95,8 @@ constexpr char kUsage[] =
     "  help      this text\n"
     "\n"
     "--json FILE writes the results; --jobs N simulations at once;\n"
-    "--time-limit S stops run and collective after S seconds\n"
-    SHARDSIM_SCENARIO_FLAGS_HELP;
+    "--time-limit S stops run and collective after S "
+    "seconds\n" SHARDSIM_SCENARIO_FLAGS_HELP;
 
 absl::StatusOr<FlowMode> ParseMode() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -130,7 +130,8 @@ absl::Status RunCollectiveScenario(const std::string& path) {
         absl::StrCat(path, ": field ", field, ": ", why));
   };
   absl::StatusOr<Platform> platform = LoadPlatform(sc->platform(), DirOf(path));
-  if (!platform.ok()) return field_error("platform", platform.status().message());
+  if (!platform.ok())
+    return field_error("platform", platform.status().message());
   absl::StatusOr<CollectiveOp> op =
       ParseEnum<CollectiveOp>("op", sc->op(), CollectiveOp_Parse);
   if (!op.ok()) return field_error("op", op.status().message());
@@ -147,7 +148,8 @@ absl::Status RunCollectiveScenario(const std::string& path) {
   for (const std::string& name : sc->algorithms()) {
     absl::StatusOr<Algorithm> algorithm =
         ParseEnum<Algorithm>("algorithm", name, Algorithm_Parse);
-    if (!algorithm.ok()) return field_error("algorithms", algorithm.status().message());
+    if (!algorithm.ok())
+      return field_error("algorithms", algorithm.status().message());
     CollectiveSweep sweep;
     sweep.op = *op;
     sweep.algorithm = *algorithm;
@@ -160,7 +162,9 @@ absl::Status RunCollectiveScenario(const std::string& path) {
     sweep.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     absl::StatusOr<CollectiveResults> results =
         SimulateCollective(*platform, sweep);
-    if (!results.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", results.status().message()));
+    if (!results.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", results.status().message()));
     std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
     *out.add_runs() = *std::move(results);
   }
@@ -172,8 +176,8 @@ absl::Status RunCollectiveScenario(const std::string& path) {
 
 absl::Status RunCollective() {
   CollectiveSweep sweep;
-  absl::StatusOr<CollectiveOp> op =
-      ParseEnum<CollectiveOp>("op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
+  absl::StatusOr<CollectiveOp> op = ParseEnum<CollectiveOp>(
+      "op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
   if (!op.ok()) return op.status();
   absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
       "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
@@ -276,9 +280,9 @@ absl::Status Run(const std::string& command, const std::string& path,
   }
 
   // `memory` needs no schedule; `volume` counts the lowered schedule's.
-  absl::StatusOr<Results> results = AnalyzeJob(
-      *job, command == "memory" ? Analysis::kMemory
-                                : Analysis::kMemoryAndTraffic);
+  absl::StatusOr<Results> results =
+      AnalyzeJob(*job, command == "memory" ? Analysis::kMemory
+                                           : Analysis::kMemoryAndTraffic);
   if (!results.ok()) return results.status();
   if (command == "memory") {
     std::fputs(FormatMemoryTable(*results).c_str(), stdout);
@@ -357,8 +361,10 @@ int main(int argc, char** argv) {
   }
   if (command == "collective") {
     if (args.size() > 3) {
-      std::fprintf(stderr, "shardsim collective takes flags or one "
-                   "collective scenario\n\n%s", shardsim::kUsage);
+      std::fprintf(stderr,
+                   "shardsim collective takes flags or one "
+                   "collective scenario\n\n%s",
+                   shardsim::kUsage);
       return 2;
     }
     const absl::Status s = args.size() == 3
@@ -386,8 +392,7 @@ int main(int argc, char** argv) {
   }
   std::optional<shardsim::SweepRanks> ranks;
   if (command == "run" && launch.size > 1) ranks.emplace(launch);
-  absl::Status s =
-      shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
+  absl::Status s = shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
   if (ranks) {
     // Every rank exits as rank 0 does; only rank 0 says why.
     s = ranks->Finish(s);

@@ -14,7 +14,7 @@
 #include "sim/scenario/overrides.h"
 
 // For the usage texts: a string literal, so that it joins theirs.
-#define SHARDSIM_SCENARIO_FLAGS_HELP                                          \
+#define SHARDSIM_SCENARIO_FLAGS_HELP                                         \
   "scenario overrides (unset: the scenario's own): --model NAME|FILE\n"      \
   "  --platform NAME|FILE --strategy S1,S2 --gpus N1,N2 --micro-batches N\n" \
   "  | --global-batch-tokens T, --micro-batch-size N --seq-len N\n"          \

@@ -14,13 +14,15 @@
 
 namespace shardsim::internal {
 
-absl::Status BuildRing(const PlanRequest& request, Plan* plan);       // ring.cc
-absl::Status BuildDirect(const PlanRequest& request, Plan* plan);     // direct.cc
-absl::Status BuildTree(const PlanRequest& request, Plan* plan);       // tree.cc
-absl::Status BuildSharp(const PlanRequest& request, Plan* plan);      // sharp.cc
-absl::Status BuildHring(const PlanRequest& request, Plan* plan);      // hierarchical.cc
-absl::Status BuildTorus2d(const PlanRequest& request, Plan* plan);    // hierarchical.cc
-absl::Status BuildHoring(const PlanRequest& request, Plan* plan);     // horing.cc
+absl::Status BuildRing(const PlanRequest& request, Plan* plan);    // ring.cc
+absl::Status BuildDirect(const PlanRequest& request, Plan* plan);  // direct.cc
+absl::Status BuildTree(const PlanRequest& request, Plan* plan);    // tree.cc
+absl::Status BuildSharp(const PlanRequest& request, Plan* plan);   // sharp.cc
+absl::Status BuildHring(const PlanRequest& request,
+                        Plan* plan);  // hierarchical.cc
+absl::Status BuildTorus2d(const PlanRequest& request,
+                          Plan* plan);  // hierarchical.cc
+absl::Status BuildHoring(const PlanRequest& request, Plan* plan);  // horing.cc
 
 // ---- shared by the builders ------------------------------------------------
 
@@ -41,8 +43,7 @@ inline absl::Status UnsupportedOp(absl::string_view algorithm,
 // Appends one channel's transfers for request.op (a lowered op) and returns
 // the steps they take; every channel of a request takes the same steps.
 using ChannelSchedule = int (*)(const PlanRequest& request,
-                                const ChannelGrid& grid,
-                                Plan* out);
+                                const ChannelGrid& grid, Plan* out);
 
 // Runs `schedule` for channels 0..k-1. The channels share step numbers
 // (each moves its own part of every range), so the plan takes as many steps
@@ -50,8 +51,7 @@ using ChannelSchedule = int (*)(const PlanRequest& request,
 inline void BuildChannels(const PlanRequest& request, ChannelSchedule schedule,
                           Plan* plan) {
   for (int c = 0; c < request.channels; ++c) {
-    plan->num_steps =
-        schedule(request, ChannelGrid(request, c), plan);
+    plan->num_steps = schedule(request, ChannelGrid(request, c), plan);
   }
 }
 

@@ -36,13 +36,16 @@ bool DataCheck::Supports(CollectiveOp op) {
 bool DataCheck::IsInput(int member, int64_t e) const {
   switch (op_) {
     case REDUCE_SCATTER:
-    case ALL_REDUCE: return true;
+    case ALL_REDUCE:
+      return true;
     case ALL_GATHER: {
       const Range own = ChunkRange(n_, p_, member);
       return e >= own.offset && e < own.offset + own.count;
     }
-    case BROADCAST: return member == root_;
-    default: return false;
+    case BROADCAST:
+      return member == root_;
+    default:
+      return false;
   }
 }
 
@@ -74,7 +77,8 @@ int64_t DataCheck::ExpectedValue(int /*member*/, int64_t e) const {
 
 int64_t DataCheck::Expected(int owner, int64_t e) const {
   switch (op_) {
-    case ALL_GATHER: return InputValue(owner, e);
+    case ALL_GATHER:
+      return InputValue(owner, e);
     case REDUCE_SCATTER:
     case ALL_REDUCE: {
       // The sum over members m of InputValue(m, e).
@@ -82,8 +86,10 @@ int64_t DataCheck::Expected(int owner, int64_t e) const {
       return v_.member_scale * (p * (p + 1) / 2) +
              p * ((e % v_.period) * v_.element_scale + v_.offset);
     }
-    case BROADCAST: return InputValue(root_, e);
-    default: return 0;
+    case BROADCAST:
+      return InputValue(root_, e);
+    default:
+      return 0;
   }
 }
 

@@ -7,8 +7,8 @@ namespace shardsim {
 namespace {
 
 std::string Describe(const Transfer& t) {
-  return absl::StrCat("step ", t.step, " channel ", t.channel, " ", t.src,
-                      "->", t.dst, " [", t.offset, ", +", t.count, ")",
+  return absl::StrCat("step ", t.step, " channel ", t.channel, " ", t.src, "->",
+                      t.dst, " [", t.offset, ", +", t.count, ")",
                       t.reduce ? " reduce" : " copy");
 }
 
@@ -18,9 +18,8 @@ absl::Status ExecutePlan(const Plan& plan,
                          std::vector<std::vector<int64_t>>* buffers) {
   const int p = plan.shape.size();
   if (static_cast<int>(buffers->size()) != p) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("executor: ", buffers->size(), " buffers for ", p,
-                     " members"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "executor: ", buffers->size(), " buffers for ", p, " members"));
   }
   std::vector<int64_t> switch_buffer(plan.count, 0);
   auto buffer_of = [&](int who) -> std::vector<int64_t>& {
@@ -40,8 +39,8 @@ absl::Status ExecutePlan(const Plan& plan,
         }
       }
       if (t.offset < 0 || t.count < 0 || t.offset + t.count > plan.count) {
-        return absl::OutOfRangeError(
-            absl::StrCat("executor: range outside the buffer in ", Describe(t)));
+        return absl::OutOfRangeError(absl::StrCat(
+            "executor: range outside the buffer in ", Describe(t)));
       }
       const std::vector<int64_t>& src = buffer_of(t.src);
       payload.insert(payload.end(), src.begin() + t.offset,
@@ -81,8 +80,8 @@ absl::Status CheckPlan(const Plan& plan) {
       return absl::InternalError(absl::StrCat(
           CollectiveOp_Name(plan.op), " ", Algorithm_Name(plan.algorithm),
           " on ", plan.shape.per_node, "x", plan.shape.nodes, " count ", n,
-          " channels ", plan.channels, ": member ", m, " element ", e,
-          " is ", buffers[m][e], ", expected ", check.ExpectedValue(m, e)));
+          " channels ", plan.channels, ": member ", m, " element ", e, " is ",
+          buffers[m][e], ", expected ", check.ExpectedValue(m, e)));
     }
   }
   return absl::OkStatus();

@@ -14,7 +14,9 @@ Group MakeGroup(int intra_size, int intra_stride, int inter_size,
   return g;
 }
 
-Group GlobalGroup(const Mesh& m) { return MakeGroup(m.gpus_per_node, 1, m.nodes, 1); }
+Group GlobalGroup(const Mesh& m) {
+  return MakeGroup(m.gpus_per_node, 1, m.nodes, 1);
+}
 Group IntraGroup(const Mesh& m) { return MakeGroup(m.gpus_per_node, 1, 1, 1); }
 Group InterGroup(const Mesh& m) { return MakeGroup(1, 1, m.nodes, 1); }
 
@@ -28,9 +30,9 @@ absl::Status ValidateAxis(const char* axis, int size, int stride, int extent,
                      " stride ", stride));
   }
   if (extent % (size * stride) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        axis, " size ", size, " x stride ", stride, " does not tile ", extent,
-        " ", unit));
+    return absl::InvalidArgumentError(
+        absl::StrCat(axis, " size ", size, " x stride ", stride,
+                     " does not tile ", extent, " ", unit));
   }
   return absl::OkStatus();
 }

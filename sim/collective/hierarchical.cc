@@ -73,8 +73,7 @@ using Block = std::vector<Range>;
 // appends.
 class Channel : public ChannelGrid {
  public:
-  Channel(const ChannelGrid& grid, Plan* out)
-      : ChannelGrid(grid), out_(out) {}
+  Channel(const ChannelGrid& grid, Plan* out) : ChannelGrid(grid), out_(out) {}
 
   Block NodeBlock(int node) const {
     if (channels() == 1) {

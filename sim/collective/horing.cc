@@ -95,8 +95,7 @@ int AllReduce(const ChannelGrid& grid, int first, Plan* out) {
   return steps + AllGather(grid, first + steps, out);
 }
 
-int Broadcast(const ChannelGrid& grid, int root, int first,
-              Plan* out) {
+int Broadcast(const ChannelGrid& grid, int root, int first, Plan* out) {
   const int root_node = root / grid.per_node();
   const int root_local = root % grid.per_node();
   for (int l = 0; l < grid.per_node(); ++l) {

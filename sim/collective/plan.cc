@@ -31,9 +31,9 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& req) {
         absl::StrCat("plan channels: must be >= 1, got ", req.channels));
   }
   if (req.op == BROADCAST && (req.root < 0 || req.root >= req.shape.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan root: ", req.root, " is not a member of a group of ",
-        req.shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan root: ", req.root, " is not a member of a group of ",
+                     req.shape.size()));
   }
   if (req.op == OP_UNSPECIFIED) {
     return absl::InvalidArgumentError("plan op: unspecified");
@@ -49,13 +49,27 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& req) {
 
   absl::Status status;
   switch (req.algorithm) {
-    case RING: status = internal::BuildRing(req, &plan); break;
-    case DIRECT: status = internal::BuildDirect(req, &plan); break;
-    case TREE: status = internal::BuildTree(req, &plan); break;
-    case SHARP: status = internal::BuildSharp(req, &plan); break;
-    case HRING: status = internal::BuildHring(req, &plan); break;
-    case TORUS2D: status = internal::BuildTorus2d(req, &plan); break;
-    case HORING: status = internal::BuildHoring(req, &plan); break;
+    case RING:
+      status = internal::BuildRing(req, &plan);
+      break;
+    case DIRECT:
+      status = internal::BuildDirect(req, &plan);
+      break;
+    case TREE:
+      status = internal::BuildTree(req, &plan);
+      break;
+    case SHARP:
+      status = internal::BuildSharp(req, &plan);
+      break;
+    case HRING:
+      status = internal::BuildHring(req, &plan);
+      break;
+    case TORUS2D:
+      status = internal::BuildTorus2d(req, &plan);
+      break;
+    case HORING:
+      status = internal::BuildHoring(req, &plan);
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("plan algorithm: ", Algorithm_Name(req.algorithm),
@@ -68,10 +82,9 @@ absl::StatusOr<Plan> MakePlan(const PlanRequest& req) {
       std::remove_if(plan.transfers.begin(), plan.transfers.end(),
                      [](const Transfer& t) { return t.count == 0; }),
       plan.transfers.end());
-  std::stable_sort(plan.transfers.begin(), plan.transfers.end(),
-                   [](const Transfer& a, const Transfer& b) {
-                     return a.step < b.step;
-                   });
+  std::stable_sort(
+      plan.transfers.begin(), plan.transfers.end(),
+      [](const Transfer& a, const Transfer& b) { return a.step < b.step; });
   return plan;
 }
 
@@ -110,10 +123,9 @@ std::vector<Transfer> ExpandTransfers(const Plan& plan) {
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Transfer& a, const Transfer& b) {
-                     return a.step < b.step;
-                   });
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const Transfer& a, const Transfer& b) { return a.step < b.step; });
   return out;
 }
 
@@ -142,7 +154,8 @@ PlanVolume CountVolume(const Plan& plan) {
     int64_t total = 0;
     for (const Range& r : ring.ranges) total += r.count;
     for (int r = 0; r < n; ++r) {
-      const int64_t skipped = ring.ranges[((r + 1 - ring.lag) % n + n) % n].count;
+      const int64_t skipped =
+          ring.ranges[((r + 1 - ring.lag) % n + n) % n].count;
       AddVolume(plan.shape, ring.order[r], ring.order[(r + 1) % n],
                 total - skipped, &v);
     }

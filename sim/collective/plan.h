@@ -5,11 +5,13 @@
 //
 // Data contract (checked by executor.h on real buffers). Every member holds
 // a buffer of `count` elements; chunk i is ChunkRange(count, p, i).
-//   ALL_GATHER      before: member i's chunk i.   after: every chunk, everywhere.
-//   REDUCE_SCATTER  before: a full buffer each.   after: member i's chunk i is
+//   ALL_GATHER      before: member i's chunk i.   after: every chunk,
+//   everywhere. REDUCE_SCATTER  before: a full buffer each.   after: member i's
+//   chunk i is
 //                                                 the sum over members.
 //   ALL_REDUCE      before: a full buffer each.   after: the sum, everywhere.
-//   BROADCAST       before: root's buffer.        after: root's buffer, everywhere.
+//   BROADCAST       before: root's buffer.        after: root's buffer,
+//   everywhere.
 //
 // Step semantics: steps run in order. All transfers of one step read their
 // source as it was when the step began, then write: a copy overwrites the
@@ -48,8 +50,8 @@ struct Transfer {
   // Parallel lanes (NCCL channels). Rings use 0..channels-1; the double
   // binary tree gives each of its two trees its own set, 0..2*channels-1.
   int32_t channel = 0;
-  int32_t src = 0;  // member index or kSwitch
-  int32_t dst = 0;  // member index or kSwitch
+  int32_t src = 0;     // member index or kSwitch
+  int32_t dst = 0;     // member index or kSwitch
   int64_t offset = 0;  // in elements
   int64_t count = 0;
   bool reduce = false;  // add into dst instead of copying
@@ -89,7 +91,7 @@ struct Plan {
   PlanShape shape;
   int64_t count = 0;  // elements in each member's buffer
   int channels = 1;
-  int root = 0;       // BROADCAST only
+  int root = 0;  // BROADCAST only
   int num_steps = 0;
   // The plan is the explicit transfers plus the ring passes' transfers.
   std::vector<Transfer> transfers;  // sorted by step, none empty

@@ -46,7 +46,8 @@ std::vector<int> ChainFrom(std::vector<int> order, int root) {
 int RingChannel(const PlanRequest& request, const ChannelGrid& grid,
                 Plan* out) {
   const int c = grid.channel();
-  const std::vector<int> order = FlatRingOrder(request.shape, c, request.channels);
+  const std::vector<int> order =
+      FlatRingOrder(request.shape, c, request.channels);
   // Ranges follow the member, not the position: member m ends up with its
   // own chunk m even though the ring is rotated.
   const std::vector<Range> ranges = grid.ChunksOf(order);

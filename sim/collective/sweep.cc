@@ -16,19 +16,20 @@ absl::Status ValidateSweep(const SweepSpec& spec, absl::string_view where) {
       .Rule("step_factor", spec.step_factor != 1, "must be > 1");
   if (!c.ok()) return c.status();
   const double sizes =
-      1 + std::floor(std::log(static_cast<double>(spec.max_bytes) /
-                              spec.min_bytes) /
-                     std::log(spec.step_factor));
-  return c.Rule("step_factor", sizes <= limits::kMaxSweepSizes,
-                absl::StrCat("from ", spec.min_bytes, " to ", spec.max_bytes,
-                             " bytes by ", Num(spec.step_factor), " is ",
-                             Num(sizes),
-                             " sizes, beyond the limit of ",
-                             limits::kMaxSweepSizes))
+      1 + std::floor(
+              std::log(static_cast<double>(spec.max_bytes) / spec.min_bytes) /
+              std::log(spec.step_factor));
+  return c
+      .Rule(
+          "step_factor", sizes <= limits::kMaxSweepSizes,
+          absl::StrCat("from ", spec.min_bytes, " to ", spec.max_bytes,
+                       " bytes by ", Num(spec.step_factor), " is ", Num(sizes),
+                       " sizes, beyond the limit of ", limits::kMaxSweepSizes))
       .status();
 }
 
-std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh) {
+std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec,
+                                       const Mesh& mesh) {
   std::vector<CollectiveCall> calls;
   // The small slack keeps max_bytes in when repeated multiplication lands
   // a hair above it.

@@ -10,7 +10,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-
 #include "sim/collective/group.h"
 #include "sim/schema/schedule.pb.h"
 #include "sim/schema/strategy.pb.h"

@@ -263,8 +263,7 @@ int AllReduce(const Lane& lane, Plan* out) {
 }
 
 int RunLane(const PlanRequest& req, const Lane& lane,
-            const std::vector<std::vector<int>>& sub,
-            Plan* out) {
+            const std::vector<std::vector<int>>& sub, Plan* out) {
   switch (req.op) {
     case ALL_GATHER:
       return AllGather(lane, sub, req.count, out);

@@ -27,15 +27,15 @@ Roofline GemmRoofline(const Gemm& g, const Platform& p) {
   const int64_t batch = std::max<int64_t>(1, g.batch());
   const int64_t tm = CeilDiv(g.m(), km.gemm_tile_m());
   const int64_t tn = CeilDiv(g.n(), km.gemm_tile_n());
-  const double tile_fill = static_cast<double>(g.m()) * g.n() /
-                           (static_cast<double>(tm * km.gemm_tile_m()) *
-                            (tn * km.gemm_tile_n()));
+  const double tile_fill =
+      static_cast<double>(g.m()) * g.n() /
+      (static_cast<double>(tm * km.gemm_tile_m()) * (tn * km.gemm_tile_n()));
   const int64_t tiles = batch * tm * tn;
   const int64_t sms = p.gpu().sms();
   int64_t splits = 1;
   if (tiles < sms) {
-    splits = std::max<int64_t>(
-        1, std::min(sms / tiles, g.k() / kMinSplitDepth));
+    splits =
+        std::max<int64_t>(1, std::min(sms / tiles, g.k() / kMinSplitDepth));
   }
   const double grid_fill =
       std::min(1.0, static_cast<double>(tiles * splits) / sms);
@@ -43,12 +43,12 @@ Roofline GemmRoofline(const Gemm& g, const Platform& p) {
   const double efficiency = km.gemm_efficiency() * tile_fill * grid_fill *
                             depth / (depth + km.gemm_k_overhead());
   Roofline r;
-  r.math_s = 2.0 * batch * g.m() * g.n() * g.k() /
-             (p.gpu().peak_flops() * efficiency);
-  double bytes = 2.0 * batch *
-                 (static_cast<double>(g.m()) * g.k() +
-                  static_cast<double>(g.k()) * g.n() +
-                  static_cast<double>(g.m()) * g.n());
+  r.math_s =
+      2.0 * batch * g.m() * g.n() * g.k() / (p.gpu().peak_flops() * efficiency);
+  double bytes =
+      2.0 * batch *
+      (static_cast<double>(g.m()) * g.k() + static_cast<double>(g.k()) * g.n() +
+       static_cast<double>(g.m()) * g.n());
   // Split-K writes fp32 partial tiles and reads them back to reduce.
   if (splits > 1) bytes += 2.0 * 4 * g.m() * g.n() * splits;
   r.memory_s = bytes / (Hbm(p) * km.vector_fraction());

@@ -47,7 +47,6 @@ struct OpCost {
 };
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform);
 
-
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_COMPUTE_KERNEL_TIME_H_

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <functional>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <set>
-
 #include <simgrid/s4u.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +18,8 @@ namespace shardsim {
 namespace {
 
 uint64_t WireBytes(double payload, const Protocol& proto) {
-  return static_cast<uint64_t>(std::llround(payload / proto.bandwidth_fraction()));
+  return static_cast<uint64_t>(
+      std::llround(payload / proto.bandwidth_fraction()));
 }
 
 // Point-to-point patterns that copy to several peers at once (HO-Ring's
@@ -38,8 +38,8 @@ CollectiveEngine::~CollectiveEngine() = default;
 
 CollectiveEngine::Key CollectiveEngine::KeyOf(const CollectiveCall& c) {
   const Group& g = c.group();
-  return {c.op(),          c.algorithm(),     g.intra_size(), g.intra_stride(),
-          g.inter_size(),  g.inter_stride(),  c.bytes(),      c.root()};
+  return {c.op(),         c.algorithm(),    g.intra_size(), g.intra_stride(),
+          g.inter_size(), g.inter_stride(), c.bytes(),      c.root()};
 }
 
 const CollectiveEngine::Entry& CollectiveEngine::entry(
@@ -71,9 +71,9 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
         absl::StrCat("group ", GroupName(call.group()), ": ", s.message()));
   }
   if (call.algorithm() == SHARP && !fabric_.platform().network().sharp()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "algorithm SHARP: platform ", fabric_.platform().name(),
-        " has no SHARP-capable switches (network.sharp)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("algorithm SHARP: platform ", fabric_.platform().name(),
+                     " has no SHARP-capable switches (network.sharp)"));
   }
   auto e = std::make_unique<Entry>();
   e->shape = {call.group().intra_size(), call.group().inter_size()};
@@ -108,10 +108,12 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   // Only a platform that escaped validation gets here (no protocol, or
   // every estimate infinite or NaN); never hand the engine a null protocol.
   if (e->protocol == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "platform ", fabric_.platform().name(), ": no wire protocol gives a "
-        "finite time for ", CollectiveOp_Name(call.op()), " of ", call.bytes(),
-        " bytes (protocols, bandwidths and efficiencies)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("platform ", fabric_.platform().name(),
+                     ": no wire protocol gives a "
+                     "finite time for ",
+                     CollectiveOp_Name(call.op()), " of ", call.bytes(),
+                     " bytes (protocols, bandwidths and efficiencies)"));
   }
   entries_.emplace(key, std::move(e));
   return absl::OkStatus();
@@ -131,8 +133,10 @@ double CollectiveEngine::StageFloor(const Stage& stage, const Protocol& proto,
         step_alpha = latency;
       }
     };
-    if (s.intra > 0) consider(s.intra / nvlink + proto.intra_alpha_s(), proto.intra_alpha_s());
-    if (s.inter > 0) consider(s.inter / nic + proto.inter_alpha_s(), proto.inter_alpha_s());
+    if (s.intra > 0)
+      consider(s.intra / nvlink + proto.intra_alpha_s(), proto.intra_alpha_s());
+    if (s.inter > 0)
+      consider(s.inter / nic + proto.inter_alpha_s(), proto.inter_alpha_s());
     if (s.via_switch > 0) consider(s.via_switch / nic + sharp, sharp);
     t += step;
     a += step_alpha;
@@ -154,8 +158,9 @@ double CollectiveEngine::EstimateEntry(const Entry& e,
       const double alpha = via_switch ? sharp
                            : h.inter  ? proto.inter_alpha_s()
                                       : proto.intra_alpha_s();
-      longest = std::max(longest, h.elements / (bw * proto.bandwidth_fraction()) +
-                                      h.steps * alpha);
+      longest =
+          std::max(longest, h.elements / (bw * proto.bandwidth_fraction()) +
+                                h.steps * alpha);
     }
     t += longest;
   }
@@ -247,16 +252,16 @@ class CollectiveEngine::FlowWorkers {
     Join join{0, sg4::ConditionVariable::create()};
     std::unique_lock<sg4::Mutex> lock(*mutex_);
     for (size_t first = 0; first < flows->size(); first += kBatch) {
-      queue_.push_back({flows, first, std::min(flows->size(), first + kBatch),
-                        &join});
+      queue_.push_back(
+          {flows, first, std::min(flows->size(), first + kBatch), &join});
       ++join.pending;
     }
     // Workers that finish a batch go back to the queue; daemons, so that
     // the simulation ends when the last real actor does.
     for (int i = idle_; i < join.pending; ++i) {
-      sg4::Actor::create("flows", sg4::this_actor::get_host(),
-                         [this] { Work(); })
-          ->daemonize();
+      sg4::Actor::create("flows", sg4::this_actor::get_host(), [this] {
+        Work();
+      })->daemonize();
     }
     work_->notify_all();
     join.done->wait(lock, [&] { return join.pending == 0; });
@@ -320,7 +325,8 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
         continue;  // another node's NVSwitch traffic mirrors node 0's
       }
       const Route r = RouteOf(e, group, h.src, h.dst);
-      const double bytes = h.inter ? h.elements : h.elements * e.intra_inflation;
+      const double bytes =
+          h.inter ? h.elements : h.elements * e.intra_inflation;
       flows.push_back({r.from, r.to, WireBytes(bytes, *e.protocol)});
       alphas.push_back(h.steps * r.alpha);
     }
@@ -389,7 +395,7 @@ std::vector<Message> DataflowMessages(const Plan& plan) {
   std::vector<Message> msgs;
   std::vector<std::set<int>> needs;  // per message, earlier messages
   std::vector<int> msg_of(transfers.size());
-  std::vector<std::vector<size_t>> into(p + 1);  // transfers into a member
+  std::vector<std::vector<size_t>> into(p + 1);       // transfers into a member
   std::map<Connection, std::pair<int, int>> last_on;  // step, message
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer& t = transfers[i];
@@ -435,22 +441,22 @@ void CollectiveEngine::RunPerStep(const Entry& e) {
     // Launch(i): message i's flow, then its alpha, then whatever it unblocks.
     auto launch = std::make_shared<std::function<void(int)>>();
     *launch = [this, &e, &group, msgs, launch, &remaining, mutex, done](int i) {
-      sg4::Actor::create("message", sg4::this_actor::get_host(), [=, &e, &group,
-                                                                 &remaining] {
-        const Message& m = (*msgs)[i];
-        const Route r = RouteOf(e, group, m.src, m.dst);
-        const double bytes = LeavesNode(e.shape, m.src, m.dst)
-                                 ? m.elements
-                                 : m.elements * e.intra_inflation;
-        sg4::Comm::sendto_async(r.from, r.to, WireBytes(bytes, *e.protocol))
-            ->wait();
-        sg4::this_actor::sleep_for(r.alpha);
-        for (int n : m.next) {
-          if (--(*msgs)[n].waiting == 0) (*launch)(n);
-        }
-        std::unique_lock<sg4::Mutex> lock(*mutex);
-        if (--remaining == 0) done->notify_all();
-      });
+      sg4::Actor::create(
+          "message", sg4::this_actor::get_host(), [=, &e, &group, &remaining] {
+            const Message& m = (*msgs)[i];
+            const Route r = RouteOf(e, group, m.src, m.dst);
+            const double bytes = LeavesNode(e.shape, m.src, m.dst)
+                                     ? m.elements
+                                     : m.elements * e.intra_inflation;
+            sg4::Comm::sendto_async(r.from, r.to, WireBytes(bytes, *e.protocol))
+                ->wait();
+            sg4::this_actor::sleep_for(r.alpha);
+            for (int n : m.next) {
+              if (--(*msgs)[n].waiting == 0) (*launch)(n);
+            }
+            std::unique_lock<sg4::Mutex> lock(*mutex);
+            if (--remaining == 0) done->notify_all();
+          });
     };
     for (int i = 0; i < static_cast<int>(msgs->size()); ++i) {
       if ((*msgs)[i].waiting == 0) (*launch)(i);

@@ -20,12 +20,12 @@
 #ifndef SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 #define SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 
+#include <simgrid/forward.h>
+
 #include <map>
 #include <memory>
 #include <tuple>
 #include <vector>
-
-#include <simgrid/forward.h>
 
 #include "absl/status/status.h"
 #include "sim/collective/plan.h"
@@ -75,7 +75,7 @@ class CollectiveEngine {
     friend class CollectiveEngine;
     int part = 0;  // waits begun so far (flows, sleeps)
     const std::vector<Flow>* flows = nullptr;  // in flight
-    double until = -1;                                // sleeping until
+    double until = -1;                         // sleeping until
   };
 
   // From a SimGrid actor: runs a prepared call for every group of its shape

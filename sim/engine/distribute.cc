@@ -38,7 +38,8 @@ struct Reader {
     }
     uint64_t v = 0;
     for (int i = 0; i < 8; ++i) {
-      v |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+      v |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i]))
+           << (8 * i);
     }
     at += 8;
     return v;
@@ -77,7 +78,8 @@ std::string EncodePoints(size_t points, const std::vector<size_t>& indices,
     PutU64(&out, indices[i]);
     const absl::Status& s = rows[i].status();
     out.push_back(static_cast<char>(s.code()));
-    const absl::string_view bytes = s.ok() ? absl::string_view(*rows[i]) : s.message();
+    const absl::string_view bytes =
+        s.ok() ? absl::string_view(*rows[i]) : s.message();
     PutU64(&out, bytes.size());
     absl::StrAppend(&out, bytes);
   }
@@ -90,8 +92,9 @@ absl::Status Decode(const std::string& in, int rank,
                     std::vector<absl::StatusOr<std::string>>* out) {
   auto from = [rank](absl::StatusCode code, absl::string_view message) {
     // Rank 0's own errors read as the serial run's.
-    return rank == 0 ? absl::Status(code, message)
-                     : absl::Status(code, absl::StrCat("rank ", rank, ": ", message));
+    return rank == 0
+               ? absl::Status(code, message)
+               : absl::Status(code, absl::StrCat("rank ", rank, ": ", message));
   };
   Reader r{in};
   const unsigned char kind = r.U8();
@@ -107,7 +110,8 @@ absl::Status Decode(const std::string& in, int rank,
   if (points != out->size()) {
     return from(absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("its sweep has ", points, " points, rank 0's has ",
-                             out->size(), "; every rank must read the same "
+                             out->size(),
+                             "; every rank must read the same "
                              "scenario with the same flags"));
   }
   for (uint64_t i = 0; i < count && r.ok; ++i) {
@@ -121,7 +125,8 @@ absl::Status Decode(const std::string& in, int rank,
       (*out)[index] = absl::Status(code, bytes);
     }
   }
-  if (!r.ok) return from(absl::StatusCode::kInternal, "sent unreadable results");
+  if (!r.ok)
+    return from(absl::StatusCode::kInternal, "sent unreadable results");
   return absl::OkStatus();
 }
 
@@ -202,9 +207,9 @@ std::vector<std::string> SweepRanks::Gather(const std::string& mine) {
   // Counts and displacements are ints: each rank's part must fit its share.
   const size_t cap = INT_MAX / static_cast<size_t>(size);
   if (send.size() > cap) {
-    send = EncodeError(absl::ResourceExhaustedError(absl::StrCat(
-        "its rows are ", send.size(), " bytes, more than the ", cap,
-        " bytes one of ", size, " ranks can send")));
+    send = EncodeError(absl::ResourceExhaustedError(
+        absl::StrCat("its rows are ", send.size(), " bytes, more than the ",
+                     cap, " bytes one of ", size, " ranks can send")));
   }
   const int length = static_cast<int>(send.size());
   std::vector<int> lengths(rank == 0 ? size : 0);
@@ -247,8 +252,8 @@ std::vector<absl::StatusOr<std::string>> SweepRanks::Run(
   if (parts.empty()) return {};  // not rank 0
   std::vector<absl::StatusOr<std::string>> out;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    out.push_back(absl::InternalError(absl::StrCat(
-        "no rank returned point ", i, " of ", tasks.size())));
+    out.push_back(absl::InternalError(
+        absl::StrCat("no rank returned point ", i, " of ", tasks.size())));
   }
   for (size_t r = 0; r < parts.size(); ++r) {
     if (absl::Status s = Decode(parts[r], static_cast<int>(r), &out); !s.ok()) {
@@ -260,8 +265,9 @@ std::vector<absl::StatusOr<std::string>> SweepRanks::Run(
 
 absl::Status SweepRanks::Finish(const absl::Status& status) {
   if (!gathered_) {
-    Gather(EncodeError(status.ok() ? absl::InternalError("stopped before the sweep")
-                                   : status));
+    Gather(EncodeError(status.ok()
+                           ? absl::InternalError("stopped before the sweep")
+                           : status));
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
-
 #include <simgrid/s4u.hpp>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
@@ -31,8 +30,9 @@ double Fabric::NvlinkBandwidth() const {
 
 void Fabric::SetNvlinkScale(double scale, bool node0_only) {
   const double bw = NvlinkBandwidth() * scale;
-  const size_t n = node0_only ? std::min<size_t>(ports_.size(), mesh_.gpus_per_node)
-                              : ports_.size();
+  const size_t n = node0_only
+                       ? std::min<size_t>(ports_.size(), mesh_.gpus_per_node)
+                       : ports_.size();
   for (size_t i = 0; i < n; ++i) ports_[i]->set_bandwidth(bw);
 }
 
@@ -88,12 +88,12 @@ absl::Status Fabric::BuildNetwork() {
   const unsigned up = static_cast<unsigned>(
       std::max(1.0, std::floor(per_leaf / n.oversubscription())));
   sg4::FatTreeParams params =
-      leaves == 1 ? sg4::FatTreeParams(1, {static_cast<unsigned>(per_leaf)},
-                                       {1}, {1})
-                  : sg4::FatTreeParams(
-                        2, {static_cast<unsigned>(per_leaf),
-                            static_cast<unsigned>(leaves)},
-                        {1, up}, {1, 1});
+      leaves == 1
+          ? sg4::FatTreeParams(1, {static_cast<unsigned>(per_leaf)}, {1}, {1})
+          : sg4::FatTreeParams(2,
+                               {static_cast<unsigned>(per_leaf),
+                                static_cast<unsigned>(leaves)},
+                               {1, up}, {1, 1});
   // Leaf position -> NIC index: node-major, or rail-major when NIC i of every
   // node hangs off the same leaves.
   const int per_node = n.nics_per_node();
@@ -108,14 +108,14 @@ absl::Status Fabric::BuildNetwork() {
   auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&,
                       unsigned long id) {
     const int nic = nic_at(id);
-    sg4::Host* host =
-        zone->create_host(nic >= 0 ? absl::StrCat("nic", nic)
-                                   : absl::StrCat("spare", id),
-                          1)
-            ->seal();
+    sg4::Host* host = zone->create_host(nic >= 0 ? absl::StrCat("nic", nic)
+                                                 : absl::StrCat("spare", id),
+                                        1)
+                          ->seal();
     if (nic >= 0) nics_[nic] = host;
-    return std::make_pair(host->get_netpoint(),
-                          static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
+    return std::make_pair(
+        host->get_netpoint(),
+        static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
   };
   sg4::NetZone* tree = sg4::create_fatTree_zone(
       "network", sg4::Engine::get_instance()->get_netzone_root(), params,
@@ -124,7 +124,8 @@ absl::Status Fabric::BuildNetwork() {
   tree->seal();
   for (int i = 0; i < nics; ++i) {
     if (nics_[i] == nullptr) {
-      return absl::InternalError(absl::StrCat("network: NIC ", i, " not placed"));
+      return absl::InternalError(
+          absl::StrCat("network: NIC ", i, " not placed"));
     }
   }
   return absl::OkStatus();

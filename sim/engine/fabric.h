@@ -20,7 +20,7 @@
 namespace simgrid::s4u {
 class Host;
 class Link;
-}
+}  // namespace simgrid::s4u
 
 namespace shardsim {
 
@@ -60,10 +60,9 @@ class Fabric {
   const Platform platform_;
   const Mesh mesh_;
   std::vector<simgrid::s4u::Host*> gpus_;
-  std::vector<simgrid::s4u::Host*> nics_;  // by NIC index node*nics + i
+  std::vector<simgrid::s4u::Host*> nics_;   // by NIC index node*nics + i
   std::vector<simgrid::s4u::Link*> ports_;  // NVSwitch port of each GPU
 };
-
 
 }  // namespace shardsim
 

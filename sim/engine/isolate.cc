@@ -42,9 +42,9 @@ void WriteAll(int fd, const std::string& data) {
   if (r.ok()) {
     WriteAll(fd, "O" + *r);
   } else {
-    WriteAll(fd, absl::StrCat("E", std::string(1, static_cast<char>(
-                                                      r.status().code())),
-                              r.status().message()));
+    WriteAll(fd, absl::StrCat(
+                     "E", std::string(1, static_cast<char>(r.status().code())),
+                     r.status().message()));
   }
   close(fd);
   std::fflush(nullptr);
@@ -54,9 +54,8 @@ void WriteAll(int fd, const std::string& data) {
 absl::StatusOr<std::string> Decode(const std::string& out, int wstatus,
                                    size_t task) {
   if (WIFSIGNALED(wstatus)) {
-    return absl::InternalError(absl::StrCat("simulation ", task,
-                                            " crashed with signal ",
-                                            WTERMSIG(wstatus)));
+    return absl::InternalError(absl::StrCat(
+        "simulation ", task, " crashed with signal ", WTERMSIG(wstatus)));
   }
   if (out.empty()) {
     return absl::InternalError(

@@ -50,8 +50,8 @@ int CountSteps(std::vector<std::pair<int, int>> steps) {
 void AddToStep(StepLoad* load, const PlanShape& shape, int src, int dst,
                int64_t elements) {
   int64_t& slot = src == kSwitch || dst == kSwitch ? load->via_switch
-                  : LeavesNode(shape, src, dst)          ? load->inter
-                                                         : load->intra;
+                  : LeavesNode(shape, src, dst)    ? load->inter
+                                                   : load->intra;
   slot = std::max(slot, elements);
 }
 
@@ -63,9 +63,9 @@ bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
   for (size_t s = 0; s < stages.size(); ++s) {
     for (const Hop& h : stages[s].hops) {
       if (h.inter) continue;
-      per_node[shape.NodeOf(h.src)].insert(
-          {s, h.src % shape.per_node, h.dst % shape.per_node, h.elements,
-           h.steps});
+      per_node[shape.NodeOf(h.src)].insert({s, h.src % shape.per_node,
+                                            h.dst % shape.per_node, h.elements,
+                                            h.steps});
     }
   }
   for (int n = 1; n < shape.nodes; ++n) {
@@ -114,7 +114,8 @@ PlanSummary Summarize(const Plan& plan) {
   for (const RingPass& ring : plan.rings) {
     if (ring.order.size() < 2) continue;
     const int n = static_cast<int>(ring.order.size());
-    for (int t = 0; t + 1 < n; ++t) has_ring[stage_of[ring.first_step + t]] = true;
+    for (int t = 0; t + 1 < n; ++t)
+      has_ring[stage_of[ring.first_step + t]] = true;
   }
 
   // Explicit transfers: what one pair of members sends in one step, all

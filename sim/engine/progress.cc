@@ -36,8 +36,8 @@ void Progress::Update(size_t done, size_t total) {
   if (elapsed < kQuietS) return;
   std::string line = absl::StrFormat("\r  %d/%d points", done, total);
   if (done > 0) {
-    const double left = elapsed / static_cast<double>(done) *
-                        static_cast<double>(total - done);
+    const double left =
+        elapsed / static_cast<double>(done) * static_cast<double>(total - done);
     absl::StrAppend(&line, ", ", MinutesSeconds(left), " left");
   }
   if (shown_ && line == last_) return;

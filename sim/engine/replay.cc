@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <set>
-
 #include <simgrid/s4u.hpp>
 
 #include "absl/strings/ascii.h"
@@ -43,9 +42,9 @@ int Launches(const KernelList& kernels) {
 //  - on the GPU, when it starts: every op from the oldest not done to the
 //    newest started, done, running or not started, the host set aside.
 struct Snapshot {
-  int at = 0;           // the watched op
-  double time = 0;      // when the host reached it, or it started
-  int oldest = 0;       // the oldest op not done (at if none)
+  int at = 0;       // the watched op
+  double time = 0;  // when the host reached it, or it started
+  int oldest = 0;   // the oldest op not done (at if none)
   std::vector<double> state;
 };
 
@@ -54,7 +53,9 @@ class Replayer {
   // `watch`: op ids (ascending) at which to take a Snapshot.
   Replayer(const Schedule& s, Fabric* f, CollectiveEngine* c,
            std::vector<int> watch = {})
-      : schedule_(s), fabric_(f), collectives_(c),
+      : schedule_(s),
+        fabric_(f),
+        collectives_(c),
         watch_(std::move(watch)),
         watched_(s.ops_size(), false),
         issued_(s.ops_size(), false),
@@ -135,8 +136,8 @@ class Replayer {
       t.host_start = Now();
       double cost = 0;
       if (op.has_compute()) {
-        cost = launches_[op.compute().kernel_list()] *
-               p.kernels().host_launch_s();
+        cost =
+            launches_[op.compute().kernel_list()] * p.kernels().host_launch_s();
         t.host_end = t.host_start + cost;
         Issue(op.id());  // the GPU may start on the first kernel
         if (cost > 0) sg4::this_actor::sleep_for(cost);
@@ -223,7 +224,8 @@ class Replayer {
   double Slowdown(const OpCost& c) const {
     if (c.seconds <= 0 || comm_sms_ == 0) return 0;
     const Platform& p = fabric_->platform();
-    const double held = std::min(1.0, static_cast<double>(comm_sms_) / p.gpu().sms());
+    const double held =
+        std::min(1.0, static_cast<double>(comm_sms_) / p.gpu().sms());
     const Interference& in = p.interference();
     return held *
            (c.compute_bound_s * in.compute_slowdown() +
@@ -257,7 +259,8 @@ class Replayer {
     times_[id].gpu_s = Now() - times_[id].start;
     SetComputeBusy(false);
     // The host may still be launching its last kernels.
-    if (Now() < times_[id].host_end) sg4::this_actor::sleep_until(times_[id].host_end);
+    if (Now() < times_[id].host_end)
+      sg4::this_actor::sleep_until(times_[id].host_end);
   }
 
   void Execute(int id) {
@@ -355,8 +358,7 @@ class PathWalk {
       const int sp = stream_prev_[cur];
       if (sp >= 0 && (pred < 0 || t_[sp].end > t_[pred].end)) pred = sp;
       const double issue = op.has_compute() ? ot.host_start : ot.host_end;
-      const bool by_host =
-          pred < 0 || issue > t_[pred].end + kEps;
+      const bool by_host = pred < 0 || issue > t_[pred].end + kEps;
       Charge(cur, std::min(ot.start, t), t, by_host);
       t = std::min(ot.start, t);
       if (!by_host) {
@@ -493,9 +495,9 @@ absl::StatusOr<std::vector<OpTime>> Replay(const Schedule& schedule,
   sg4::Engine::get_instance()->run();
   collectives->EndRun();
   if (replayer.completed() != schedule.ops_size()) {
-    return absl::InternalError(absl::StrCat(
-        "replay: ", schedule.ops_size() - replayer.completed(),
-        " ops never ran (a dependency on a later op?)"));
+    return absl::InternalError(
+        absl::StrCat("replay: ", schedule.ops_size() - replayer.completed(),
+                     " ops never ran (a dependency on a later op?)"));
   }
   std::vector<OpTime> times = replayer.Finish();
   if (snapshots != nullptr) {
@@ -551,7 +553,8 @@ std::string NoRepeatBecause(const Schedule& s,
   }
   if (growing) {
     const Op& old = s.ops(gpu.back().oldest);
-    return absl::StrCat("the ", absl::AsciiStrToLower(Stream_Name(old.stream())),
+    return absl::StrCat("the ",
+                        absl::AsciiStrToLower(Stream_Name(old.stream())),
                         " stream falls further behind at every micro-batch "
                         "(its backlog grows): no state repeats");
   }
@@ -570,8 +573,8 @@ void RecomputeHost(const Schedule& s, const Platform& p,
     OpTime& t = (*times)[op.id()];
     t.host_start = host;
     if (op.has_compute()) {
-      host += Launches(KernelsOf(s, op.compute())) *
-              p.kernels().host_launch_s();
+      host +=
+          Launches(KernelsOf(s, op.compute())) * p.kernels().host_launch_s();
     } else if (op.has_collective()) {
       host += op.collective().launch_overhead_s();
     }
@@ -586,7 +589,9 @@ void RecomputeHost(const Schedule& s, const Platform& p,
 // last kernel. Returns the first op that does not, or -1.
 int HostDisagrees(const Schedule& s, const std::vector<OpTime>& gpu,
                   const std::vector<OpTime>& host, int from) {
-  auto same = [](double a, double b) { return NotAfter(a, b) && NotAfter(b, a); };
+  auto same = [](double a, double b) {
+    return NotAfter(a, b) && NotAfter(b, a);
+  };
   std::vector<int> last(Stream_ARRAYSIZE, -1);
   for (const Op& op : s.ops()) {
     const int prev = last[op.stream()];
@@ -638,8 +643,8 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   std::vector<int> watch;
   for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
   Snapshots snaps;
-  absl::StatusOr<std::vector<OpTime>> t = Replay(cut->schedule, fabric,
-                                                 collectives, watch, &snaps);
+  absl::StatusOr<std::vector<OpTime>> t =
+      Replay(cut->schedule, fabric, collectives, watch, &snaps);
   if (!t.ok()) return t.status();
   // The state repeats at the host where the host waits for the GPU in every
   // block. Where it runs ahead, its lead grows and the state repeats on the
@@ -665,7 +670,7 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   }
   // Ops standing for others must be done before the tail can touch them.
   const int near = r.BlockStart(j + 2);  // ops before it stand for themselves
-                                          // or for far blocks
+                                         // or for far blocks
   for (int x = 0; x < near; ++x) {
     if (!Before((*t)[x], tail_start)) {
       info->set_full_because(absl::StrCat(
@@ -705,8 +710,8 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
     if (const int x = HostDisagrees(schedule, full, host, r.BlockStart(j + 1));
         x >= 0) {
       info->set_full_because(absl::StrCat(
-          "the state repeats on the GPU only, and the host issues op ", x,
-          " (", schedule.ops(x).label(),
+          "the state repeats on the GPU only, and the host issues op ", x, " (",
+          schedule.ops(x).label(),
           ") at another point of it in the full step"));
       return std::nullopt;
     }
@@ -726,9 +731,8 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
   for (const Op& op : schedule.ops()) {
     if (op.body_case() != Op::kCollective) continue;
     if (absl::Status s = collectives->Prepare(op.collective()); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("schedule op ", op.id(), " (", op.label(), "): ",
-                       s.message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule op ", op.id(), " (", op.label(), "): ", s.message()));
     }
   }
   // Every GPU runs this same program; node symmetry holds when every plan
@@ -765,7 +769,8 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
     if (!t.ok()) return t.status();
     times = *std::move(t);
   }
-  for (const OpTime& o : *times) out.step_time_s = std::max(out.step_time_s, o.end);
+  for (const OpTime& o : *times)
+    out.step_time_s = std::max(out.step_time_s, o.end);
   for (const Op& op : schedule.ops()) {
     if (op.stream() == COMPUTE) {
       out.compute_busy_s += (*times)[op.id()].end - (*times)[op.id()].start;

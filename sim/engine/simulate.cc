@@ -1,9 +1,9 @@
 #include "sim/engine/simulate.h"
 
-#include <cmath>
-
-#include <simgrid/s4u.hpp>
 #include <xbt/log.h>
+
+#include <cmath>
+#include <simgrid/s4u.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -47,12 +47,12 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
-    absl::StatusOr<StepTiming> t =
-        ReplayStep(*point->schedule, fabric->get(), &collectives,
-                   options.collapse);
+    absl::StatusOr<StepTiming> t = ReplayStep(*point->schedule, fabric->get(),
+                                              &collectives, options.collapse);
     if (!t.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          job.path, ": \"", spec, "\" at ", gpus, " GPUs: ", t.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(job.path, ": \"", spec, "\" at ", gpus,
+                       " GPUs: ", t.status().message()));
     }
     const double flops_per_gpu =
         ModelFlopsPerMicroBatch(job.model, ScenarioBatch(point->scenario)) *
@@ -61,7 +61,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_tokens_per_gpu_per_s(point->schedule->tokens_per_step() /
                                  static_cast<double>(gpus) / t->step_time_s);
     row.set_tflops_per_gpu(flops_per_gpu / t->step_time_s / 1e12);
-    row.set_mfu(flops_per_gpu / t->step_time_s / job.platform.gpu().peak_flops());
+    row.set_mfu(flops_per_gpu / t->step_time_s /
+                job.platform.gpu().peak_flops());
     row.set_compute_s(t->compute_busy_s);
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
     *row.mutable_breakdown() = t->breakdown;
@@ -75,8 +76,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
       }
       if (absl::Status s = WriteChromeTrace(
               *point->schedule, {gpu},
-              absl::StrCat(job.model.name(), " ", spec, " on ", gpus, " GPUs of ",
-                           job.platform.name()),
+              absl::StrCat(job.model.name(), " ", spec, " on ", gpus,
+                           " GPUs of ", job.platform.name()),
               TracePathFor(options.trace_path, spec, gpus, single));
           !s.ok()) {
         return s;
@@ -127,9 +128,9 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   isolate.progress = true;
   Results results;
   results.set_scenario(job.path);
-  for (absl::StatusOr<std::string>& r :
-       options.run_tasks ? options.run_tasks(tasks, isolate)
-                         : RunIsolated(tasks, isolate)) {
+  for (absl::StatusOr<std::string>& r : options.run_tasks
+                                            ? options.run_tasks(tasks, isolate)
+                                            : RunIsolated(tasks, isolate)) {
     if (!r.ok()) return r.status();
     if (!results.add_rows()->ParseFromString(*r)) {
       return absl::InternalError("a simulation returned an unreadable row");
@@ -147,13 +148,13 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
   }
   absl::StatusOr<Mesh> mesh = JobMesh(platform, sweep.gpus);
   if (!mesh.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("collective sweep: field gpus: ", mesh.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collective sweep: field gpus: ", mesh.status().message()));
   }
-  if (absl::Status s = ValidateSweep({sweep.op, sweep.algorithm,
-                                      sweep.min_bytes, sweep.max_bytes,
-                                      sweep.step_factor, 0},
-                                     "collective sweep");
+  if (absl::Status s =
+          ValidateSweep({sweep.op, sweep.algorithm, sweep.min_bytes,
+                         sweep.max_bytes, sweep.step_factor, 0},
+                        "collective sweep");
       !s.ok()) {
     return s;
   }
@@ -161,10 +162,12 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
   if (!check.Count("channels", sweep.channels, 0, limits::kMaxChannels).ok()) {
     return check.status();
   }
-  const int channels = sweep.channels > 0 ? sweep.channels : platform.channels();
+  const int channels =
+      sweep.channels > 0 ? sweep.channels : platform.channels();
   auto task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Build(platform, *mesh);
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
+        Fabric::Build(platform, *mesh);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, sweep.mode, channels);
     CollectiveResults out;
@@ -174,8 +177,8 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     out.set_gpus(sweep.gpus);
     out.set_channels(channels);
     const std::vector<CollectiveCall> calls =
-        SweepCalls({sweep.op, sweep.algorithm, sweep.min_bytes,
-                    sweep.max_bytes, sweep.step_factor, 0},
+        SweepCalls({sweep.op, sweep.algorithm, sweep.min_bytes, sweep.max_bytes,
+                    sweep.step_factor, 0},
                    *mesh);
     for (const CollectiveCall& c : calls) {
       if (absl::Status s = engine.Prepare(c); !s.ok()) return s;
@@ -198,7 +201,8 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     sg4::Engine::get_instance()->run();
     return out.SerializeAsString();
   };
-  std::vector<absl::StatusOr<std::string>> r = RunIsolated({task}, 1, sweep.time_limit_s);
+  std::vector<absl::StatusOr<std::string>> r =
+      RunIsolated({task}, 1, sweep.time_limit_s);
   if (!r[0].ok()) return r[0].status();
   CollectiveResults out;
   if (!out.ParseFromString(*r[0])) {

@@ -20,10 +20,10 @@ void StartSimGrid();
 
 struct EngineOptions {
   FlowMode mode = FlowMode::kFast;
-  int jobs = 2;            // simulations at once
-  std::string trace_path;  // Chrome trace of each point, if set
+  int jobs = 2;             // simulations at once
+  std::string trace_path;   // Chrome trace of each point, if set
   double time_limit_s = 0;  // > 0: stop with an error when reached
-  bool collapse = true;  // repeating micro-batches simulated once (replay.h)
+  bool collapse = true;     // repeating micro-batches simulated once (replay.h)
   // Runs the points; unset: RunIsolated on this machine. `shardsim run`
   // under mpirun or srun sets it to spread them over the ranks
   // (distribute.h); then only rank 0 gets rows back.
@@ -48,8 +48,8 @@ struct CollectiveSweep {
 };
 
 // Sizes from min to max (x step_factor), each run alone over all GPUs.
-absl::StatusOr<CollectiveResults> SimulateCollective(const Platform& platform,
-                                                     const CollectiveSweep& sweep);
+absl::StatusOr<CollectiveResults> SimulateCollective(
+    const Platform& platform, const CollectiveSweep& sweep);
 
 // A trace file per point: `path` itself for a single point, else with
 // ".STRATEGY.GPUS" before its extension.

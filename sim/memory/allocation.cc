@@ -40,9 +40,9 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
     const MemoryOp& m = op.memory();
     int64_t* line = LineOf(m.buffer(), &now);
     if (line == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "schedule op ", op.id(), ": buffer \"", m.buffer(),
-          "\" has no line in the memory model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule op ", op.id(), ": buffer \"", m.buffer(),
+                       "\" has no line in the memory model"));
     }
     if (m.delta_bytes() > 0) {
       live[op.id()] = plan.allocations.size();
@@ -53,8 +53,8 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
           plan.allocations[it->second].buffer != m.buffer() ||
           plan.allocations[it->second].bytes != -m.delta_bytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "schedule op ", op.id(), ": frees ", -m.delta_bytes(), " bytes of \"",
-            m.buffer(), "\" allocated by op ", m.frees(),
+            "schedule op ", op.id(), ": frees ", -m.delta_bytes(),
+            " bytes of \"", m.buffer(), "\" allocated by op ", m.frees(),
             ", which is no live allocation of that buffer and size"));
       }
       plan.allocations[it->second].free_op = op.id();

@@ -27,9 +27,7 @@ int64_t CeilDiv(int64_t total, int64_t shards) {
 }
 
 // An unset factor (0x0) means no sharding.
-int64_t Shards(const Factor& f) {
-  return std::max<int64_t>(1, FactorSize(f));
-}
+int64_t Shards(const Factor& f) { return std::max<int64_t>(1, FactorSize(f)); }
 
 // bytes_per_param * psi / shards, rounded up; exact in integers when
 // bytes_per_param is whole (K = 12 or 16), which it nearly always is.
@@ -59,7 +57,8 @@ int64_t LargestUnitParams(const std::vector<Layer>& layers,
   int64_t largest = 0;
   for (const Layer& l : layers) {
     for (const Unit& u : l.units) {
-      if (u.params > persistence_threshold) largest = std::max(largest, u.params);
+      if (u.params > persistence_threshold)
+        largest = std::max(largest, u.params);
     }
   }
   return largest;
@@ -81,7 +80,8 @@ int64_t ActivationBytes(const std::vector<Layer>& layers) {
 
 // Full-size bf16 buffers that exist beside the sharded states, as the
 // strategy's framework keeps them (strategy.execution()).
-int64_t BufferBytes(const std::vector<Layer>& layers, const Strategy& strategy) {
+int64_t BufferBytes(const std::vector<Layer>& layers,
+                    const Strategy& strategy) {
   const Execution& ex = strategy.execution();
   int64_t gathered = 0;
   if (ParamsSharded(strategy) && strategy.keep_params_through_backward()) {
@@ -90,9 +90,10 @@ int64_t BufferBytes(const std::vector<Layer>& layers, const Strategy& strategy) 
     // micro-batch the full model's parameters are alive.
     for (const Layer& l : layers) gathered += l.params;
   } else if (ParamsSharded(strategy)) {
-    const int64_t unit = ex.gather_unit() == SUBMODULE
-                             ? LargestUnitParams(layers, ex.persistence_threshold())
-                             : LargestLayerParams(layers);
+    const int64_t unit =
+        ex.gather_unit() == SUBMODULE
+            ? LargestUnitParams(layers, ex.persistence_threshold())
+            : LargestLayerParams(layers);
     if (ex.prefetch_bucket_elements() > 0) {
       // DeepSpeed: the module in use, the bucket ahead of it and the module
       // that crosses the bucket's end, within the live budget.

@@ -31,7 +31,7 @@ struct MemoryBreakdown {
   int64_t buffers = 0;      // gathered parameters, gradient buckets
   int64_t reserved = 0;     // platform's framework reserve
   int64_t total = 0;
-  bool oom = false;         // total > GPU memory
+  bool oom = false;  // total > GPU memory
 };
 
 MemoryBreakdown EstimateMemory(const std::vector<Layer>& layers,

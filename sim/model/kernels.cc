@@ -102,8 +102,8 @@ Kernel NormBackward(const Shape& sh) {
   if (!sh.rmsnorm || !sh.eager) {
     // One pass reading dy and x, writing dx; a second reduces the
     // weight (and bias) gradient's per-block partial sums.
-    return MemoryOp(sh.rmsnorm ? "rmsnorm backward" : "layernorm backward",
-                    x, 3 * kBf16, 0, 2);
+    return MemoryOp(sh.rmsnorm ? "rmsnorm backward" : "layernorm backward", x,
+                    3 * kBf16, 0, 2);
   }
   // Autograd of the eager chain, last op first:
   //   weight * x: dy * w 4 general; dw = sum_T(dy * x) 6 vector + 2 general;
@@ -161,11 +161,13 @@ void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
     // repeat_kv: k and v expanded to every head and made contiguous.
     k->push_back(MemoryOp("repeat_kv", 2 * sh.tokens * sh.h, 0, 2 * kBf16, 2));
   }
-  k->push_back(GemmKernel("scores", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
+  k->push_back(
+      GemmKernel("scores", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
   // * scaling 4 vector; + causal mask 4 general (broadcast over heads);
   // softmax in fp32: read bf16, write fp32, 6 general; .to(bf16) 6 vector.
   k->push_back(MemoryOp("softmax", scores, 4 + 6, 4 + 6, 4));
-  k->push_back(GemmKernel("context", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
+  k->push_back(
+      GemmKernel("context", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
   // The context back to (b, s, h): transpose(1, 2).contiguous().
   k->push_back(MemoryOp("context layout", sh.tokens * sh.h, 0, 2 * kBf16, 1));
 }
@@ -173,22 +175,22 @@ void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
 void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
   const int64_t bh = sh.b * sh.heads;
   const int64_t scores = bh * sh.s * sh.s;
-  k->push_back(MemoryOp("context layout backward", sh.tokens * sh.h, 0,
-                        2 * kBf16, 1));
-  k->push_back(GemmKernel("context dgrad", sh.s, sh.s, sh.head_dim,
-                          Gemm::BATCHED, bh));
-  k->push_back(GemmKernel("context wgrad", sh.s, sh.head_dim, sh.s,
-                          Gemm::BATCHED, bh));
+  k->push_back(
+      MemoryOp("context layout backward", sh.tokens * sh.h, 0, 2 * kBf16, 1));
+  k->push_back(
+      GemmKernel("context dgrad", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
+  k->push_back(
+      GemmKernel("context wgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
   // The bf16 gradient cast to fp32 6 general; softmax backward reads the
   // fp32 output and gradient, writes bf16: 10 general; * scaling 4 vector.
   k->push_back(MemoryOp("softmax backward", scores, 4, 6 + 10, 3));
-  k->push_back(GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.s,
-                          Gemm::BATCHED, bh));
-  k->push_back(GemmKernel("scores wgrad", sh.s, sh.head_dim, sh.s,
-                          Gemm::BATCHED, bh));
+  k->push_back(
+      GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
+  k->push_back(
+      GemmKernel("scores wgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
   if (sh.kv_heads != sh.heads) {
-    k->push_back(MemoryOp("repeat_kv backward", 2 * sh.tokens * sh.h, 0,
-                          2 * kBf16, 2));
+    k->push_back(
+        MemoryOp("repeat_kv backward", 2 * sh.tokens * sh.h, 0, 2 * kBf16, 2));
   }
 }
 
@@ -253,7 +255,8 @@ void AttentionBackward(const Shape& sh, std::vector<Kernel>* k) {
     MaterialisedBackward(sh, k);
   }
   if (sh.rotary) {
-    k->push_back(RotaryBackward("rotary k backward", sh.tokens * sh.kv_width, sh));
+    k->push_back(
+        RotaryBackward("rotary k backward", sh.tokens * sh.kv_width, sh));
     k->push_back(RotaryBackward("rotary q backward", sh.tokens * sh.h, sh));
   }
 }
@@ -268,8 +271,8 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     AttentionBackward(sh, &back);
     // q, k and v's gradients stacked back into the projection's output
     // (unbind's backward): a concatenation, read and written once.
-    back.push_back(MemoryOp("qkv gradient stack", sh.tokens * out, 0,
-                            2 * kBf16, 1));
+    back.push_back(
+        MemoryOp("qkv gradient stack", sh.tokens * out, 0, 2 * kBf16, 1));
     back.insert(back.end(), qkv.backward.begin(), qkv.backward.end());
     qkv.backward = std::move(back);
     units.push_back(std::move(qkv));
@@ -375,13 +378,13 @@ std::vector<Unit> HeadUnits(const Model& model, const Batch& batch) {
   const int64_t logits = sh.tokens * sh.vocab;
   // HF casts the logits to fp32 for the loss (6 general), whose
   // log-softmax reads and writes fp32 (8 general); nll_loss picks T values.
-  head.forward.push_back(MemoryOp("cross entropy", logits, 0,
-                                  kBf16 + kFp32 + 2 * kFp32, 3));
+  head.forward.push_back(
+      MemoryOp("cross entropy", logits, 0, kBf16 + kFp32 + 2 * kFp32, 3));
   // nll's gradient zeroed (4 vector); log-softmax's backward reads output
   // and gradient, writes the gradient (12 general); cast back to bf16 (6
   // vector).
-  Kernel ce_back = MemoryOp("cross entropy backward", logits, kFp32 + 6,
-                            3 * kFp32, 3);
+  Kernel ce_back =
+      MemoryOp("cross entropy backward", logits, kFp32 + 6, 3 * kFp32, 3);
   head.backward.insert(head.backward.begin(), ce_back);
   return {norm, head};
 }

@@ -102,8 +102,7 @@ int64_t EmbeddingParams(const Model& m) {
 // embedding's matrix (tied), in which case that matrix is counted once, in
 // the embedding.
 int64_t HeadParams(const Model& m) {
-  const int64_t projection =
-      m.tied_embeddings() ? 0 : m.vocab() * m.hidden();
+  const int64_t projection = m.tied_embeddings() ? 0 : m.vocab() * m.hidden();
   return NormParams(m) + projection;
 }
 
@@ -126,8 +125,7 @@ int64_t FullBlockActivationBytes(const Model& m, const Batch& batch) {
 
 // The input of a layer, kept as a recomputation checkpoint.
 int64_t InputBytes(const Model& m, const Batch& batch) {
-  return kActivationBytes * batch.seq_len * batch.micro_batch_size *
-         m.hidden();
+  return kActivationBytes * batch.seq_len * batch.micro_batch_size * m.hidden();
 }
 
 Layer Embedding(const Model& m, const Batch& batch) {
@@ -179,9 +177,9 @@ Layer Head(const Model& m, const Batch& batch) {
   layer.backward_flops = 2.0 * layer.forward_flops;
   // Not recomputed: it keeps its input (for the projection's weight
   // gradient) and the fp32 logits the loss's softmax backward reads.
-  layer.activation_bytes =
-      InputBytes(m, batch) +
-      kLogitBytes * batch.seq_len * batch.micro_batch_size * m.vocab();
+  layer.activation_bytes = InputBytes(m, batch) + kLogitBytes * batch.seq_len *
+                                                      batch.micro_batch_size *
+                                                      m.vocab();
   return layer;
 }
 
@@ -198,9 +196,9 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name) {
   for (Model& m : Builtins()) {
     if (m.name() == lower) return std::move(m);
   }
-  return absl::NotFoundError(
-      absl::StrCat("unknown model '", name, "'; built-in models are: ",
-                   absl::StrJoin(BuiltinModelNames(), ", ")));
+  return absl::NotFoundError(absl::StrCat(
+      "unknown model '", name,
+      "'; built-in models are: ", absl::StrJoin(BuiltinModelNames(), ", ")));
 }
 
 absl::Status ValidateModel(const Model& model) {

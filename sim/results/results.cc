@@ -24,15 +24,15 @@ std::string FormatMemoryTable(const Results& results) {
   std::string out = absl::StrFormat(
       "per-GPU memory, GB (1e9 bytes)\n%-34s %6s %8s %8s %8s %8s %8s %8s "
       "%8s  %s\n",
-      "strategy", "gpus", "P", "G", "OS", "act", "buffers", "reserve",
-      "total", "fits");
+      "strategy", "gpus", "P", "G", "OS", "act", "buffers", "reserve", "total",
+      "fits");
   for (const ResultRow& r : results.rows()) {
     absl::StrAppendFormat(
         &out, "%-34s %6d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n",
         r.strategy(), r.gpus(), GB(r.param_bytes()), GB(r.grad_bytes()),
-        GB(r.optimizer_bytes()), GB(r.activation_bytes()),
-        GB(r.buffer_bytes()), GB(r.reserved_bytes()),
-        GB(r.peak_memory_bytes()), r.oom() ? "OOM" : "yes");
+        GB(r.optimizer_bytes()), GB(r.activation_bytes()), GB(r.buffer_bytes()),
+        GB(r.reserved_bytes()), GB(r.peak_memory_bytes()),
+        r.oom() ? "OOM" : "yes");
   }
   return out;
 }
@@ -51,7 +51,8 @@ std::string FormatVolumeTable(const Results& results, bool detail) {
     if (!detail) continue;
     for (const TrafficEntry& e : r.traffic()) {
       absl::StrAppendFormat(
-          &out, "    %-8s %-14s %-10s over %-14s %-8s %5d x %9.3f MB %10.2f %10.2f\n",
+          &out,
+          "    %-8s %-14s %-10s over %-14s %-8s %5d x %9.3f MB %10.2f %10.2f\n",
           absl::AsciiStrToLower(Phase_Name(e.phase())),
           CollectiveOp_Name(e.op()), e.tensor(), GroupName(e.group()),
           absl::AsciiStrToLower(Algorithm_Name(e.algorithm())), e.calls(),
@@ -71,10 +72,11 @@ std::string FormatRunTable(const Results& results) {
       "exposed s", "intra GB", "inter GB", "mem GB");
   for (const ResultRow& r : results.rows()) {
     if (r.oom() || !r.has_step_time_s()) {
-      absl::StrAppendFormat(&out, "%-34s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n",
-                            r.strategy(), r.gpus(), "-", "-", "-", "-", "-",
-                            GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
-                            GB(r.peak_memory_bytes()));
+      absl::StrAppendFormat(
+          &out, "%-34s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n",
+          r.strategy(), r.gpus(), "-", "-", "-", "-", "-",
+          GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
+          GB(r.peak_memory_bytes()));
       continue;
     }
     absl::StrAppendFormat(
@@ -91,9 +93,8 @@ std::string FormatBreakdownTable(const Results& results) {
   std::string out = absl::StrFormat(
       "why: the critical path of each step, seconds per cause (they add up "
       "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | %s\n",
-      "strategy", "gpus", "step s", "compute", "slowdown", "optim",
-      "bandwdth", "latency", "launch", "prefetch", "mem-lim",
-      "most exposed collectives");
+      "strategy", "gpus", "step s", "compute", "slowdown", "optim", "bandwdth",
+      "latency", "launch", "prefetch", "mem-lim", "most exposed collectives");
   for (const ResultRow& r : results.rows()) {
     if (!r.has_breakdown()) continue;
     const Breakdown& b = r.breakdown();
@@ -113,9 +114,9 @@ std::string FormatBreakdownTable(const Results& results) {
         "%-34s %6d %8.4f | %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
         "%s\n",
         r.strategy(), r.gpus(), r.step_time_s(), b.compute_s(),
-        b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(),
-        b.latency_s(), b.launch_overhead_s(), b.prefetch_wait_s(),
-        b.prefetch_depth_s(), exposed);
+        b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(), b.latency_s(),
+        b.launch_overhead_s(), b.prefetch_wait_s(), b.prefetch_depth_s(),
+        exposed);
   }
   return out;
 }
@@ -127,8 +128,7 @@ std::string FormatCollectiveTable(const CollectiveResults& r) {
       "#%11s %12s %8s %10s %10s %10s\n",
       CollectiveOp_Name(r.op()), Algorithm_Name(r.algorithm()), r.gpus(),
       r.platform(), r.channels(), "size", "count", "type", "time", "algbw",
-      "busbw", "protocol", "(B)", "(elements)", "", "(us)", "(GB/s)",
-      "(GB/s)");
+      "busbw", "protocol", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
   for (const CollectiveRow& row : r.rows()) {
     absl::StrAppendFormat(&out, " %11d %12d %8s %10.1f %10.2f %10.2f  %s\n",
                           row.size_bytes(), row.size_bytes() / 4, "float",

@@ -33,8 +33,9 @@ Struct ThreadName(int pid, int tid, const std::string& name) {
   (*e.mutable_fields())["name"] = Str("thread_name");
   (*e.mutable_fields())["pid"] = Num(pid);
   (*e.mutable_fields())["tid"] = Num(tid);
-  (*(*e.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
-      ["name"] = Str(name);
+  (*(*e.mutable_fields())["args"]
+        .mutable_struct_value()
+        ->mutable_fields())["name"] = Str(name);
   return e;
 }
 
@@ -49,7 +50,7 @@ Value KernelValue(const Kernel& k) {
   Value v;
   if (google::protobuf::util::MessageToJsonString(k, &json).ok()) {
     (void)google::protobuf::util::JsonStringToMessage(json,
-                                                       v.mutable_struct_value());
+                                                      v.mutable_struct_value());
   }
   return v;
 }
@@ -71,8 +72,10 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
     (*process.mutable_fields())["ph"] = Str("M");
     (*process.mutable_fields())["name"] = Str("process_name");
     (*process.mutable_fields())["pid"] = Num(pid);
-    (*(*process.mutable_fields())["args"].mutable_struct_value()->mutable_fields())
-        ["name"] = Str(absl::StrCat(proc.name, " - ", title));
+    (*(*process.mutable_fields())["args"]
+          .mutable_struct_value()
+          ->mutable_fields())["name"] =
+        Str(absl::StrCat(proc.name, " - ", title));
     *events->add_values()->mutable_struct_value() = process;
     for (int s = COMPUTE; s <= REDUCE; ++s) {
       *events->add_values()->mutable_struct_value() = ThreadName(
@@ -128,8 +131,8 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
       if (op.has_compute() && op.id() < static_cast<int>(proc.kernels.size())) {
         const auto& times = proc.kernels[op.id()];
         const KernelList& kernels = KernelsOf(schedule, op.compute());
-        for (int k = 0; k < kernels.kernels_size() &&
-                        k < static_cast<int>(times.size());
+        for (int k = 0;
+             k < kernels.kernels_size() && k < static_cast<int>(times.size());
              ++k) {
           const Kernel& kernel = kernels.kernels(k);
           Struct ke;

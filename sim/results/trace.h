@@ -2,8 +2,9 @@
 // chrome://tracing): one process per GPU given, one track per stream (and
 // the host's, when given), compute and every collective as a slice with its
 // bytes, group and algorithm, its kernels, and on the critical path the
-// cause its time was charged to (args "critical_path"). The simulator gives one GPU (every GPU runs the same program);
-// shardsim-hw gives every rank's measured times.
+// cause its time was charged to (args "critical_path"). The simulator gives one
+// GPU (every GPU runs the same program); shardsim-hw gives every rank's
+// measured times.
 #ifndef SHARDSIM_SIM_RESULTS_TRACE_H_
 #define SHARDSIM_SIM_RESULTS_TRACE_H_
 
@@ -31,7 +32,8 @@ struct TraceProcess {
 
 absl::Status WriteChromeTrace(const Schedule& schedule,
                               const std::vector<TraceProcess>& processes,
-                              const std::string& title, const std::string& path);
+                              const std::string& title,
+                              const std::string& path);
 
 }  // namespace shardsim
 

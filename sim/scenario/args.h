@@ -69,9 +69,9 @@ inline absl::StatusOr<int64_t> ParseBytes(const char* flag,
   }
   // Checked before the cast: a double beyond int64 does not convert.
   if (value > static_cast<double>(limits::kMaxCollectiveBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, ": ", text, " bytes is beyond the limit of ",
-        limits::kMaxCollectiveBytes, " (1 TiB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", text, " bytes is beyond the limit of ",
+                     limits::kMaxCollectiveBytes, " (1 TiB)"));
   }
   return static_cast<int64_t>(value);
 }

@@ -30,8 +30,8 @@ std::string ExecutableDir() {
 absl::StatusOr<std::string> Find() {
   if (const char* env = std::getenv("SHARDSIM_DATA_DIR"); env != nullptr) {
     if (IsDir(absl::StrCat(env, "/platforms"))) return std::string(env);
-    return absl::NotFoundError(absl::StrCat(
-        "SHARDSIM_DATA_DIR=", env, ": no platforms/ there"));
+    return absl::NotFoundError(
+        absl::StrCat("SHARDSIM_DATA_DIR=", env, ": no platforms/ there"));
   }
   const std::string bin = ExecutableDir();
   const std::vector<std::string> places = {bin + "/../share/shardsim",
@@ -39,10 +39,9 @@ absl::StatusOr<std::string> Find() {
   for (const std::string& dir : places) {
     if (IsDir(dir + "/platforms")) return dir;
   }
-  return absl::NotFoundError(
-      absl::StrCat("shipped data (platforms/) not found in ",
-                   absl::StrJoin(places, " or "),
-                   "; install with cmake --install, or set SHARDSIM_DATA_DIR"));
+  return absl::NotFoundError(absl::StrCat(
+      "shipped data (platforms/) not found in ", absl::StrJoin(places, " or "),
+      "; install with cmake --install, or set SHARDSIM_DATA_DIR"));
 }
 
 }  // namespace

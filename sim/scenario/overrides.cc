@@ -91,9 +91,9 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
     s->clear_global_batch_tokens();
   }
   if (o.global_batch_tokens) {
-    if (absl::Status st = AtLeast("global-batch-tokens",
-                                  static_cast<double>(*o.global_batch_tokens),
-                                  1);
+    if (absl::Status st =
+            AtLeast("global-batch-tokens",
+                    static_cast<double>(*o.global_batch_tokens), 1);
         !st.ok()) {
       return st;
     }

@@ -19,7 +19,7 @@ struct ScenarioOverrides {
   std::optional<std::string> model;     // replaces model / model_def
   std::optional<std::string> platform;  // replaces platform / platform_def
   std::optional<std::vector<std::string>> strategies;  // replace them all
-  std::optional<std::string> gpus;      // comma-separated GPU counts
+  std::optional<std::string> gpus;  // comma-separated GPU counts
   // micro_batches and global_batch_tokens: either one replaces both.
   std::optional<int> micro_batches;
   std::optional<int64_t> global_batch_tokens;

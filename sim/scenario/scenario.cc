@@ -73,18 +73,18 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
   } else {
     absl::StatusOr<std::string> data = DataDir();
     if (!data.ok()) {
-      return FieldError(file, "gpu_model",
-                        absl::StrCat("\"", p->gpu_model(), "\": ",
-                                     data.status().message()));
+      return FieldError(
+          file, "gpu_model",
+          absl::StrCat("\"", p->gpu_model(), "\": ", data.status().message()));
     }
-    path = absl::StrCat(*data, "/platforms/gpus/", p->gpu_model(),
-                        ".textproto");
+    path =
+        absl::StrCat(*data, "/platforms/gpus/", p->gpu_model(), ".textproto");
   }
   absl::StatusOr<GpuModel> model = ReadTextProto<GpuModel>(path);
   if (!model.ok()) {
-    return FieldError(file, "gpu_model",
-                      absl::StrCat("\"", p->gpu_model(), "\": ",
-                                   model.status().message()));
+    return FieldError(
+        file, "gpu_model",
+        absl::StrCat("\"", p->gpu_model(), "\": ", model.status().message()));
   }
   Gpu gpu = model->gpu();
   gpu.MergeFrom(p->gpu());
@@ -134,17 +134,17 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
   } else {
     absl::StatusOr<std::string> data = DataDir();
     if (!data.ok()) {
-      return absl::NotFoundError(absl::StrCat(
-          "platform \"", name_or_path, "\": ", data.status().message()));
+      return absl::NotFoundError(absl::StrCat("platform \"", name_or_path,
+                                              "\": ", data.status().message()));
     }
     path = absl::StrCat(*data, "/platforms/", name_or_path, ".textproto");
   }
   absl::StatusOr<Platform> platform = ReadTextProto<Platform>(path);
   if (!platform.ok()) {
     if (!is_path && absl::IsNotFound(platform.status())) {
-      return absl::NotFoundError(absl::StrCat(
-          "platform \"", name_or_path, "\": no such shipped platform (",
-          path, ")"));
+      return absl::NotFoundError(absl::StrCat("platform \"", name_or_path,
+                                              "\": no such shipped platform (",
+                                              path, ")"));
     }
     return platform.status();
   }
@@ -228,24 +228,26 @@ absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = CheckedMul(gpus, per_gpu, "tokens per micro-batch",
-                                   &per_micro_batch);
+  if (absl::Status st =
+          CheckedMul(gpus, per_gpu, "tokens per micro-batch", &per_micro_batch);
       !st.ok()) {
     return st;
   }
   if (per_micro_batch < 1 || s.global_batch_tokens() % per_micro_batch != 0 ||
       s.global_batch_tokens() < per_micro_batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        s.global_batch_tokens(), " tokens are not a whole number of "
-        "micro-batches of ", gpus, " GPUs x ", s.micro_batch_size(),
-        " sequences x ", s.seq_len(), " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.global_batch_tokens(),
+                     " tokens are not a whole number of "
+                     "micro-batches of ",
+                     gpus, " GPUs x ", s.micro_batch_size(), " sequences x ",
+                     s.seq_len(), " tokens"));
   }
   const int64_t micro_batches = s.global_batch_tokens() / per_micro_batch;
   if (micro_batches > limits::kMaxMicroBatches) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        s.global_batch_tokens(), " tokens at ", gpus, " GPUs are ",
-        micro_batches, " micro-batches, beyond the limit of ",
-        limits::kMaxMicroBatches));
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.global_batch_tokens(), " tokens at ", gpus, " GPUs are ",
+                     micro_batches, " micro-batches, beyond the limit of ",
+                     limits::kMaxMicroBatches));
   }
   s.set_micro_batches(static_cast<int32_t>(micro_batches));
   s.clear_global_batch_tokens();
@@ -254,8 +256,8 @@ absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {
 
 absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus) {
   if (gpus < 1 || gpus > limits::kMaxGpus) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        gpus, " GPUs: must be in [1, ", limits::kMaxGpus, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpus, " GPUs: must be in [1, ", limits::kMaxGpus, "]"));
   }
   const int per_node = platform.gpus_per_node();
   if (per_node < 1) {

@@ -1,8 +1,7 @@
 // Every numeric field of a platform and a scenario, checked in one place
 // per message against sim/schema/limits.h.
-#include "sim/scenario/scenario.h"
-
 #include "absl/strings/str_cat.h"
+#include "sim/scenario/scenario.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
@@ -30,10 +29,10 @@ void CheckNetwork(const Platform& p, FieldCheck& c) {
       .Count("network.nics_per_leaf", n.nics_per_leaf(), 0, kMaxGpus)
       .Real("network.oversubscription", n.oversubscription(), 1, 1024);
   const int gpus = p.gpus_per_node(), nics = n.nics_per_node();
-  c.Rule("network.nics_per_node",
-         gpus < 1 || nics < 1 || gpus % nics == 0 || nics % gpus == 0,
-         absl::StrCat(nics, " NICs cannot be shared evenly by ", gpus,
-                      " GPUs"));
+  c.Rule(
+      "network.nics_per_node",
+      gpus < 1 || nics < 1 || gpus % nics == 0 || nics % gpus == 0,
+      absl::StrCat(nics, " NICs cannot be shared evenly by ", gpus, " GPUs"));
 }
 
 void CheckProtocols(const Platform& p, FieldCheck& c) {
@@ -54,8 +53,7 @@ void CheckEfficiency(const Efficiency& e, FieldCheck& c) {
   c.Share("efficiency.nvlink_fraction", e.nvlink_fraction())
       .Share("efficiency.network_fraction", e.network_fraction())
       .Share("efficiency.nvlink_direct_fraction", e.nvlink_direct_fraction())
-      .Real("efficiency.sharp_latency_s", e.sharp_latency_s(), 0,
-            kMaxLatencyS);
+      .Real("efficiency.sharp_latency_s", e.sharp_latency_s(), 0, kMaxLatencyS);
 }
 
 void CheckKernels(const KernelModel& k, FieldCheck& c) {
@@ -105,21 +103,21 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
 
 absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   FieldCheck c(where);
-  c.Text("name", s.name()).Text("model", s.model()).Text("platform",
-                                                          s.platform());
+  c.Text("name", s.name())
+      .Text("model", s.model())
+      .Text("platform", s.platform());
   for (const std::string& spec : s.strategies()) c.Text("strategies", spec);
   c.Rule("strategies", !s.strategies().empty(),
          "at least one strategy is needed")
       .Rule("gpus", !s.gpus().empty(), "at least one GPU count is needed");
   for (int gpus : s.gpus()) c.Count("gpus", gpus, 1, kMaxGpus);
-  c.Count("micro_batch_size", s.micro_batch_size(), 1,
-          kMaxTokensPerMicroBatch)
+  c.Count("micro_batch_size", s.micro_batch_size(), 1, kMaxTokensPerMicroBatch)
       .Count("seq_len", s.seq_len(), 1, kMaxSeqLen);
   const int64_t tokens = int64_t{s.micro_batch_size()} * s.seq_len();
   c.Rule("micro_batch_size", tokens <= kMaxTokensPerMicroBatch,
          absl::StrCat("micro_batch_size x seq_len = ", tokens,
-                      " tokens, beyond the limit of ",
-                      kMaxTokensPerMicroBatch, " per micro-batch"));
+                      " tokens, beyond the limit of ", kMaxTokensPerMicroBatch,
+                      " per micro-batch"));
   c.Rule("micro_batches",
          s.global_batch_tokens() == 0 || s.micro_batches() == 0,
          "give micro_batches or global_batch_tokens, not both")

@@ -93,8 +93,8 @@ class StepBuilder {
         if (u.params > ex_.persistence_threshold() && ParamsSharded()) {
           pending.gathered += u.params;
         }
-        const bool closes = per_module ? u.params > ex_.persistence_threshold()
-                                       : false;
+        const bool closes =
+            per_module ? u.params > ex_.persistence_threshold() : false;
         if (closes) {
           pending.name = absl::StrCat(layers_[i].name, " ", u.name);
           mine.push_back(std::move(pending));
@@ -172,7 +172,8 @@ class StepBuilder {
   int Alloc(Stream stream, Phase phase, int mb, int layer, int64_t bytes,
             const std::string& buffer) {
     if (bytes <= 0) return -1;
-    Op* op = NewOp(stream, phase, mb, layer, absl::StrCat("alloc ", buffer), {});
+    Op* op =
+        NewOp(stream, phase, mb, layer, absl::StrCat("alloc ", buffer), {});
     op->mutable_memory()->set_delta_bytes(bytes);
     op->mutable_memory()->set_buffer(buffer);
     return op->id();
@@ -293,7 +294,8 @@ class StepBuilder {
           }
         }
         visits_.push_back({BACKWARD, mb, q, seg.layer, {}});
-        if (seg.gathered > 0 && !Keep() && !recompute) AddFetch(q, BACKWARD, mb);
+        if (seg.gathered > 0 && !Keep() && !recompute)
+          AddFetch(q, BACKWARD, mb);
         // Backward frees what this segment used: its own fetch, a
         // recompute's, or (SHARD_GRAD_OP) the one kept since forward.
         const int here = static_cast<int>(visits_.size()) - 1;
@@ -377,8 +379,9 @@ class StepBuilder {
   // Fetches are listed in visit order.
   int FirstFetchAfter(int v) const {
     return static_cast<int>(
-        std::upper_bound(fetches_.begin(), fetches_.end(), v,
-                         [](int visit, const Fetch& f) { return visit < f.visit; }) -
+        std::upper_bound(
+            fetches_.begin(), fetches_.end(), v,
+            [](int visit, const Fetch& f) { return visit < f.visit; }) -
         fetches_.begin());
   }
 
@@ -391,8 +394,9 @@ class StepBuilder {
     const bool backward = first.phase == BACKWARD;
     const bool hpz = backward && strategy_.secondary_params_intra() > 0;
     const bool qwz = !backward && strategy_.quantized_weights();
-    const Group group = hpz ? MakeGroup(strategy_.secondary_params_intra(), 1, 1, 1)
-                            : FactorGroup(strategy_.p());
+    const Group group =
+        hpz ? MakeGroup(strategy_.secondary_params_intra(), 1, 1, 1)
+            : FactorGroup(strategy_.p());
     int64_t params = 0;
     for (int f : fetches) params += segments_[fetches_[f].seg].gathered;
     std::vector<int> waits;
@@ -412,15 +416,15 @@ class StepBuilder {
     }
     const int layer = segments_[first.seg].layer;
     for (int f : fetches) {
-      fetches_[f].alloc = Alloc(GATHER, first.phase, first.mb, layer,
-                                2 * segments_[fetches_[f].seg].gathered,
-                                "P full");
+      fetches_[f].alloc =
+          Alloc(GATHER, first.phase, first.mb, layer,
+                2 * segments_[fetches_[f].seg].gathered, "P full");
     }
-    const int id = Collective(
-        GATHER, first.phase, first.mb, layer, ALL_GATHER, group,
-        qwz ? QuantizedBytes(params, 8) : 2 * params, qwz ? INT8 : BF16,
-        AlgorithmFor(group), qwz ? "P int8" : "P", {}, 0,
-        ex_.fetch_overhead_s());
+    const int id =
+        Collective(GATHER, first.phase, first.mb, layer, ALL_GATHER, group,
+                   qwz ? QuantizedBytes(params, 8) : 2 * params,
+                   qwz ? INT8 : BF16, AlgorithmFor(group), qwz ? "P int8" : "P",
+                   {}, 0, ex_.fetch_overhead_s());
     Op* op = out_->mutable_ops(id);
     for (int w : waits) op->add_host_waits(w);
     op->set_limited_by(why);
@@ -482,10 +486,10 @@ class StepBuilder {
               Alloc(COMPUTE, FORWARD, visit.mb, seg.layer,
                     layers_[seg.layer].activation_bytes, "activations");
         }
-        id = Compute(FORWARD, visit.mb, seg.layer, "forward", seg.name,
-                     KernelListOf({"forward", visit.seg, false},
-                                  ForwardKernels(seg)),
-                     deps);
+        id = Compute(
+            FORWARD, visit.mb, seg.layer, "forward", seg.name,
+            KernelListOf({"forward", visit.seg, false}, ForwardKernels(seg)),
+            deps);
       } else {
         id = BackwardOp(v, deps);
       }
@@ -508,7 +512,8 @@ class StepBuilder {
              {id});
         activations_[visit.layer] = working_[visit.layer] = -1;
       }
-      if (visit.phase == BACKWARD && visit.seg >= 0) ReduceAfter(v, id, &bucket);
+      if (visit.phase == BACKWARD && visit.seg >= 0)
+        ReduceAfter(v, id, &bucket);
     }
   }
 
@@ -525,8 +530,8 @@ class StepBuilder {
       }
     }
     if (TransientGrad()) {
-      grad_alloc_[visit.seg] =
-          Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer, 2 * seg.params, "G full");
+      grad_alloc_[visit.seg] = Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,
+                                     2 * seg.params, "G full");
     }
     std::vector<const Kernel*> kernels;
     for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
@@ -612,20 +617,21 @@ class StepBuilder {
         for (int q : bucket.segments) {
           for (const Unit* u : segments_[q].units) {
             if (u->params == 0) continue;
-            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, intra,
-                              QuantizedBytes(u->params, 4), INT4, DIRECT,
+            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER,
+                              intra, QuantizedBytes(u->params, 4), INT4, DIRECT,
                               "G int4", {done}, 0, ex_.launch_overhead_s());
-            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
-                              QuantizedBytes(CeilDiv(u->params, strategy_.g().intra()), 4),
-                              INT4, DIRECT, "G int4", {done}, 0,
-                              ex_.launch_overhead_s());
+            done = Collective(
+                stream, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
+                QuantizedBytes(CeilDiv(u->params, strategy_.g().intra()), 4),
+                INT4, DIRECT, "G int4", {done}, 0, ex_.launch_overhead_s());
           }
         }
       } else {
         const Group g = FactorGroup(strategy_.g());
-        done = Collective(stream, BACKWARD, mb, layer,
-                          ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER,
-                          g, 2 * params, BF16, AlgorithmFor(g), "G", {done});
+        done =
+            Collective(stream, BACKWARD, mb, layer,
+                       ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER,
+                       g, 2 * params, BF16, AlgorithmFor(g), "G", {done});
       }
     }
     if (mb != last_mb_) return done;
@@ -633,18 +639,19 @@ class StepBuilder {
     int64_t shard = CeilDiv(2 * params, FactorSize(strategy_.g()));
     if (FactorSize(strategy_.os()) > FactorSize(strategy_.g())) {
       const Group g = RatioGroup(strategy_.os(), strategy_.g());
-      done = Collective(stream, UPDATE, -1, layer,
-                        ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER,
-                        g, shard, BF16, AlgorithmFor(g),
-                        FactorSize(strategy_.g()) > 1 ? "G shard" : "G", {done});
+      done =
+          Collective(stream, UPDATE, -1, layer,
+                     ex_.all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER, g,
+                     shard, BF16, AlgorithmFor(g),
+                     FactorSize(strategy_.g()) > 1 ? "G shard" : "G", {done});
       shard = CeilDiv(shard, GroupSize(g));
     }
     if (FactorSize(dp_) > FactorSize(strategy_.os())) {
       const Group g = RatioGroup(dp_, strategy_.os());
-      done = Collective(stream, UPDATE, -1, layer, ALL_REDUCE, g, shard, BF16,
-                        AlgorithmFor(g),
-                        FactorSize(strategy_.os()) > 1 ? "G shard" : "G",
-                        {done});
+      done =
+          Collective(stream, UPDATE, -1, layer, ALL_REDUCE, g, shard, BF16,
+                     AlgorithmFor(g),
+                     FactorSize(strategy_.os()) > 1 ? "G shard" : "G", {done});
     }
     return done;
   }
@@ -664,8 +671,8 @@ class StepBuilder {
     const int64_t shard = CeilDiv(full, FactorSize(strategy_.p()));
     if (mb != last_mb_) {
       const Group g = RatioGroup(strategy_.g(), strategy_.p());
-      return Collective(stream, BACKWARD, mb, layer, ALL_REDUCE, g, shard,
-                        BF16, AlgorithmFor(g), "G select-and-drop", {done});
+      return Collective(stream, BACKWARD, mb, layer, ALL_REDUCE, g, shard, BF16,
+                        AlgorithmFor(g), "G select-and-drop", {done});
     }
     const Group all = RatioGroup(dp_, strategy_.p());
     return Collective(stream, UPDATE, -1, layer, ALL_REDUCE, all, shard, BF16,
@@ -687,17 +694,17 @@ class StepBuilder {
       const std::vector<Kernel> adam = OptimizerKernels(shard);
       std::vector<const Kernel*> kernels;
       for (const Kernel& k : adam) kernels.push_back(&k);
-      const int update =
-          Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
-                  KernelListOf({"optimizer", i, false}, kernels),
-                  {reduced_[i]});
+      const int update = Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
+                                 KernelListOf({"optimizer", i, false}, kernels),
+                                 {reduced_[i]});
       last_update = update;
       for (const Unit& u : layers_[i].units) {
         if (ParamsSharded() && u.params > 0 &&
             u.params <= ex_.persistence_threshold()) {
-          Collective(GATHER, UPDATE, -1, i, ALL_GATHER, FactorGroup(strategy_.p()),
-                     2 * u.params, BF16, AlgorithmFor(FactorGroup(strategy_.p())),
-                     "P persistent", {update});
+          Collective(GATHER, UPDATE, -1, i, ALL_GATHER,
+                     FactorGroup(strategy_.p()), 2 * u.params, BF16,
+                     AlgorithmFor(FactorGroup(strategy_.p())), "P persistent",
+                     {update});
         }
       }
       if (os == p) continue;
@@ -728,23 +735,23 @@ class StepBuilder {
   Schedule* out_;
   const Factor dp_;
   const int last_mb_;
-  std::vector<Segment> segments_;  // forward order over the model
-  std::vector<Visit> visits_;      // the step's compute ops, host order
-  std::vector<int> visit_ops_;     // their op ids, as emitted
-  std::vector<Fetch> fetches_;     // the step's gathers, by first need
+  std::vector<Segment> segments_;        // forward order over the model
+  std::vector<Visit> visits_;            // the step's compute ops, host order
+  std::vector<int> visit_ops_;           // their op ids, as emitted
+  std::vector<Fetch> fetches_;           // the step's gathers, by first need
   std::vector<std::vector<int>> users_;  // per visit: fetches it frees
   // Per segment: its fetches still to be freed by its next backward.
   std::vector<std::vector<int>> last_fetch_;
-  std::vector<int> calls_;         // gather calls in issue order (first fetch)
-  int frontier_ = 0;               // where DeepSpeed's prefetch resumes
-  int64_t live_ = 0;               // gathered parameters not yet freed
+  std::vector<int> calls_;  // gather calls in issue order (first fetch)
+  int frontier_ = 0;        // where DeepSpeed's prefetch resumes
+  int64_t live_ = 0;        // gathered parameters not yet freed
   const double optimizer_bytes_per_param_;
   std::vector<int> reduced_;       // per layer: last op reducing its G
   std::vector<int> activations_;   // per layer: its live activations' alloc
   std::vector<int> working_;       // per layer: its live recompute's alloc
   std::map<int, int> grad_alloc_;  // per segment: its unreduced gradients
   int last_reduce_ = -1;
-  int sync_pending_ = -1;  // the next host op waits for this reduction
+  int sync_pending_ = -1;           // the next host op waits for this reduction
   std::map<ListKey, int> lists_;    // kernel lists made so far, by key
   std::vector<double> list_flops_;  // per kernel list: its model FLOPs
 };
@@ -763,9 +770,9 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   if (absl::Status s = ValidateStrategy(strategy, mesh); !s.ok()) return s;
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (strategy.execution().gather_unit() == GATHER_UNIT_UNSPECIFIED) {
-    return absl::InternalError(absl::StrCat(
-        "strategy \"", strategy.name(),
-        "\": execution profile not resolved (ResolveExecution)"));
+    return absl::InternalError(
+        absl::StrCat("strategy \"", strategy.name(),
+                     "\": execution profile not resolved (ResolveExecution)"));
   }
   OwnedSchedule owned;
   Schedule& schedule = *owned.mutable_schedule();
@@ -773,8 +780,8 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   schedule.set_gpus(mesh.gpus());
   schedule.set_gpus_per_node(mesh.gpus_per_node);
   schedule.set_tokens_per_step(int64_t{mesh.gpus()} *
-                               scenario.micro_batch_size() * scenario.seq_len() *
-                               scenario.micro_batches());
+                               scenario.micro_batch_size() *
+                               scenario.seq_len() * scenario.micro_batches());
   StepBuilder(layers, strategy, mesh, scenario, &schedule).Build();
   return owned;
 }
@@ -796,8 +803,8 @@ std::string FormatSchedule(const Schedule& s) {
       "schedule of %s on %d GPUs (%d per node), %d ops, %d tokens per step\n",
       s.strategy(), s.gpus(), s.gpus_per_node(), s.ops_size(),
       s.tokens_per_step());
-  absl::StrAppendFormat(&out, "%5s  %-7s %-8s %4s  %-34s %s\n", "id",
-                        "stream", "phase", "mb", "op", "details");
+  absl::StrAppendFormat(&out, "%5s  %-7s %-8s %4s  %-34s %s\n", "id", "stream",
+                        "phase", "mb", "op", "details");
   for (const Op& op : s.ops()) {
     std::string details;
     switch (op.body_case()) {
@@ -808,11 +815,10 @@ std::string FormatSchedule(const Schedule& s) {
         break;
       case Op::kCollective: {
         const CollectiveCall& c = op.collective();
-        details = absl::StrFormat("%s over %s, %s, %.3f MB %s",
-                                  CollectiveOp_Name(c.op()),
-                                  GroupName(c.group()),
-                                  Algorithm_Name(c.algorithm()), c.bytes() / 1e6,
-                                  DType_Name(c.dtype()));
+        details = absl::StrFormat(
+            "%s over %s, %s, %.3f MB %s", CollectiveOp_Name(c.op()),
+            GroupName(c.group()), Algorithm_Name(c.algorithm()),
+            c.bytes() / 1e6, DType_Name(c.dtype()));
         if (c.op() == BROADCAST) absl::StrAppend(&details, ", root ", c.root());
         break;
       }

@@ -68,8 +68,9 @@ class OwnedSchedule {
 // `strategy` must have passed ValidateStrategy on `mesh` and have its
 // execution resolved (ResolveExecution).
 absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
-                                   const Strategy& strategy, const Mesh& mesh,
-                                   const Scenario& scenario);
+                                        const Strategy& strategy,
+                                        const Mesh& mesh,
+                                        const Scenario& scenario);
 
 // The kernels compute op `op` of `schedule` runs. An index out of range is
 // a schedule built wrong (LowerStep never does): it aborts, naming it.

@@ -11,7 +11,8 @@ namespace {
 // `later` refers to `earlier` shifted by `shift`, or to the same op before
 // `block_start` (an op every block depends on alike).
 bool SameRef(int earlier, int later, int shift, int block_start) {
-  return later == earlier + shift || (later == earlier && earlier < block_start);
+  return later == earlier + shift ||
+         (later == earlier && earlier < block_start);
 }
 
 bool SameRefs(const google::protobuf::RepeatedField<int32_t>& a,
@@ -76,8 +77,8 @@ std::optional<Repeats> FindRepeats(const Schedule& s, std::string* why) {
   }
   for (int k = 1; k < micro_batches; ++k) {
     if (first[k] <= first[k - 1]) {
-      *why = absl::StrCat("micro-batch ", k, " starts before micro-batch ",
-                          k - 1);
+      *why =
+          absl::StrCat("micro-batch ", k, " starts before micro-batch ", k - 1);
       return std::nullopt;
     }
   }

@@ -17,9 +17,9 @@ void FieldCheck::Fail(absl::string_view field, absl::string_view why) {
   if (!status_.ok()) return;  // the first failure is the one reported
   // Without a place, the caller names it ("FILE: field model: ...").
   status_ = absl::InvalidArgumentError(
-      where_.empty() ? absl::StrCat(prefix_, field, ": ", why)
-                     : absl::StrCat(where_, ": field ", prefix_, field, ": ",
-                                    why));
+      where_.empty()
+          ? absl::StrCat(prefix_, field, ": ", why)
+          : absl::StrCat(where_, ": field ", prefix_, field, ": ", why));
 }
 
 FieldCheck& FieldCheck::Count(absl::string_view field, int64_t value,
@@ -67,8 +67,8 @@ absl::Status CheckedMul(int64_t a, int64_t b, absl::string_view what,
                         int64_t* out) {
   int64_t product = 0;
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &product)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        what, ": ", a, " x ", b, " does not fit in 64 bits"));
+    return absl::OutOfRangeError(
+        absl::StrCat(what, ": ", a, " x ", b, " does not fit in 64 bits"));
   }
   *out = product;
   return absl::OkStatus();

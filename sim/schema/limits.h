@@ -84,7 +84,8 @@ inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;
 // "PREFIXFIELD: must be ..." when `where` is empty (the caller adds it).
 //
 //   FieldCheck check(path, "gpu.");
-//   check.Real("peak_flops", g.peak_flops(), limits::kMinFlops, limits::kMaxFlops)
+//   check.Real("peak_flops", g.peak_flops(), limits::kMinFlops,
+//   limits::kMaxFlops)
 //        .Count("sms", g.sms(), 1, 1024);
 //   if (!check.ok()) return check.status();
 class FieldCheck {
@@ -95,8 +96,7 @@ class FieldCheck {
   FieldCheck& Count(absl::string_view field, int64_t value, int64_t lo,
                     int64_t hi);
   // A finite number in [lo, hi]; NaN and infinities fail.
-  FieldCheck& Real(absl::string_view field, double value, double lo,
-                   double hi);
+  FieldCheck& Real(absl::string_view field, double value, double lo, double hi);
   // A finite share of a rate, in (0, 1].
   FieldCheck& Share(absl::string_view field, double value);
   // Text that protobuf can serialize: valid UTF-8 (a text-format escape

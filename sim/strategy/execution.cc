@@ -29,13 +29,15 @@ Execution DeepSpeed(int stage) {
   Execution e;
   e.set_gather_unit(SUBMODULE);  // ZeRO-3 hooks fetch each module's own
                                  // parameters (partitioned_param_coordinator)
-  e.set_prefetch_bucket_elements(50'000'000);   // stage3_prefetch_bucket_size 5e7
-  e.set_max_live_elements(1'000'000'000);       // stage3_max_live_parameters 1e9
-  e.set_persistence_threshold(100'000);         // stage3_param_persistence_threshold 1e5
-  e.set_prefetch_units(0);                      // prefetching is the bucket's
+  e.set_prefetch_bucket_elements(
+      50'000'000);                         // stage3_prefetch_bucket_size 5e7
+  e.set_max_live_elements(1'000'000'000);  // stage3_max_live_parameters 1e9
+  e.set_persistence_threshold(
+      100'000);             // stage3_param_persistence_threshold 1e5
+  e.set_prefetch_units(0);  // prefetching is the bucket's
   e.set_forward_prefetch(true);
-  e.set_max_gathered_units(0);                  // no unit count limit
-  e.set_reduce_bucket_elements(500'000'000);    // reduce_bucket_size 5e8
+  e.set_max_gathered_units(0);                // no unit count limit
+  e.set_reduce_bucket_elements(500'000'000);  // reduce_bucket_size 5e8
   // overlap_comm: None means "stage == 3" (config.py L383-385).
   e.set_overlap_comm(stage == 3);
   // Stage 1 reduces only at the accumulation boundary
@@ -133,33 +135,47 @@ int ZeroStage(const Strategy& s) {
   return 1;
 }
 
-
 }  // namespace
 
 const char* FrameworkName(Framework f) {
   switch (f) {
-    case DEEPSPEED: return "DeepSpeed";
-    case FSDP: return "FSDP";
-    case TORCH_DDP: return "DDP";
-    case PARO_PAPER: return "PaRO";
-    case INTERNEVO: return "InternEvo";
-    default: return "unknown";
+    case DEEPSPEED:
+      return "DeepSpeed";
+    case FSDP:
+      return "FSDP";
+    case TORCH_DDP:
+      return "DDP";
+    case PARO_PAPER:
+      return "PaRO";
+    case INTERNEVO:
+      return "InternEvo";
+    default:
+      return "unknown";
   }
 }
 
-absl::Status ResolveExecution(const Execution& o, int64_t hidden,
-                              Strategy* s) {
+absl::Status ResolveExecution(const Execution& o, int64_t hidden, Strategy* s) {
   const Framework framework = s->execution().framework();
   Execution e;
   switch (framework) {
-    case DEEPSPEED: e = DeepSpeed(ZeroStage(*s)); break;
-    case FSDP: e = Fsdp(); break;
-    case TORCH_DDP: e = Ddp(); break;
-    case PARO_PAPER: e = Paro(); break;
-    case INTERNEVO: e = InternEvo(); break;
+    case DEEPSPEED:
+      e = DeepSpeed(ZeroStage(*s));
+      break;
+    case FSDP:
+      e = Fsdp();
+      break;
+    case TORCH_DDP:
+      e = Ddp();
+      break;
+    case PARO_PAPER:
+      e = Paro();
+      break;
+    case INTERNEVO:
+      e = InternEvo();
+      break;
     default:
-      return absl::InternalError(absl::StrCat("strategy \"", s->name(),
-                                              "\" has no framework"));
+      return absl::InternalError(
+          absl::StrCat("strategy \"", s->name(), "\" has no framework"));
   }
   // What the strategy itself carries (a DeepSpeed config's keys), then the
   // scenario's overrides.
@@ -168,7 +184,8 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden,
     if (key == "reduce_bucket_size") {
       e.set_reduce_bucket_elements(hidden * hidden);
     } else if (key == "stage3_prefetch_bucket_size") {
-      e.set_prefetch_bucket_elements(static_cast<int64_t>(0.9 * hidden * hidden));
+      e.set_prefetch_bucket_elements(
+          static_cast<int64_t>(0.9 * hidden * hidden));
     } else if (key == "stage3_param_persistence_threshold") {
       e.set_persistence_threshold(10 * hidden);
     }
@@ -176,7 +193,8 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden,
   e.clear_hf_auto();
   e.MergeFrom(o);
   e.set_framework(framework);
-  if (o.gather_unit() != GATHER_UNIT_UNSPECIFIED) e.set_gather_unit(o.gather_unit());
+  if (o.gather_unit() != GATHER_UNIT_UNSPECIFIED)
+    e.set_gather_unit(o.gather_unit());
   using limits::kMaxElements;
   using limits::kMaxLatencyS;
   FieldCheck c("", "execution.");

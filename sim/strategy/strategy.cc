@@ -434,8 +434,8 @@ absl::Status ReadExecutionKeys(const google::protobuf::Struct& zero,
     absl::StatusOr<int64_t> v = Int64Key(zero, key, 0);
     if (!v.ok()) return v.status();
     if (*v < 0) {
-      return Invalid(absl::StrCat("zero_optimization.", key,
-                                  " must be >= 0, got ", *v));
+      return Invalid(
+          absl::StrCat("zero_optimization.", key, " must be >= 0, got ", *v));
     }
     (e->*set)(*v);
   }

@@ -30,8 +30,7 @@ namespace shardsim {
 //   relative paths are taken from `base_dir`.
 // The result's name is `spec` as written. Errors say what is wrong with
 // which part of the spec.
-absl::StatusOr<Strategy> ParseStrategy(absl::string_view spec,
-                                       const Mesh& mesh,
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view spec, const Mesh& mesh,
                                        absl::string_view base_dir = "");
 
 // Lins' rule on each mesh axis: 1 <= s_p <= s_g <= s_os <= dp, every factor

@@ -10,15 +10,15 @@ namespace shardsim {
 namespace {
 
 // Calls that move the same bytes the same way share one entry.
-using CallKey = std::tuple<int, int, int, int, int, int, int, std::string,
-                           int64_t, int>;
+using CallKey =
+    std::tuple<int, int, int, int, int, int, int, std::string, int64_t, int>;
 
 CallKey KeyOf(const Op& op) {
   const CollectiveCall& c = op.collective();
   const Group& g = c.group();
-  return {op.phase(),      c.op(),           g.intra_size(), g.intra_stride(),
-          g.inter_size(),  g.inter_stride(), c.algorithm(),  c.tensor(),
-          c.bytes(),       c.root()};
+  return {op.phase(),     c.op(),           g.intra_size(), g.intra_stride(),
+          g.inter_size(), g.inter_stride(), c.algorithm(),  c.tensor(),
+          c.bytes(),      c.root()};
 }
 
 }  // namespace
@@ -40,8 +40,8 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(const Schedule& schedule,
     const CollectiveCall& c = op->collective();
     if (absl::Status s = ValidateGroup(c.group(), mesh); !s.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("schedule op ", op->id(), " (", op->label(),
-                       "): group ", GroupName(c.group()), ": ", s.message()));
+          absl::StrCat("schedule op ", op->id(), " (", op->label(), "): group ",
+                       GroupName(c.group()), ": ", s.message()));
     }
     PlanRequest req;
     req.op = c.op();
@@ -55,9 +55,9 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(const Schedule& schedule,
     if (found == volumes.end()) {
       absl::StatusOr<Plan> plan = MakePlan(req);
       if (!plan.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "schedule op ", op->id(), " (", op->label(),
-            "): ", plan.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("schedule op ", op->id(), " (", op->label(),
+                         "): ", plan.status().message()));
       }
       found = volumes.emplace(vkey, CountVolume(*plan)).first;
     }

@@ -65,7 +65,8 @@ inline const Platform& ShippedPlatform() {
   static const Platform* platform = [] {
     absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
     if (!p.ok()) {
-      std::fprintf(stderr, "fuzz: %s\n", std::string(p.status().message()).c_str());
+      std::fprintf(stderr, "fuzz: %s\n",
+                   std::string(p.status().message()).c_str());
       std::abort();
     }
     return new Platform(*std::move(p));

@@ -63,8 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size & 4) scenario.mutable_kernels()->set_style(KernelOptions::FUSED);
   if (size & 8) scenario.mutable_kernels()->set_fused_qkv(true);
   const Batch batch = ScenarioBatch(scenario);
-  Use(ModelStateBytes(psi, scenario.optimizer_bytes_per_param(),
-                      ZeroThree()));
+  Use(ModelStateBytes(psi, scenario.optimizer_bytes_per_param(), ZeroThree()));
   Kernels(OptimizerKernels(psi));
 
   // Every block is the same: a few stand for all, so the cost of an input
@@ -82,8 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Use(ModelFlopsPerMicroBatch(shape, batch));
 
   Strategy strategy = ZeroThree();
-  if (!ResolveExecution(scenario.execution(), model.hidden(), &strategy)
-           .ok()) {
+  if (!ResolveExecution(scenario.execution(), model.hidden(), &strategy).ok()) {
     return 0;
   }
   Use(EstimateMemory(layers, strategy, kMesh, scenario, ShippedPlatform()));

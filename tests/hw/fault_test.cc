@@ -1,14 +1,15 @@
 // The failure-path pieces that need no MPI job: --fault's parsing and
 // counting, and the watchdog (MPI is not initialized here, so it ends the
 // process with _Exit(3) where a job would MPI_Abort).
-#include <csignal>
+#include "hw/runtime/fault.h"
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "hw/runtime/fault.h"
 #include "hw/runtime/watchdog.h"
 
 namespace shardsim::hw {
@@ -32,15 +33,15 @@ TEST(ParseFault, SkipAndDie) {
 }
 
 TEST(ParseFault, BadSpecsNameTheFlagAndValue) {
-  for (const char* spec : {"bogus", "skip:1", "skip:1:2:3", "kill:0:1",
-                           "skip:4:1", "skip:-1:1", "skip:x:1", "die:0:0",
-                           "die:0:y", "die::1"}) {
+  for (const char* spec :
+       {"bogus", "skip:1", "skip:1:2:3", "kill:0:1", "skip:4:1", "skip:-1:1",
+        "skip:x:1", "die:0:0", "die:0:y", "die::1"}) {
     absl::StatusOr<Fault> f = ParseFault(spec, 4);
     ASSERT_FALSE(f.ok()) << spec;
     EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(f.status().message().find(std::string("--fault: \"") + spec +
-                                        "\""),
-              absl::string_view::npos)
+    EXPECT_NE(
+        f.status().message().find(std::string("--fault: \"") + spec + "\""),
+        absl::string_view::npos)
         << f.status();
   }
 }

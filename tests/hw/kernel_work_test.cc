@@ -33,7 +33,8 @@ TEST(MoveLaunches, SplitsBytesOverPathsAndLaunches) {
   // way: 2,333,334 and 2,333,333 both round down to 2,333,328, so 3
   // launches move 6 x 2,333,328. General: 22e6 / 5 = 4.4e6 a launch, in
   // 2-byte elements: exact.
-  EXPECT_EQ(MovedBytes(k.memory()), 2 * 2'333'328 + 2 * 2 * 2'333'328 + 22'000'000);
+  EXPECT_EQ(MovedBytes(k.memory()),
+            2 * 2'333'328 + 2 * 2 * 2'333'328 + 22'000'000);
 }
 
 TEST(MoveLaunches, OneLaunchWithBothPathsBecomesTwo) {

@@ -30,23 +30,23 @@ using shardsim::hw::SdpaShape;
 // in the fused kernels: errors are judged against the output's scale.
 constexpr double kTolerance = 2e-2;
 
-#define CHECK_CUDA(call)                                                  \
-  do {                                                                    \
-    cudaError_t e_ = (call);                                              \
-    if (e_ != cudaSuccess) {                                              \
-      std::fprintf(stderr, "sdpa_gpu_check: %s failed: %s\n", #call,      \
-                   cudaGetErrorString(e_));                               \
-      return false;                                                       \
-    }                                                                     \
+#define CHECK_CUDA(call)                                             \
+  do {                                                               \
+    cudaError_t e_ = (call);                                         \
+    if (e_ != cudaSuccess) {                                         \
+      std::fprintf(stderr, "sdpa_gpu_check: %s failed: %s\n", #call, \
+                   cudaGetErrorString(e_));                          \
+      return false;                                                  \
+    }                                                                \
   } while (0)
 
-#define CHECK_OK(expr)                                                    \
-  do {                                                                    \
-    absl::Status s_ = (expr);                                             \
-    if (!s_.ok()) {                                                       \
+#define CHECK_OK(expr)                                                     \
+  do {                                                                     \
+    absl::Status s_ = (expr);                                              \
+    if (!s_.ok()) {                                                        \
       std::fprintf(stderr, "sdpa_gpu_check: %s\n", s_.ToString().c_str()); \
-      return false;                                                       \
-    }                                                                     \
+      return false;                                                        \
+    }                                                                      \
   } while (0)
 
 uint16_t ToBf16(float f) {  // round to nearest even (inputs are finite)
@@ -156,7 +156,8 @@ Reference Attention(const SdpaShape& sh, const std::vector<float>& q,
         }
         for (int64_t d = 0; d < d_n; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j <= last; ++j) acc += dp[j] * k[ki(b, j, hk) + d];
+          for (int64_t j = 0; j <= last; ++j)
+            acc += dp[j] * k[ki(b, j, hk) + d];
           r.dq[qi(b, i, h) + d] = static_cast<float>(acc);
         }
         for (int64_t j = 0; j <= last; ++j) {
@@ -218,10 +219,15 @@ bool Check(CudnnSdpa& sdpa, const SdpaShape& sh, cudaStream_t stream) {
              v = RandomBf16(nk, 3), d_o = RandomBf16(nq, 4);
 
   DeviceBuffer dq_in, dk_in, dv_in, ddo, dout, dstats, ddq, ddk, ddv;
-  for (auto [buf, bytes] : {std::pair{&dq_in, nq * 2}, {&dk_in, nk * 2},
-                            {&dv_in, nk * 2}, {&ddo, nq * 2},
-                            {&dout, nq * 2}, {&dstats, ns * 4},
-                            {&ddq, nq * 2}, {&ddk, nk * 2}, {&ddv, nk * 2}}) {
+  for (auto [buf, bytes] : {std::pair{&dq_in, nq * 2},
+                            {&dk_in, nk * 2},
+                            {&dv_in, nk * 2},
+                            {&ddo, nq * 2},
+                            {&dout, nq * 2},
+                            {&dstats, ns * 4},
+                            {&ddq, nq * 2},
+                            {&ddk, nk * 2},
+                            {&ddv, nk * 2}}) {
     CHECK_CUDA(cudaMalloc(&buf->p, bytes));
     // NaN poison: an output the graph fails to write is caught.
     CHECK_CUDA(cudaMemset(buf->p, 0xff, bytes));
@@ -257,8 +263,8 @@ bool Check(CudnnSdpa& sdpa, const SdpaShape& sh, cudaStream_t stream) {
     std::fprintf(stderr, "sdpa_gpu_check: copying outputs back failed\n");
     return false;
   }
-  CHECK_CUDA(cudaMemcpy(gstats.data(), dstats.p, ns * 4,
-                        cudaMemcpyDeviceToHost));
+  CHECK_CUDA(
+      cudaMemcpy(gstats.data(), dstats.p, ns * 4, cudaMemcpyDeviceToHost));
 
   const Reference ref =
       Attention(sh, ToFloat(q), ToFloat(k), ToFloat(v), ToFloat(d_o));
@@ -272,8 +278,7 @@ bool Check(CudnnSdpa& sdpa, const SdpaShape& sh, cudaStream_t stream) {
 
 // Mean microseconds of `iters` calls after `warmup`, timed with events.
 template <typename F>
-bool TimeUs(F&& call, int warmup, int iters, cudaStream_t stream,
-            double* us) {
+bool TimeUs(F&& call, int warmup, int iters, cudaStream_t stream, double* us) {
   for (int i = 0; i < warmup; ++i) CHECK_OK(call());
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
@@ -295,16 +300,23 @@ bool Time(CudnnSdpa& sdpa, const SdpaShape& sh, cudaStream_t stream) {
   const size_t nk = sh.batch * sh.seq * sh.kv_heads * sh.head_dim;
   const size_t ns = sh.batch * sh.heads * sh.seq;
   DeviceBuffer q, k, v, o, d_o, stats, dq, dk, dv;
-  for (auto [buf, bytes] :
-       {std::pair{&q, nq * 2}, {&k, nk * 2}, {&v, nk * 2}, {&o, nq * 2},
-        {&d_o, nq * 2}, {&stats, ns * 4}, {&dq, nq * 2}, {&dk, nk * 2},
-        {&dv, nk * 2}}) {
+  for (auto [buf, bytes] : {std::pair{&q, nq * 2},
+                            {&k, nk * 2},
+                            {&v, nk * 2},
+                            {&o, nq * 2},
+                            {&d_o, nq * 2},
+                            {&stats, ns * 4},
+                            {&dq, nq * 2},
+                            {&dk, nk * 2},
+                            {&dv, nk * 2}}) {
     CHECK_CUDA(cudaMalloc(&buf->p, bytes));
   }
   // Real values (not zeros): softmax and exp cost the same, but keep the
   // run representative and finite.
-  for (auto [buf, n, seed] : {std::tuple{&q, nq, 11u}, {&k, nk, 12u},
-                              {&v, nk, 13u}, {&d_o, nq, 14u}}) {
+  for (auto [buf, n, seed] : {std::tuple{&q, nq, 11u},
+                              {&k, nk, 12u},
+                              {&v, nk, 13u},
+                              {&d_o, nq, 14u}}) {
     const auto host = RandomBf16(n, seed);
     CHECK_CUDA(cudaMemcpy(buf->p, host.data(), n * 2, cudaMemcpyHostToDevice));
   }
@@ -312,18 +324,19 @@ bool Time(CudnnSdpa& sdpa, const SdpaShape& sh, cudaStream_t stream) {
   double fwd_us = 0, bwd_us = 0;
   if (!TimeUs([&] { return sdpa.Forward(sh, q.p, k.p, v.p, o.p, st, stream); },
               10, 50, stream, &fwd_us) ||
-      !TimeUs([&] {
-        return sdpa.Backward(sh, q.p, k.p, v.p, o.p, d_o.p, st, dq.p, dk.p,
-                             dv.p, stream);
-      }, 10, 50, stream, &bwd_us)) {
+      !TimeUs(
+          [&] {
+            return sdpa.Backward(sh, q.p, k.p, v.p, o.p, d_o.p, st, dq.p, dk.p,
+                                 dv.p, stream);
+          },
+          10, 50, stream, &bwd_us)) {
     return false;
   }
   // Matmul FLOPs: forward 2 (QK^T, PV), backward 5 (QK^T again, dP, dV,
   // dQ, dK) of 2 b h s^2 d each; a causal mask halves the work.
   const double mm = 2.0 * sh.batch * sh.heads * double(sh.seq) * sh.seq *
                     sh.head_dim * (sh.causal ? 0.5 : 1.0);
-  std::printf("timing %s (10 warmup, 50 iterations)\n",
-              sh.ToString().c_str());
+  std::printf("timing %s (10 warmup, 50 iterations)\n", sh.ToString().c_str());
   std::printf("  forward  %9.1f us  %6.1f TFLOP/s  (engine %lld)\n", fwd_us,
               2 * mm / fwd_us * 1e-6,
               static_cast<long long>(sdpa.engine_id(sh, false)));
@@ -360,7 +373,7 @@ int Run() {
   // b, h, kv_h, s, d, causal. The GQA shape checks the head-group sums of
   // dK and dV; s=200 a sequence that is not a multiple of the tiles.
   const SdpaShape checked[] = {
-      {2, 4, 4, 128, 64, true},   {2, 4, 4, 128, 64, false},
+      {2, 4, 4, 128, 64, true},    {2, 4, 4, 128, 64, false},
       {1, 32, 32, 512, 128, true}, {2, 8, 2, 128, 64, true},
       {1, 2, 2, 200, 64, true},
   };

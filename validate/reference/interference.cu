@@ -20,14 +20,14 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                        \
-  do {                                                                  \
-    cudaError_t e = (x);                                                \
-    if (e != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,           \
-                   cudaGetErrorString(e));                              \
-      std::exit(1);                                                     \
-    }                                                                   \
+#define CHECK(x)                                              \
+  do {                                                        \
+    cudaError_t e = (x);                                      \
+    if (e != cudaSuccess) {                                   \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, \
+                   cudaGetErrorString(e));                    \
+      std::exit(1);                                           \
+    }                                                         \
   } while (0)
 
 namespace {
@@ -81,8 +81,8 @@ void RunGemm(const Gemm& g, cudaStream_t s) {
   const float one = 1, zero = 0;
   cublasSetStream(g_cublas, s);
   cublasGemmEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, g.n, g.m, g.k, &one, g.b,
-               CUDA_R_16BF, g.k, g.a, CUDA_R_16BF, g.k, &zero, g.c,
-               CUDA_R_16BF, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+               CUDA_R_16BF, g.k, g.a, CUDA_R_16BF, g.k, &zero, g.c, CUDA_R_16BF,
+               g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 // Seconds per call of `fn` on `s`, mean over `iters`.
@@ -125,8 +125,8 @@ int main() {
   CHECK(cudaMemset(a, 0, add_n * 4));
   CHECK(cudaMemset(b, 0, add_n * 4));
 
-  std::vector<Gemm> gemms = {{5120, 11008, 4096}, {2048, 4096, 4096},
-                             {8192, 8192, 8192}};
+  std::vector<Gemm> gemms = {
+      {5120, 11008, 4096}, {2048, 4096, 4096}, {8192, 8192, 8192}};
   for (Gemm& g : gemms) {
     CHECK(cudaMalloc(&g.a, size_t{2} * g.m * g.k));
     CHECK(cudaMalloc(&g.b, size_t{2} * g.n * g.k));
@@ -141,7 +141,8 @@ int main() {
   // `rate`: copy bytes/s for the whole kernel (0 = as fast as it goes).
   auto copy = [&](cudaStream_t s, int blocks, int reps, double rate) {
     long long chunk_ns = 0;
-    if (rate > 0) chunk_ns = static_cast<long long>(512.0 * 16 * blocks / rate * 1e9);
+    if (rate > 0)
+      chunk_ns = static_cast<long long>(512.0 * 16 * blocks / rate * 1e9);
     CopyKernel<<<blocks, 512, 0, s>>>(src, dst, words, reps, chunk_ns);
   };
   for (int i = 0; i < 3; ++i) {
@@ -161,12 +162,13 @@ int main() {
   // (blocks, copy rate): unthrottled; NVLink-bound (A100 ring busbw 235 GB/s,
   // H100 about 350 GB/s); NIC-bound (HDR 25 GB/s, NDR 50 GB/s).
   const std::pair<int, double> kinds[] = {
-      {8, 0},      {16, 0},      {32, 0},     {8, 235e9}, {16, 235e9},
-      {16, 350e9}, {32, 350e9},  {8, 25e9},   {8, 50e9},  {16, 50e9}};
+      {8, 0},      {16, 0},     {32, 0},   {8, 235e9}, {16, 235e9},
+      {16, 350e9}, {32, 350e9}, {8, 25e9}, {8, 50e9},  {16, 50e9}};
   for (const auto& kind : kinds) {
     const int blocks = kind.first;
     const double rate = kind.second;
-    const double copy_alone = Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
+    const double copy_alone =
+        Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
     const double copied = static_cast<double>(words / blocks * blocks) * 16;
     for (const Gemm& g : gemms) {
       const double alone = Time(s1, 20, [&] { RunGemm(g, s1); });
@@ -176,17 +178,19 @@ int main() {
       const double with_copy = Time(s1, 20, [&] { RunGemm(g, s1); });
       CHECK(cudaDeviceSynchronize());
       // The copy kernel while GEMMs run throughout.
-      const int gemms_needed = static_cast<int>(1.5 * 2 * copy_alone / alone) + 1;
+      const int gemms_needed =
+          static_cast<int>(1.5 * 2 * copy_alone / alone) + 1;
       for (int i = 0; i < gemms_needed; ++i) RunGemm(g, s1);
-      const double copy_with = Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
+      const double copy_with =
+          Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
       CHECK(cudaDeviceSynchronize());
-      std::printf("%s  {\"copy_blocks\": %d, \"copy_rate\": %.4g, "
-                  "\"gemm\": [%d, %d, %d], "
-                  "\"gemm_alone_s\": %.9g, \"gemm_with_copy_s\": %.9g, "
-                  "\"copy_alone_gbps\": %.6g, \"copy_with_gemm_gbps\": %.6g}",
-                  first ? "" : ",\n", blocks, rate, g.m, g.n, g.k, alone,
-                  with_copy, copied / copy_alone / 1e9,
-                  copied / copy_with / 1e9);
+      std::printf(
+          "%s  {\"copy_blocks\": %d, \"copy_rate\": %.4g, "
+          "\"gemm\": [%d, %d, %d], "
+          "\"gemm_alone_s\": %.9g, \"gemm_with_copy_s\": %.9g, "
+          "\"copy_alone_gbps\": %.6g, \"copy_with_gemm_gbps\": %.6g}",
+          first ? "" : ",\n", blocks, rate, g.m, g.n, g.k, alone, with_copy,
+          copied / copy_alone / 1e9, copied / copy_with / 1e9);
       first = false;
     }
     // The memory-bound kernel while the copy runs, and the other way round.
@@ -196,14 +200,16 @@ int main() {
     CHECK(cudaDeviceSynchronize());
     const int adds = static_cast<int>(1.5 * 2 * copy_alone / add_alone) + 1;
     for (int i = 0; i < adds; ++i) add(s1);
-    const double copy_with_add = Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
+    const double copy_with_add =
+        Time(s2, 1, [&] { copy(s2, blocks, 2, rate); }) / 2;
     CHECK(cudaDeviceSynchronize());
-    std::printf(",\n  {\"copy_blocks\": %d, \"copy_rate\": %.4g, "
-                "\"memory_kernel\": \"add_bf16\", "
-                "\"add_alone_s\": %.9g, \"add_with_copy_s\": %.9g, "
-                "\"copy_alone_gbps\": %.6g, \"copy_with_add_gbps\": %.6g}",
-                blocks, rate, add_alone, add_with,
-                copied / copy_alone / 1e9, copied / copy_with_add / 1e9);
+    std::printf(
+        ",\n  {\"copy_blocks\": %d, \"copy_rate\": %.4g, "
+        "\"memory_kernel\": \"add_bf16\", "
+        "\"add_alone_s\": %.9g, \"add_with_copy_s\": %.9g, "
+        "\"copy_alone_gbps\": %.6g, \"copy_with_add_gbps\": %.6g}",
+        blocks, rate, add_alone, add_with, copied / copy_alone / 1e9,
+        copied / copy_with_add / 1e9);
   }
   std::printf("\n ]\n}\n");
   return 0;
