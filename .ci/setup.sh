@@ -12,7 +12,8 @@ packages=(cmake g++ make pkg-config python3 python3-matplotlib dpkg-dev
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
 # The sanitizer and fuzzing job (test only): clang with libFuzzer.
-[ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev)
+[ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev
+                                  clang-format git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -31,6 +32,7 @@ case "$what" in
     build/shardsim run scenarios/quickstart.textproto
     ;;
   test)
+    bash .ci/format.sh
     (cd build && ctest --output-on-failure -j "$(nproc)")
     bash .ci/sanitize.sh
     ;;
