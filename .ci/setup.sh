@@ -11,7 +11,8 @@ what=${1:-run}
 packages=(cmake g++ make pkg-config python3 python3-matplotlib dpkg-dev
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
-# The sanitizer and fuzzing job (test only): clang with libFuzzer.
+# Test only: clang with libFuzzer (the sanitizer and fuzzing job), and
+# clang-format with git for the style check (.ci/format.sh).
 [ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev
                                   clang-format git)
 missing=()
