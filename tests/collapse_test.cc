@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,25 +20,10 @@
 #include "sim/results/results.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/periodic.h"
+#include "sim/strategy/strategy.h"
 
 namespace shardsim {
 namespace {
-
-// Every named strategy of the quickstart scenario.
-const char* const kStrategies[] = {"ddp",
-                                   "zero1",
-                                   "zero2",
-                                   "zero3",
-                                   "fsdp:FULL_SHARD",
-                                   "fsdp:SHARD_GRAD_OP",
-                                   "fsdp:HYBRID_SHARD",
-                                   "fsdp:_HYBRID_SHARD_ZERO2",
-                                   "mics",
-                                   "zeropp",
-                                   "paro-IGG",
-                                   "paro-IIG",
-                                   "paro-NIG",
-                                   "lins:p=1x1:g=1x1:os=8x1"};
 
 // LLaMA-7B's shapes cut to 2 layers, on 2 DGX A100 nodes.
 Job SmallJob(int micro_batches) {
@@ -48,7 +34,7 @@ Job SmallJob(int micro_batches) {
   *sc.mutable_model_def() = *model;
   sc.mutable_model_def()->set_layers(2);
   sc.set_platform("dgx_a100");
-  for (const char* s : kStrategies) sc.add_strategies(s);
+  for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
   sc.add_gpus(16);
   sc.set_micro_batch_size(2);
   sc.set_micro_batches(micro_batches);
@@ -143,7 +129,7 @@ void ExpectSameTimes(const Replayed& fast, const Replayed& full) {
 TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
   for (int mb : {4, 5, 17}) {
     const Job job = SmallJob(mb);
-    for (const char* spec : kStrategies) {
+    for (const std::string& spec : NamedStrategies()) {
       SCOPED_TRACE(absl::StrCat(spec, ", ", mb, " micro-batches"));
       const Replayed full = ReplayPoint(job, spec, /*collapse=*/false);
       const Replayed fast = ReplayPoint(job, spec, /*collapse=*/true);
@@ -170,6 +156,22 @@ TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
   }
 }
 
+// A forward compute op on the compute stream, next in `s`, running kernel
+// list `kernels` after `deps`; returns its id.
+int AddForward(Schedule* s, int mb, const char* label, int kernels,
+               const std::vector<int>& deps) {
+  Op* op = s->add_ops();
+  op->set_id(s->ops_size() - 1);
+  op->set_stream(COMPUTE);
+  op->set_micro_batch(mb);
+  op->set_layer(-1);
+  op->set_label(label);
+  op->mutable_compute()->set_kind("forward");
+  op->mutable_compute()->set_kernel_list(kernels);
+  for (int d : deps) op->add_deps(d);
+  return op->id();
+}
+
 // Hand-built, for a host that runs ahead: a prologue, then per
 // micro-batch one compute op of `launches` kernel launches that takes twice
 // as long on the GPU as on the host, then `tail_launches` launches of
@@ -189,39 +191,33 @@ Schedule RunawayHost(const Platform& p, int micro_batches, int tail_launches) {
     k->set_launches(n);
     return s.kernel_lists_size() - 1;
   };
-  auto add = [&](int mb, const char* label, int kernels,
-                 std::vector<int> deps) {
-    Op* op = s.add_ops();
-    op->set_id(s.ops_size() - 1);
-    op->set_stream(COMPUTE);
-    op->set_micro_batch(mb);
-    op->set_layer(-1);
-    op->set_label(label);
-    op->mutable_compute()->set_kind("forward");
-    op->mutable_compute()->set_kernel_list(kernels);
-    for (int d : deps) op->add_deps(d);
-    return op->id();
-  };
   const int small = list(1 << 20, 1);
   const int work = list(static_cast<int64_t>(2 * host_s / per_byte), launches);
-  int prev = add(-1, "prologue", small, {});
+  int prev = AddForward(&s, -1, "prologue", small, {});
   for (int mb = 0; mb < micro_batches; ++mb) {
-    prev = add(mb, "work", work, {prev});
+    prev = AddForward(&s, mb, "work", work, {prev});
   }
   if (tail_launches > 0) {
-    prev = add(-1, "launch-bound", list(1, tail_launches), {prev});
+    prev = AddForward(&s, -1, "launch-bound", list(1, tail_launches), {prev});
   }
-  add(-1, "update", small, {prev});
+  AddForward(&s, -1, "update", small, {prev});
   return s;
 }
 
-TEST(Collapse, HostThatRunsAheadCollapsesOnTheGpuState) {
+// RunawayHost at 17 micro-batches (the mesh of SmallJob's DDP point):
+// replayed collapsed, then in full.
+std::pair<Replayed, Replayed> ReplayRunaway(int tail_launches) {
   const Job job = SmallJob(17);
   absl::StatusOr<Point> point = AnalyzePoint(job, "ddp", 16);
-  ASSERT_TRUE(point.ok()) << point.status();
-  const Schedule s = RunawayHost(job.platform, 17, 0);
-  const Replayed full = ReplaySchedule(job, point->mesh, s, false);
-  const Replayed fast = ReplaySchedule(job, point->mesh, s, true);
+  EXPECT_TRUE(point.ok()) << point.status();
+  if (!point.ok()) return {};
+  const Schedule s = RunawayHost(job.platform, 17, tail_launches);
+  return {ReplaySchedule(job, point->mesh, s, true),
+          ReplaySchedule(job, point->mesh, s, false)};
+}
+
+TEST(Collapse, HostThatRunsAheadCollapsesOnTheGpuState) {
+  const auto [fast, full] = ReplayRunaway(0);
   EXPECT_TRUE(fast.collapsed) << fast.full_because;
   ExpectSameTimes(fast, full);
 }
@@ -232,12 +228,7 @@ TEST(Collapse, HostThatRunsAheadCollapsesOnTheGpuState) {
 // 0.5 ahead, by less. Shifting the shortened tail would be wrong: the
 // engine must see the host disagree and replay in full.
 TEST(Collapse, HostThatHoldsTheTailBackAtAnotherPointReplaysInFull) {
-  const Job job = SmallJob(17);
-  absl::StatusOr<Point> point = AnalyzePoint(job, "ddp", 16);
-  ASSERT_TRUE(point.ok()) << point.status();
-  const Schedule s = RunawayHost(job.platform, 17, 200);
-  const Replayed full = ReplaySchedule(job, point->mesh, s, false);
-  const Replayed fast = ReplaySchedule(job, point->mesh, s, true);
+  const auto [fast, full] = ReplayRunaway(200);
   EXPECT_FALSE(fast.collapsed);
   EXPECT_NE(fast.full_because.find("host issues op 18 (launch-bound)"),
             std::string::npos)
@@ -249,16 +240,9 @@ TEST(Collapse, HostThatHoldsTheTailBackAtAnotherPointReplaysInFull) {
 // depends on the previous one, then an update after the last.
 Schedule Chain(int micro_batches) {
   Schedule s;
+  s.add_kernel_lists();  // none: nothing here is replayed
   auto add = [&](int mb, const char* label, std::vector<int> deps) {
-    Op* op = s.add_ops();
-    op->set_id(s.ops_size() - 1);
-    op->set_stream(COMPUTE);
-    op->set_micro_batch(mb);
-    op->set_layer(-1);
-    op->set_label(label);
-    op->mutable_compute()->set_kind("forward");
-    for (int d : deps) op->add_deps(d);
-    return op->id();
+    return AddForward(&s, mb, label, 0, deps);
   };
   int prev = add(-1, "prologue", {});
   const int first = prev;
