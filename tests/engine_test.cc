@@ -1,8 +1,8 @@
 // The timing engine against numbers derived by hand: the alpha-beta closed
 // form where nothing is shared, max-min sharing of one link, channels
 // spreading a ring over NICs, HO-Ring against a flat ring on the public
-// cloud of SPEC 6, the fast and per-step modes against each other, and
-// run-to-run determinism. Every SimGrid use runs in a child process
+// cloud of docs/strategies.md §5, the fast and per-step modes against each
+// other, and run-to-run determinism. Every SimGrid use runs in a child process
 // (SimulateCollective and SimulateJob fork; the flow probe uses
 // RunIsolated): SimGrid allows one engine per process.
 #include <algorithm>
@@ -335,7 +335,8 @@ TEST(EngineChannels, KChannelsUseKNics) {
   EXPECT_NEAR(t[4], t[3], 0.001 * t[3]);  // 16 channels: no ninth NIC
 }
 
-// ---- d. HO-Ring against a flat ring on the public cloud (SPEC 6)
+// ---- d. HO-Ring against a flat ring on the public cloud
+// (docs/strategies.md §5)
 // --------------
 
 TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {

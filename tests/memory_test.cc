@@ -44,7 +44,8 @@ Platform A100x80(int64_t reserved_bytes = int64_t{2} << 30) {
   return p;
 }
 
-// SPEC section 3 at psi = 7e9, N = 64 GPUs in g = 8 nodes of M = 8, K = 12.
+// docs/strategies.md §2 at psi = 7e9, N = 64 GPUs in g = 8 nodes of M = 8,
+// K = 12.
 constexpr int64_t kPsi = 7'000'000'000;
 constexpr int64_t kN = 64;
 constexpr int64_t kM = 8;

@@ -62,7 +62,7 @@ TEST(PlatformShipped, EveryPlatformLoadsAndPassesEngineValidation) {
 
 TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   // A800: 400 GB/s bidirectional NVLink = 200e9 per direction; 4 HDR NICs
-  // of 200 Gb/s = 25e9 B/s; no SHARP (SPEC 7).
+  // of 200 Gb/s = 25e9 B/s; no SHARP (docs/strategies.md §6).
   const Platform a800 = Shipped("a800_lins");
   EXPECT_EQ(a800.gpus_per_node(), 8);
   EXPECT_DOUBLE_EQ(a800.nvswitch().bandwidth(), 400e9 / 2);
@@ -75,8 +75,9 @@ TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   EXPECT_DOUBLE_EQ(h100.network().nic_bandwidth(), 400e9 / 8);
   EXPECT_EQ(h100.network().nics_per_node(), 8);
   EXPECT_TRUE(h100.network().sharp());
-  // Cloud (SPEC 6): 8 virtual NICs of 14 GB/s (middle of 10-18 GB/s), and a
-  // node's up-links floor(8 / oversubscription) x 14e9 = 56e9 B/s.
+  // Cloud (docs/strategies.md §5): 8 virtual NICs of 14 GB/s (middle of
+  // 10-18 GB/s), and a node's up-links floor(8 / oversubscription) x 14e9 =
+  // 56e9 B/s.
   const Platform cloud = Shipped("cloud_a100");
   const Network& n = cloud.network();
   EXPECT_DOUBLE_EQ(n.nic_bandwidth() * cloud.efficiency().network_fraction(),
@@ -147,9 +148,9 @@ TEST(PlatformFabric, A800TwoGpusShareEachNic) {
   EXPECT_EQ(r->substr(0, 28), "24 0:nic0 0:nic0 1:nic1 1:ni");
 }
 
-// SPEC 6's numbers as the fabric delivers them: one GPU alone reaches its
-// 14 GB/s virtual NIC; the 8 GPUs of a node together share the node's
-// 4 x 14 GB/s up-links, 56 GB/s, 7 GB/s each.
+// docs/strategies.md §5's numbers as the fabric delivers them: one GPU alone
+// reaches its 14 GB/s virtual NIC; the 8 GPUs of a node together share the
+// node's 4 x 14 GB/s up-links, 56 GB/s, 7 GB/s each.
 TEST(PlatformFabric, CloudA100OneGpu14GBpsAndANode56GBps) {
   const Platform cloud = Shipped("cloud_a100");
   absl::StatusOr<Mesh> mesh = JobMesh(cloud, 16);

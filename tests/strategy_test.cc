@@ -48,7 +48,7 @@ struct Expected {
   bool quantized = false;  // both qwZ and qgZ
 };
 
-// Every named system on 4 nodes of 8, written out from SPEC section 2:
+// Every named system on 4 nodes of 8, written out from docs/strategies.md §1:
 // N = 1x1, I = 8x1, G = 8x4.
 const std::vector<Expected>& NamedOn8x4() {
   static const auto* table = new std::vector<Expected>{

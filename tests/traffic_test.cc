@@ -1,5 +1,5 @@
 // Traffic per step, counted from the lowered plans, against hand-derived
-// formulas (SPEC section 5) at PaRO's set-up: psi = 7e9, N = 64 GPUs in
+// formulas (docs/strategies.md §4) at PaRO's set-up: psi = 7e9, N = 64 GPUs in
 // g = 8 nodes of M = 8, s = 8 micro-batches.
 #include "sim/traffic/traffic.h"
 
@@ -54,9 +54,9 @@ Bytes Sum(const std::string& spec, Keep keep) {
   const Mesh mesh{8, 8};
   absl::StatusOr<Strategy> st = ParseStrategy(spec, mesh);
   EXPECT_TRUE(st.ok()) << st.status();
-  // SPEC section 5's accounting is the algorithmic one: the collectives of
-  // section 4, per layer, reduce-scatter every micro-batch; PaRO's paper
-  // schedule is exactly that, whatever the system's own framework does.
+  // docs/strategies.md §4's accounting is the algorithmic one: the collectives
+  // of §3, per layer, reduce-scatter every micro-batch; PaRO's paper schedule
+  // is exactly that, whatever the system's own framework does.
   st->mutable_execution()->set_framework(PARO_PAPER);
   EXPECT_TRUE(ResolveExecution({}, 4096, &*st).ok());
   const std::vector<Layer> layers = ModelLayers(SevenBillion(), {1, 512});

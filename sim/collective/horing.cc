@@ -1,4 +1,4 @@
-// HORING: PaRO's hierarchical overlapping ring (SPEC section 6). The
+// HORING: PaRO's hierarchical overlapping ring (docs/strategies.md §5). The
 // intra-node ring and the inter-node (column) ring run at the same time, so
 // NVLink and every GPU's NIC are busy together.
 //

@@ -1,6 +1,6 @@
 // Stage 5 (engine): a Platform built in SimGrid.
 //
-// Every GPU has two network endpoints (SIMGRID_NOTES.md): a host in the
+// Every GPU has two network endpoints (docs/engine.md §4): a host in the
 // NVSwitch star zone, whose private split-duplex link is its switch port,
 // and the host of the NIC it uses, a leaf of one fat-tree zone. Transfers
 // inside a node go GPU host to GPU host, transfers between nodes NIC host to

@@ -1,5 +1,5 @@
 // SimGrid keeps one engine per process, so every simulation runs in a child
-// process of its own (SIMGRID_NOTES.md: run independent simulations as
+// process of its own (docs/engine.md §5: run independent simulations as
 // separate processes). The child returns bytes (a serialized proto) or an
 // error through a pipe.
 #ifndef SHARDSIM_SIM_ENGINE_ISOLATE_H_

@@ -1,4 +1,4 @@
-// A plan as the fast engine runs it (SIMGRID_NOTES.md): one flow per hop
+// A plan as the fast engine runs it (docs/engine.md §6): one flow per hop
 // carrying all of that hop's bytes, with alpha added once per step after it.
 //
 // A stage is a maximal run of steps of one kind (inside nodes only, between

@@ -14,7 +14,7 @@
 namespace shardsim {
 
 // Starts this process's SimGrid engine with the settings that keep the flow
-// model honest (SIMGRID_NOTES.md): CM02, no cross-traffic, no TCP-gamma cap.
+// model honest (docs/engine.md §2): CM02, no cross-traffic, no TCP-gamma cap.
 // For child processes only (isolate.h); once per process.
 void StartSimGrid();
 

@@ -1,4 +1,4 @@
-// Memory per GPU: model states (SPEC section 3), activations, buffers in
+// Memory per GPU: model states (docs/strategies.md §2), activations, buffers in
 // flight, and the framework's reserve; OOM against the GPU's capacity.
 #ifndef SHARDSIM_SIM_MEMORY_MEMORY_H_
 #define SHARDSIM_SIM_MEMORY_MEMORY_H_

@@ -110,8 +110,8 @@ Execution Ddp() {
 }
 
 // PaRO's paper: layer-wise gathers with the next layer prefetched,
-// reduce-scatters per layer overlapping backward (SPEC section 4). Its code
-// is not public; its calls are c10d's.
+// reduce-scatters per layer overlapping backward (docs/strategies.md §3). Its
+// code is not public; its calls are c10d's.
 Execution Paro() {
   Execution e = Fsdp();
   e.set_forward_prefetch(true);  // "prefetch of the next layer's parameters"

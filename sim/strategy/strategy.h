@@ -38,7 +38,7 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view spec, const Mesh& mesh,
 // node. The error names the rule and the values.
 absl::Status ValidateStrategy(const Strategy& strategy, const Mesh& mesh);
 
-// The named systems of SPEC section 2, as specs ParseStrategy accepts.
+// The named systems of docs/strategies.md §1, as specs ParseStrategy accepts.
 std::vector<std::string> NamedStrategies();
 
 inline int FactorSize(const Factor& f) { return f.intra() * f.inter(); }
