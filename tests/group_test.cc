@@ -46,5 +46,26 @@ TEST(Group, ShapesThatDoNotTileAreRejected) {
   EXPECT_TRUE(ValidateGroup(MakeGroup(4, 2, 2, 2), kMesh).ok());
 }
 
+// The one mesh rule (JobMesh and shardsim-hw's MPI world both use it):
+// part of one node, or whole nodes.
+TEST(Mesh, PartOfOneNodeOrWholeNodes) {
+  absl::StatusOr<Mesh> part = MeshOf(4, 8);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(part->gpus_per_node, 4);
+  EXPECT_EQ(part->nodes, 1);
+  absl::StatusOr<Mesh> one = MeshOf(8, 8);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->gpus_per_node, 8);
+  EXPECT_EQ(one->nodes, 1);
+  absl::StatusOr<Mesh> two = MeshOf(16, 8);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->gpus_per_node, 8);
+  EXPECT_EQ(two->nodes, 2);
+  absl::StatusOr<Mesh> odd = MeshOf(12, 8);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.status().message(),
+            "12 GPUs is not a whole number of 8-GPU nodes");
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -56,14 +56,14 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node) {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpus-per-node: must be >= 1, got ", gpus_per_node));
   }
-  if (world <= gpus_per_node) return Mesh{world, 1};
-  if (world % gpus_per_node != 0) {
+  absl::StatusOr<Mesh> mesh = MeshOf(world, gpus_per_node);
+  if (!mesh.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the MPI world has ", world, " ranks, which is not whole nodes of ",
         gpus_per_node, " GPUs (--gpus-per-node ", gpus_per_node,
         "); launch a multiple of ", gpus_per_node, " ranks"));
   }
-  return Mesh{gpus_per_node, world / gpus_per_node};
+  return mesh;
 }
 
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,

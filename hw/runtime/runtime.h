@@ -41,8 +41,8 @@ class MpiSession {
 // message. Returns true when any rank failed; then all should exit 1.
 bool AnyFailed(int rank, const absl::Status& status);
 
-// The mesh of `world` ranks at `gpus_per_node` per node: whole nodes, or
-// part of one node when world < gpus_per_node. Errors name both numbers.
+// The mesh of `world` ranks at `gpus_per_node` per node (MeshOf's rule);
+// errors name both numbers and the flag.
 absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 
 // Replays one step: Start(), then the IR's ops in order; before each op,

@@ -4,6 +4,15 @@
 
 namespace shardsim {
 
+absl::StatusOr<Mesh> MeshOf(int gpus, int gpus_per_node) {
+  if (gpus <= gpus_per_node) return Mesh{gpus, 1};
+  if (gpus % gpus_per_node != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        gpus, " GPUs is not a whole number of ", gpus_per_node, "-GPU nodes"));
+  }
+  return Mesh{gpus_per_node, gpus / gpus_per_node};
+}
+
 Group MakeGroup(int intra_size, int intra_stride, int inter_size,
                 int inter_stride) {
   Group g;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -21,6 +22,12 @@ struct Mesh {
   int nodes = 0;
   int gpus() const { return gpus_per_node * nodes; }
 };
+
+// The one rule for laying `gpus` GPUs (>= 1) out at `gpus_per_node` (>= 1)
+// a node: part of one node, or whole nodes. Otherwise an error, "N GPUs is
+// not a whole number of M-GPU nodes"; callers add where N and M came from
+// (a scenario's field, an MPI world).
+absl::StatusOr<Mesh> MeshOf(int gpus, int gpus_per_node);
 
 // Common shapes.
 Group GlobalGroup(const Mesh& mesh);  // every GPU

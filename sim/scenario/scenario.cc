@@ -264,18 +264,14 @@ absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus) {
     return absl::InvalidArgumentError(absl::StrCat(
         "platform ", platform.name(), ": gpus_per_node must be >= 1"));
   }
-  if (gpus < per_node) return Mesh{gpus, 1};
-  if (gpus % per_node != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        gpus, " GPUs is not a whole number of ", per_node, "-GPU nodes"));
-  }
-  const int nodes = gpus / per_node;
-  if (platform.nodes() > 0 && nodes > platform.nodes()) {
+  absl::StatusOr<Mesh> mesh = MeshOf(gpus, per_node);
+  if (!mesh.ok()) return mesh.status();
+  if (platform.nodes() > 0 && mesh->nodes > platform.nodes()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(gpus, " GPUs need ", nodes, " nodes; platform ",
+        absl::StrCat(gpus, " GPUs need ", mesh->nodes, " nodes; platform ",
                      platform.name(), " has ", platform.nodes()));
   }
-  return Mesh{per_node, nodes};
+  return mesh;
 }
 
 Batch ScenarioBatch(const Scenario& s) {
