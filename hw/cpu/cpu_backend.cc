@@ -46,7 +46,7 @@ std::string CallName(const CollectiveCall& call) {
 // This rank's part of one plan: the rank program (hw/runtime/rank_program.h)
 // and where each of its transfers sits in its step's payload buffer (every
 // transfer is staged there, sends and local moves included).
-struct MyPlan {
+struct RankPlan {
   CollectiveOp op = OP_UNSPECIFIED;
   int64_t count = 0;
   int member = 0;  // this rank's index in its group
@@ -102,7 +102,7 @@ class CpuBackend : public Backend {
     const double start = MPI_Wtime() - t0_;
     const int channels =
         options_.channels > 0 ? options_.channels : platform_.channels();
-    absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
+    absl::StatusOr<const RankPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
     std::vector<int64_t>& buffer = Buffer((*plan)->count);
     if (absl::Status s = Execute(
@@ -135,12 +135,12 @@ class CpuBackend : public Backend {
 
   absl::StatusOr<CheckResult> RunChecked(const CollectiveCall& call,
                                          int channels) override {
-    absl::StatusOr<const MyPlan*> got = PlanFor(call, channels);
+    absl::StatusOr<const RankPlan*> got = PlanFor(call, channels);
     if (!got.ok()) return got.status();
-    const MyPlan& plan = **got;
+    const RankPlan& plan = **got;
     const int64_t n = plan.count;
     const int m = plan.member, p = plan.size;
-    // Same values as sim/collective/executor.cc's CheckPlan.
+    // The oracle every executor of plans uses (check_data.h), int64 values.
     const DataCheck check(plan.op, p, plan.root, n, CheckValues::Exact());
     std::vector<int64_t> buffer(n);
     check.Fill(m, buffer.data());
@@ -163,7 +163,7 @@ class CpuBackend : public Backend {
                                         int channels, int warmup,
                                         int iters) override {
     if (iters < 1) return absl::InvalidArgumentError("--iters: must be >= 1");
-    absl::StatusOr<const MyPlan*> plan = PlanFor(call, channels);
+    absl::StatusOr<const RankPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
     std::vector<int64_t> buffer((*plan)->count, 1);
     const std::string what = absl::StrCat("timed ", CallName(call));
@@ -211,8 +211,8 @@ class CpuBackend : public Backend {
     return scratch_;
   }
 
-  absl::StatusOr<const MyPlan*> PlanFor(const CollectiveCall& call,
-                                        int channels) {
+  absl::StatusOr<const RankPlan*> PlanFor(const CollectiveCall& call,
+                                          int channels) {
     const Group& g = call.group();
     const int64_t count = std::max<int64_t>(1, (call.bytes() + 7) / 8);
     const PlanKey key{call.op(),        call.algorithm(), g.intra_size(),
@@ -239,7 +239,7 @@ class CpuBackend : public Backend {
     if (!plan.ok()) return plan.status();
 
     const std::vector<int> members = GroupMembers(g, mesh_, rank_);
-    MyPlan mine;
+    RankPlan mine;
     mine.op = call.op();
     mine.count = count;
     mine.size = static_cast<int>(members.size());
@@ -269,7 +269,7 @@ class CpuBackend : public Backend {
   }
 
   // One collective run; `what` names it for the watchdog.
-  absl::Status Execute(const MyPlan& plan, std::vector<int64_t>* buffer,
+  absl::Status Execute(const RankPlan& plan, std::vector<int64_t>* buffer,
                        const std::string& what) {
     // Every rank numbers its runs alike, skipped ones included.
     const int64_t seq = seq_++ % seq_span_;
@@ -345,7 +345,7 @@ class CpuBackend : public Backend {
   double t0_ = 0;
   std::vector<OpTiming> timings_;
   std::unordered_set<int> done_;
-  std::map<PlanKey, MyPlan> plans_;
+  std::map<PlanKey, RankPlan> plans_;
   std::vector<int64_t> scratch_, switch_, payload_;
   std::vector<MPI_Request> requests_;
   Watchdog watchdog_;  // last: its thread stops before the rest goes

@@ -114,12 +114,6 @@ absl::Status CheckEngineFlags() {
       .status();
 }
 
-absl::StatusOr<int64_t> ParseBytes(const char* flag) {
-  const std::string text = absl::GetFlag(
-      std::string(flag) == "min-bytes" ? FLAGS_min_bytes : FLAGS_max_bytes);
-  return shardsim::ParseBytes(flag, text);
-}
-
 // `shardsim collective`: no scenario, a platform and a size sweep.
 // `shardsim collective FILE`: a CollectiveScenario, one sweep per algorithm.
 absl::Status RunCollectiveScenario(const std::string& path) {
@@ -198,9 +192,11 @@ absl::Status RunCollective() {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpus: ", mesh.status().message()));
   }
-  absl::StatusOr<int64_t> min = ParseBytes("min-bytes");
+  absl::StatusOr<int64_t> min =
+      ParseBytes("min-bytes", absl::GetFlag(FLAGS_min_bytes));
   if (!min.ok()) return min.status();
-  absl::StatusOr<int64_t> max = ParseBytes("max-bytes");
+  absl::StatusOr<int64_t> max =
+      ParseBytes("max-bytes", absl::GetFlag(FLAGS_max_bytes));
   if (!max.ok()) return max.status();
   sweep.op = *op;
   sweep.algorithm = *algorithm;
