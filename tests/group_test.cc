@@ -49,18 +49,16 @@ TEST(Group, ShapesThatDoNotTileAreRejected) {
 // The one mesh rule (JobMesh and shardsim-hw's MPI world both use it):
 // part of one node, or whole nodes.
 TEST(Mesh, PartOfOneNodeOrWholeNodes) {
-  absl::StatusOr<Mesh> part = MeshOf(4, 8);
-  ASSERT_TRUE(part.ok());
-  EXPECT_EQ(part->gpus_per_node, 4);
-  EXPECT_EQ(part->nodes, 1);
-  absl::StatusOr<Mesh> one = MeshOf(8, 8);
-  ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->gpus_per_node, 8);
-  EXPECT_EQ(one->nodes, 1);
-  absl::StatusOr<Mesh> two = MeshOf(16, 8);
-  ASSERT_TRUE(two.ok());
-  EXPECT_EQ(two->gpus_per_node, 8);
-  EXPECT_EQ(two->nodes, 2);
+  struct Case {
+    int gpus, per_node, want_per_node, want_nodes;
+  };
+  for (const Case& c :
+       {Case{4, 8, 4, 1}, Case{8, 8, 8, 1}, Case{16, 8, 8, 2}}) {
+    absl::StatusOr<Mesh> m = MeshOf(c.gpus, c.per_node);
+    ASSERT_TRUE(m.ok()) << c.gpus;
+    EXPECT_EQ(m->gpus_per_node, c.want_per_node) << c.gpus;
+    EXPECT_EQ(m->nodes, c.want_nodes) << c.gpus;
+  }
   absl::StatusOr<Mesh> odd = MeshOf(12, 8);
   ASSERT_FALSE(odd.ok());
   EXPECT_EQ(odd.status().message(),
