@@ -8,13 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-run}
 
-packages=(cmake g++ make pkg-config python3 python3-matplotlib dpkg-dev
+packages=(cmake g++ make pkg-config python3 python3-matplotlib
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
-# Test only: clang with libFuzzer (the sanitizer and fuzzing job), and
-# clang-format with git for the style check (.ci/format.sh).
+# Test only: clang with libFuzzer (the sanitizer and fuzzing job),
+# clang-format with git for the style check (.ci/format.sh), and dpkg-dev
+# for the Debian package test (dpkg-shlibdeps).
 [ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev
-                                  clang-format git)
+                                  clang-format git dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -30,6 +30,35 @@ int Launches(const KernelList& kernels) {
   return n;
 }
 
+// Host seconds to issue each op: a compute op's kernel launches
+// (KernelModel.host_launch_s each), a collective's launch_overhead_s.
+std::vector<double> HostCosts(const Schedule& s, const Platform& p) {
+  std::vector<int> launches;  // per kernel list
+  for (const KernelList& l : s.kernel_lists()) launches.push_back(Launches(l));
+  std::vector<double> cost(s.ops_size(), 0);
+  for (const Op& op : s.ops()) {
+    if (op.has_compute()) {
+      KernelsOf(s, op.compute());  // checks the index
+      cost[op.id()] =
+          launches[op.compute().kernel_list()] * p.kernels().host_launch_s();
+    } else if (op.has_collective()) {
+      cost[op.id()] = op.collective().launch_overhead_s();
+    }
+  }
+  return cost;
+}
+
+// Per op, the op before it on its stream, or -1.
+std::vector<int> StreamPredecessors(const Schedule& s) {
+  std::vector<int> last(Stream_ARRAYSIZE, -1);
+  std::vector<int> prev(s.ops_size(), -1);
+  for (const Op& op : s.ops()) {
+    prev[op.id()] = last[op.stream()];
+    last[op.stream()] = op.id();
+  }
+  return prev;
+}
+
 // One actor for the host and one per stream: a stream's ops run in order,
 // each once the host has issued it and its deps are done. Waiting is on one
 // condition variable, notified whenever anything another actor waits for
@@ -70,15 +99,14 @@ class Replayer {
         changed_(sg4::ConditionVariable::create()) {
     for (int id : watch_) watched_[id] = true;
     const Platform& p = fabric_->platform();
+    host_cost_ = HostCosts(s, p);
     std::vector<OpCost> list_cost;  // per kernel list
     for (const KernelList& l : s.kernel_lists()) {
       list_cost.push_back(ComputeOpCost(l, p));
-      launches_.push_back(Launches(l));
     }
     for (const Op& op : s.ops()) {
       by_stream_[op.stream()].push_back(op.id());
       if (op.has_compute()) {
-        KernelsOf(s, op.compute());  // checks the index
         cost_[op.id()] = list_cost[op.compute().kernel_list()];
         times_[op.id()].base_s = cost_[op.id()].seconds;
       }
@@ -119,7 +147,6 @@ class Replayer {
 
   // The host issues the ops in order: waits, then launch costs.
   void Host() {
-    const Platform& p = fabric_->platform();
     size_t next_watch = 0;
     for (const Op& op : schedule_.ops()) {
       if (next_watch < watch_.size() && watch_[next_watch] == op.id()) {
@@ -134,15 +161,12 @@ class Replayer {
       }
       OpTime& t = times_[op.id()];
       t.host_start = Now();
-      double cost = 0;
+      const double cost = host_cost_[op.id()];
       if (op.has_compute()) {
-        cost =
-            launches_[op.compute().kernel_list()] * p.kernels().host_launch_s();
         t.host_end = t.host_start + cost;
         Issue(op.id());  // the GPU may start on the first kernel
         if (cost > 0) sg4::this_actor::sleep_for(cost);
       } else {
-        if (op.has_collective()) cost = op.collective().launch_overhead_s();
         if (cost > 0) sg4::this_actor::sleep_for(cost);
         t.host_end = Now();
         Issue(op.id());
@@ -309,7 +333,7 @@ class Replayer {
   std::vector<bool> started_;
   std::vector<bool> done_;
   std::vector<OpCost> cost_;
-  std::vector<int> launches_;  // per kernel list
+  std::vector<double> host_cost_;  // per op (HostCosts)
   std::vector<OpTime> times_;
   std::vector<CollectiveEngine::Progress> progress_;
   std::vector<Work> work_;
@@ -332,14 +356,8 @@ const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
 
 class PathWalk {
  public:
-  PathWalk(const Schedule& s, std::vector<OpTime>* t) : s_(s), t_(*t) {
-    std::vector<int> last(Stream_ARRAYSIZE, -1);
-    stream_prev_.assign(s.ops_size(), -1);
-    for (const Op& op : s.ops()) {
-      stream_prev_[op.id()] = last[op.stream()];
-      last[op.stream()] = op.id();
-    }
-  }
+  PathWalk(const Schedule& s, std::vector<OpTime>* t)
+      : s_(s), t_(*t), stream_prev_(StreamPredecessors(s)) {}
 
   Breakdown Walk() {
     int cur = -1;
@@ -567,17 +585,13 @@ std::string NoRepeatBecause(const Schedule& s,
 // a state that repeats on the GPU only, whose host times do not repeat.
 void RecomputeHost(const Schedule& s, const Platform& p,
                    std::vector<OpTime>* times) {
+  const std::vector<double> cost = HostCosts(s, p);
   double host = 0;
   for (const Op& op : s.ops()) {
     for (int w : op.host_waits()) host = std::max(host, (*times)[w].end);
     OpTime& t = (*times)[op.id()];
     t.host_start = host;
-    if (op.has_compute()) {
-      host +=
-          Launches(KernelsOf(s, op.compute())) * p.kernels().host_launch_s();
-    } else if (op.has_collective()) {
-      host += op.collective().launch_overhead_s();
-    }
+    host += cost[op.id()];
     t.host_end = host;
   }
 }
@@ -592,10 +606,9 @@ int HostDisagrees(const Schedule& s, const std::vector<OpTime>& gpu,
   auto same = [](double a, double b) {
     return NotAfter(a, b) && NotAfter(b, a);
   };
-  std::vector<int> last(Stream_ARRAYSIZE, -1);
+  const std::vector<int> stream_prev = StreamPredecessors(s);
   for (const Op& op : s.ops()) {
-    const int prev = last[op.stream()];
-    last[op.stream()] = op.id();
+    const int prev = stream_prev[op.id()];
     if (op.id() < from) continue;
     const OpTime& g = gpu[op.id()];
     const OpTime& h = host[op.id()];

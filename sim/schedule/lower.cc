@@ -140,18 +140,16 @@ class StepBuilder {
   // and whether a gradient accumulation ends it.
   using ListKey = std::tuple<std::string, int, bool>;
 
-  // The index of list `key` in the schedule, made from `kernels` the first
-  // time.
-  int KernelListOf(const ListKey& key,
-                   const std::vector<const Kernel*>& kernels) {
+  // The index of list `key` in the schedule; `fill` adds its kernels the
+  // first time the key is seen, and never again.
+  template <typename Fill>
+  int KernelListOf(const ListKey& key, Fill fill) {
     auto [it, added] = lists_.try_emplace(key, out_->kernel_lists_size());
     if (added) {
       KernelList* list = out_->add_kernel_lists();
+      fill(list);
       double flops = 0;
-      for (const Kernel* k : kernels) {
-        flops += KernelFlops(*k);
-        *list->add_kernels() = *k;
-      }
+      for (const Kernel& k : list->kernels()) flops += KernelFlops(k);
       list_flops_.push_back(flops);
     }
     return it->second;
@@ -433,12 +431,10 @@ class StepBuilder {
     live_ += params;
   }
 
-  std::vector<const Kernel*> ForwardKernels(const Segment& seg) const {
-    std::vector<const Kernel*> k;
+  static void AddForwardKernels(const Segment& seg, KernelList* list) {
     for (const Unit* u : seg.units) {
-      for (const Kernel& kernel : u->forward) k.push_back(&kernel);
+      for (const Kernel& k : u->forward) *list->add_kernels() = k;
     }
-    return k;
   }
 
   // Frees the fetches whose last user is visit `v` (op `id`).
@@ -467,16 +463,15 @@ class StepBuilder {
         working_[visit.layer] =
             Alloc(COMPUTE, BACKWARD, visit.mb, visit.layer,
                   layers_[visit.layer].backward_working_bytes, "recompute");
-        std::vector<const Kernel*> kernels;
-        for (const Segment& s : segments_) {
-          if (s.layer != visit.layer) continue;
-          const std::vector<const Kernel*> f = ForwardKernels(s);
-          kernels.insert(kernels.end(), f.begin(), f.end());
-        }
-        id = Compute(BACKWARD, visit.mb, visit.layer, "recompute",
-                     layers_[visit.layer].name,
-                     KernelListOf({"recompute", visit.layer, false}, kernels),
-                     deps);
+        const int layer = visit.layer;
+        const int list =
+            KernelListOf({"recompute", layer, false}, [&](KernelList* l) {
+              for (const Segment& s : segments_) {
+                if (s.layer == layer) AddForwardKernels(s, l);
+              }
+            });
+        id = Compute(BACKWARD, visit.mb, layer, "recompute",
+                     layers_[layer].name, list, deps);
       } else if (visit.phase == FORWARD) {
         const Segment& seg = segments_[visit.seg];
         // What the layer keeps for its backward (only its input when it
@@ -486,10 +481,11 @@ class StepBuilder {
               Alloc(COMPUTE, FORWARD, visit.mb, seg.layer,
                     layers_[seg.layer].activation_bytes, "activations");
         }
-        id = Compute(
-            FORWARD, visit.mb, seg.layer, "forward", seg.name,
-            KernelListOf({"forward", visit.seg, false}, ForwardKernels(seg)),
-            deps);
+        const int list =
+            KernelListOf({"forward", visit.seg, false},
+                         [&](KernelList* l) { AddForwardKernels(seg, l); });
+        id = Compute(FORWARD, visit.mb, seg.layer, "forward", seg.name, list,
+                     deps);
       } else {
         id = BackwardOp(v, deps);
       }
@@ -533,21 +529,18 @@ class StepBuilder {
       grad_alloc_[visit.seg] = Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,
                                      2 * seg.params, "G full");
     }
-    std::vector<const Kernel*> kernels;
-    for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
-      for (const Kernel& k : (*u)->backward) kernels.push_back(&k);
-    }
     // Whole gradients kept across micro-batches: autograd adds each new one
     // into .grad.
-    Kernel accumulate;
     const bool accumulates =
         visit.mb > 0 && !ex_.reduce_every_micro_batch() && seg.params > 0;
-    if (accumulates) {
-      accumulate = AccumulateKernel(seg.params);
-      kernels.push_back(&accumulate);
-    }
-    return Compute(BACKWARD, visit.mb, seg.layer, "backward", seg.name,
-                   KernelListOf({"backward", visit.seg, accumulates}, kernels),
+    const int list =
+        KernelListOf({"backward", visit.seg, accumulates}, [&](KernelList* l) {
+          for (auto u = seg.units.rbegin(); u != seg.units.rend(); ++u) {
+            for (const Kernel& k : (*u)->backward) *l->add_kernels() = k;
+          }
+          if (accumulates) *l->add_kernels() = AccumulateKernel(seg.params);
+        });
+    return Compute(BACKWARD, visit.mb, seg.layer, "backward", seg.name, list,
                    deps);
   }
 
@@ -691,12 +684,14 @@ class StepBuilder {
     int last_update = -1;
     for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
       const int64_t shard = CeilDiv(layers_[i].params, os);
-      const std::vector<Kernel> adam = OptimizerKernels(shard);
-      std::vector<const Kernel*> kernels;
-      for (const Kernel& k : adam) kernels.push_back(&k);
+      const int list =
+          KernelListOf({"optimizer", i, false}, [&](KernelList* l) {
+            for (const Kernel& k : OptimizerKernels(shard)) {
+              *l->add_kernels() = k;
+            }
+          });
       const int update = Compute(UPDATE, -1, i, "optimizer", layers_[i].name,
-                                 KernelListOf({"optimizer", i, false}, kernels),
-                                 {reduced_[i]});
+                                 list, {reduced_[i]});
       last_update = update;
       for (const Unit& u : layers_[i].units) {
         if (ParamsSharded() && u.params > 0 &&
