@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace shardsim {
 namespace {
@@ -74,31 +75,39 @@ bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
   return true;
 }
 
-}  // namespace
-
-PlanSummary Summarize(const Plan& plan) {
-  PlanSummary out;
-  out.volume = CountVolume(plan);
+// Phase 1: the kind of every step, from what its explicit transfers and
+// ring passes cross; a stage is a run of one kind, so kinds come first.
+std::vector<int> StepKinds(const Plan& plan) {
   const PlanShape& shape = plan.shape;
-
-  // Kind of every step: what its explicit transfers and ring passes cross.
   std::vector<int> kind(std::max(plan.num_steps, 1), 0);
   for (const Transfer& t : plan.transfers) {
     kind[t.step] |= LeavesNode(shape, t.src, t.dst) ? kInter : kIntra;
   }
-  std::vector<int> pass_kind(plan.rings.size(), 0);
-  for (size_t i = 0; i < plan.rings.size(); ++i) {
-    const RingPass& ring = plan.rings[i];
+  for (const RingPass& ring : plan.rings) {
     const int n = static_cast<int>(ring.order.size());
+    int pass_kind = 0;
     for (int r = 0; r < n; ++r) {
       const bool leaves =
           LeavesNode(shape, ring.order[r], ring.order[(r + 1) % n]);
-      pass_kind[i] |= leaves ? kInter : kIntra;
+      pass_kind |= leaves ? kInter : kIntra;
     }
-    for (int t = 0; t + 1 < n; ++t) kind[ring.first_step + t] |= pass_kind[i];
+    for (int t = 0; t + 1 < n; ++t) kind[ring.first_step + t] |= pass_kind;
   }
-  // A new stage wherever the kind changes; idle steps change nothing.
-  std::vector<int> stage_of(kind.size(), 0);
+  return kind;
+}
+
+// Every step's kind and stage.
+struct StepLayout {
+  std::vector<int> kind;   // kIntra | kInter; 0: idle
+  std::vector<int> stage;  // per step
+  int num_stages = 1;
+};
+
+// Phase 2: a new stage wherever the kind changes, since a hierarchical
+// algorithm's phases run one after another; idle steps change nothing.
+StepLayout CutStages(std::vector<int> kind) {
+  StepLayout layout;
+  layout.stage.assign(kind.size(), 0);
   int stages = 0;
   int current = 0;
   for (size_t s = 0; s < kind.size(); ++s) {
@@ -106,32 +115,40 @@ PlanSummary Summarize(const Plan& plan) {
       current = kind[s];
       ++stages;
     }
-    stage_of[s] = std::max(stages - 1, 0);
+    layout.stage[s] = std::max(stages - 1, 0);
   }
-  std::vector<StageHops> hops(std::max(stages, 1));
-  std::vector<StepLoad> load(kind.size());
-  std::vector<bool> has_ring(hops.size(), false);
-  for (const RingPass& ring : plan.rings) {
-    if (ring.order.size() < 2) continue;
-    const int n = static_cast<int>(ring.order.size());
-    for (int t = 0; t + 1 < n; ++t)
-      has_ring[stage_of[ring.first_step + t]] = true;
-  }
+  layout.kind = std::move(kind);
+  layout.num_stages = std::max(stages, 1);
+  return layout;
+}
 
-  // Explicit transfers: what one pair of members sends in one step, all
-  // channels together (they share the link).
-  std::map<std::tuple<int, int, int>, int64_t> messages;
+// What one pair of members sends in one step, all channels together:
+// (step, src, dst) -> elements, ordered by step.
+using StepMessages = std::map<std::tuple<int, int, int>, int64_t>;
+
+// Phase 3: explicit transfers, summed per hop of their stage and, since
+// channels of one pair share the link, per pair and step for the floor.
+StepMessages AddTransfers(const Plan& plan, const StepLayout& layout,
+                          std::vector<StageHops>* hops,
+                          std::vector<StepLoad>* load) {
+  StepMessages messages;
   for (const Transfer& t : plan.transfers) {
-    AddToHop(&hops[stage_of[t.step]], shape, t.src, t.dst, t.count, t.step,
-             t.step);
+    AddToHop(&(*hops)[layout.stage[t.step]], plan.shape, t.src, t.dst, t.count,
+             t.step, t.step);
     messages[{t.step, t.src, t.dst}] += t.count;
   }
   for (const auto& [key, elements] : messages) {
     const auto& [step, src, dst] = key;
-    AddToStep(&load[step], shape, src, dst, elements);
+    AddToStep(&(*load)[step], plan.shape, src, dst, elements);
   }
-  for (size_t i = 0; i < plan.rings.size(); ++i) {
-    const RingPass& ring = plan.rings[i];
+  return messages;
+}
+
+// Phase 4: ring passes as hops. They need no floor: a pipelined ring is
+// exactly its hops' flows plus alpha per step.
+void AddRingPasses(const Plan& plan, const StepLayout& layout,
+                   std::vector<StageHops>* hops) {
+  for (const RingPass& ring : plan.rings) {
     const int n = static_cast<int>(ring.order.size());
     if (n < 2) continue;
     const int first = ring.first_step;
@@ -145,47 +162,95 @@ PlanSummary Summarize(const Plan& plan) {
     // with (plan.cc's CountVolume). A pass lies in one stage, or, across
     // stages (HO-Ring's rows), joins the one where its data is ready: where
     // it starts, or, reversed, where it ends (what it reduced moves on).
-    const int home = stage_of[ring.reversed ? last : first];
+    const int home = layout.stage[ring.reversed ? last : first];
     int64_t total = 0;
     for (const Range& r : ring.ranges) total += r.count;
     for (int r = 0; r < n; ++r) {
       const auto [src, dst] = hop_ends(r);
-      AddToHop(&hops[home], shape, src, dst,
+      AddToHop(&(*hops)[home], plan.shape, src, dst,
                total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
                last);
     }
   }
-  for (int i = 0; i < static_cast<int>(hops.size()); ++i) {
+}
+
+// Stages that any ring pass of two or more members runs in: those are not
+// run step by step.
+std::vector<bool> StagesWithRings(const Plan& plan, const StepLayout& layout) {
+  std::vector<bool> has_ring(layout.num_stages, false);
+  for (const RingPass& ring : plan.rings) {
+    if (ring.order.size() < 2) continue;
+    const int n = static_cast<int>(ring.order.size());
+    for (int t = 0; t + 1 < n; ++t) {
+      has_ring[layout.stage[ring.first_step + t]] = true;
+    }
+  }
+  return has_ring;
+}
+
+// One stage's messages, step by step (Stage::by_step): aggregating an
+// all-to-all's steps would put every flow in flight at once.
+std::vector<std::vector<Hop>> ByStep(const StepMessages& messages,
+                                     const StepLayout& layout, int stage,
+                                     const PlanShape& shape) {
+  std::vector<std::vector<Hop>> by_step;
+  int step = -1;
+  for (const auto& [key, elements] : messages) {  // ordered by step
+    const auto& [s, src, dst] = key;
+    if (layout.stage[s] != stage) continue;
+    if (s != step) {
+      by_step.emplace_back();
+      step = s;
+    }
+    Hop h;
+    h.src = src;
+    h.dst = dst;
+    h.elements = elements;
+    h.steps = 1;
+    h.inter = LeavesNode(shape, src, dst);
+    by_step.back().push_back(h);
+  }
+  return by_step;
+}
+
+// Phase 5: the stages as the engine runs them, with their floors; a stage
+// whose hops carry no bytes is left out, having no flow to run.
+std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
+                                  std::vector<StageHops> hops,
+                                  const std::vector<StepLoad>& load,
+                                  const StepMessages& messages) {
+  const std::vector<bool> has_ring = StagesWithRings(plan, layout);
+  std::vector<Stage> stages;
+  for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
     for (auto& [key, b] : hops[i]) {
       if (b.hop.elements == 0) continue;
       b.hop.steps = CountSteps(std::move(b.steps));
       stage.hops.push_back(b.hop);
     }
-    for (size_t s = 0; s < kind.size(); ++s) {
-      if (kind[s] != 0 && stage_of[s] == i) stage.steps.push_back(load[s]);
-    }
-    if (!has_ring[i]) {
-      int step = -1;
-      for (const auto& [key, elements] : messages) {  // ordered by step
-        const auto& [s, src, dst] = key;
-        if (stage_of[s] != i) continue;
-        if (s != step) {
-          stage.by_step.emplace_back();
-          step = s;
-        }
-        Hop h;
-        h.src = src;
-        h.dst = dst;
-        h.elements = elements;
-        h.steps = 1;
-        h.inter = LeavesNode(shape, src, dst);
-        stage.by_step.back().push_back(h);
+    for (size_t s = 0; s < layout.kind.size(); ++s) {
+      if (layout.kind[s] != 0 && layout.stage[s] == i) {
+        stage.steps.push_back(load[s]);
       }
     }
-    if (!stage.hops.empty()) out.stages.push_back(std::move(stage));
+    if (!has_ring[i]) stage.by_step = ByStep(messages, layout, i, plan.shape);
+    if (!stage.hops.empty()) stages.push_back(std::move(stage));
   }
-  out.intra_symmetric = IntraSymmetric(shape, out.stages);
+  return stages;
+}
+
+}  // namespace
+
+PlanSummary Summarize(const Plan& plan) {
+  PlanSummary out;
+  out.volume = CountVolume(plan);
+  const StepLayout layout = CutStages(StepKinds(plan));
+  std::vector<StageHops> hops(layout.num_stages);
+  std::vector<StepLoad> load(layout.kind.size());
+  const StepMessages messages = AddTransfers(plan, layout, &hops, &load);
+  AddRingPasses(plan, layout, &hops);
+  out.stages = AssembleStages(plan, layout, std::move(hops), load, messages);
+  out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;
 }
 
