@@ -4,7 +4,11 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -39,9 +43,25 @@ struct Sample {
   std::string protocol;
 };
 
-// Solves the weighted normal equations; returns false when singular.
-bool Solve(std::vector<std::vector<double>> a, std::vector<double> b,
-           std::vector<double>* x, std::vector<std::vector<double>>* inv) {
+// One observation of a linear model t ~= sum(known) + x . coef. The known
+// terms stay apart rather than pre-summed: target and prediction then
+// round exactly as they always have, so calibrated platforms do not drift.
+struct Observation {
+  double t;
+  std::vector<double> known;
+  std::vector<double> x;
+};
+
+struct LinearFit {
+  std::vector<double> coef;
+  std::vector<double> std_error;  // per coefficient, from the covariance
+};
+
+// Gauss-Jordan on [a | I | b]: the solution and a's inverse at once (the
+// inverse gives the fit's covariance); returns false when singular.
+bool SolveNormalEquations(std::vector<std::vector<double>> a,
+                          std::vector<double> b, std::vector<double>* x,
+                          std::vector<std::vector<double>>* inv) {
   const int n = b.size();
   std::vector<std::vector<double>> m(n, std::vector<double>(2 * n + 1, 0));
   for (int i = 0; i < n; ++i) {
@@ -74,8 +94,54 @@ bool Solve(std::vector<std::vector<double>> a, std::vector<double> b,
   return true;
 }
 
+// The one least-squares solve of the calibration. Weights are 1/t^2, so
+// every point counts by its relative error (a 1 GB size must not drown a
+// 1 KB one); standard errors scale the covariance by the residual
+// variance, 0 when no point is spare.
+absl::StatusOr<LinearFit> WeightedLeastSquares(
+    const std::vector<Observation>& observations, int unknowns) {
+  const int k = unknowns;
+  std::vector<std::vector<double>> ata(k, std::vector<double>(k, 0));
+  std::vector<double> atb(k, 0);
+  for (const Observation& o : observations) {
+    double y = o.t;
+    for (double v : o.known) y -= v;
+    const double w = 1 / (o.t * o.t);
+    for (int i = 0; i < k; ++i) {
+      atb[i] += w * o.x[i] * y;
+      for (int j = 0; j < k; ++j) ata[i][j] += w * o.x[i] * o.x[j];
+    }
+  }
+  LinearFit fit;
+  std::vector<std::vector<double>> inv;
+  if (!SolveNormalEquations(ata, atb, &fit.coef, &inv)) {
+    return absl::InvalidArgumentError("singular normal equations");
+  }
+  double rss = 0;
+  for (const Observation& o : observations) {
+    double pred = 0;
+    for (double v : o.known) pred += v;
+    for (int i = 0; i < k; ++i) pred += o.x[i] * fit.coef[i];
+    rss += (o.t - pred) * (o.t - pred) / (o.t * o.t);
+  }
+  const double sigma2 = observations.size() > static_cast<size_t>(k)
+                            ? rss / (observations.size() - k)
+                            : 0;
+  for (int i = 0; i < k; ++i) {
+    fit.std_error.push_back(std::sqrt(std::max(0.0, sigma2 * inv[i][i])));
+  }
+  return fit;
+}
+
 Protocol* FindProtocol(Platform* p, const std::string& name) {
   for (Protocol& proto : *p->mutable_protocols()) {
+    if (proto.name() == name) return &proto;
+  }
+  return nullptr;
+}
+
+const Protocol* FindProtocol(const Platform& p, const std::string& name) {
+  for (const Protocol& proto : p.protocols()) {
     if (proto.name() == name) return &proto;
   }
   return nullptr;
@@ -84,11 +150,15 @@ Protocol* FindProtocol(Platform* p, const std::string& name) {
 struct Tier {
   bool inter;
   std::vector<const MeasurementSet*> sets;
+  std::string name() const { return inter ? "network" : "NVSwitch"; }
   std::string fraction_name() const {
     return inter ? "efficiency.network_fraction" : "efficiency.nvlink_fraction";
   }
   std::string alpha_field() const {
     return inter ? "inter_alpha_s" : "intra_alpha_s";
+  }
+  std::string alpha_name(const Protocol& proto) const {
+    return absl::StrCat("protocols[", proto.name(), "].", alpha_field());
   }
   double fraction(const Platform& p) const {
     return inter ? p.efficiency().network_fraction()
@@ -113,211 +183,302 @@ struct Tier {
   }
 };
 
-struct TierFit {
-  std::vector<FittedParameter> params;
-  std::vector<std::string> notes;
+// The sizes a tier's measurements cover: two distinct sizes at least
+// separate latency from bandwidth, and only sizes >= 1 MB pin bandwidth.
+struct TierCoverage {
+  std::vector<std::string> files;
+  size_t distinct_sizes = 0;
+  int64_t min_size = INT64_MAX;
+  int64_t max_size = 0;
 };
 
-// Fits one tier in place on `platform`.
-absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
-                                Platform* platform) {
-  TierFit out;
-  const std::string tier_name = tier.inter ? "network" : "NVSwitch";
+TierCoverage Coverage(const Tier& tier) {
+  TierCoverage coverage;
   std::set<int64_t> sizes;
-  std::vector<std::string> files;
-  int64_t min_size = INT64_MAX, max_size = 0;
   for (const MeasurementSet* s : tier.sets) {
-    files.push_back(s->file);
+    coverage.files.push_back(s->file);
     for (const MeasurementRow& r : s->Primary()) {
       sizes.insert(r.size_bytes);
-      min_size = std::min(min_size, r.size_bytes);
-      max_size = std::max(max_size, r.size_bytes);
+      coverage.min_size = std::min(coverage.min_size, r.size_bytes);
+      coverage.max_size = std::max(coverage.max_size, r.size_bytes);
     }
   }
-  if (sizes.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        tier_name, " tier (", absl::StrJoin(files, ", "),
-        "): cannot separate latency from bandwidth: ", sizes.size(),
-        " size(s); measure a sweep (nccl-tests -b 8 -e 1G -f 2)"));
+  coverage.distinct_sizes = sizes.size();
+  return coverage;
+}
+
+// Point collection: every measured size with the engine's split of its
+// time on the current platform. Re-read every round, because the
+// protocol the engine picks moves with the parameters being fitted.
+absl::StatusOr<std::vector<Sample>> CollectSamples(const Tier& tier,
+                                                   const Platform& platform) {
+  std::vector<Sample> samples;
+  for (const MeasurementSet* s : tier.sets) {
+    const std::vector<MeasurementRow> rows = s->Primary();
+    std::vector<int64_t> sizes;
+    for (const MeasurementRow& r : rows) sizes.push_back(r.size_bytes);
+    absl::StatusOr<std::vector<CollectiveRow>> sim =
+        SimulateSizes(platform, *s, sizes);
+    if (!sim.ok()) return sim.status();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Protocol* proto = FindProtocol(platform, (*sim)[i].protocol());
+      if (proto == nullptr) {
+        return absl::InternalError("engine protocol unknown");
+      }
+      Sample p;
+      p.set = s;
+      p.size = rows[i].size_bytes;
+      p.t = rows[i].time_us * 1e-6;
+      p.steps = Steps(s->op, s->gpus);
+      p.base = proto->base_latency_s() + p.steps * tier.alpha(*proto);
+      p.bw_part = (*sim)[i].time_us() * 1e-6 - p.base;
+      p.protocol = proto->name();
+      samples.push_back(p);
+    }
   }
-  bool fit_bandwidth = max_size >= kLargeBytes;
-  if (!fit_bandwidth) {
-    out.notes.push_back(absl::StrCat(
-        tier.fraction_name(),
-        ": bandwidth not identified: every size is below 1 MB "
-        "(largest ",
-        max_size, " B); kept the base platform's ", tier.fraction(base)));
+  return samples;
+}
+
+// What the rounds learned about one protocol's alpha, for the report. A
+// protocol the engine stops picking keeps what an earlier round found.
+struct AlphaRecord {
+  int points = 0;  // distinct sizes the engine runs with the protocol
+  double std_error = 0;
+  bool identified = false;
+  std::string why;  // empty: the engine never picked it
+};
+
+// The fit's state across rounds.
+struct TierRounds {
+  int points = 0;  // samples of the last round
+  double fraction_std_error = 0;
+  std::map<std::string, AlphaRecord> alphas;  // by protocol name
+};
+
+// An alpha shift is identifiable only from two or more distinct sizes the
+// engine runs with that protocol; the rest are left out of the fit and
+// say why.
+std::vector<std::string> FittableProtocols(
+    const std::vector<Sample>& samples,
+    std::map<std::string, AlphaRecord>* alphas) {
+  std::map<std::string, std::set<int64_t>> sizes;
+  for (const Sample& p : samples) sizes[p.protocol].insert(p.size);
+  std::vector<std::string> protos;
+  for (const auto& [name, s] : sizes) {
+    AlphaRecord& alpha = (*alphas)[name];
+    alpha.points = s.size();
+    if (s.size() >= 2) {
+      protos.push_back(name);
+    } else {
+      alpha.why = absl::StrCat("not identified: the engine picks ", name,
+                               " at ", s.size(), " measured size(s) only");
+    }
   }
-  std::map<std::string, double> alpha_err;  // protocol -> std error
-  std::map<std::string, int> alpha_points;
-  std::set<std::string> alpha_identified;
-  std::map<std::string, std::string> alpha_why;
-  double g_err = 0;
-  int points_used = 0;
-  for (int round = 0; round < kRounds; ++round) {
-    std::vector<Sample> pts;
-    for (const MeasurementSet* s : tier.sets) {
-      const std::vector<MeasurementRow> rows = s->Primary();
-      std::vector<int64_t> sz;
-      for (const MeasurementRow& r : rows) sz.push_back(r.size_bytes);
-      absl::StatusOr<std::vector<CollectiveRow>> sim =
-          SimulateSizes(*platform, *s, sz);
-      if (!sim.ok()) return sim.status();
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const Protocol* proto = FindProtocol(platform, (*sim)[i].protocol());
-        if (proto == nullptr)
-          return absl::InternalError("engine protocol unknown");
-        Sample p;
-        p.set = s;
-        p.size = rows[i].size_bytes;
-        p.t = rows[i].time_us * 1e-6;
-        p.steps = Steps(s->op, s->gpus);
-        p.base = proto->base_latency_s() + p.steps * tier.alpha(*proto);
-        p.bw_part = (*sim)[i].time_us() * 1e-6 - p.base;
-        p.protocol = proto->name();
-        pts.push_back(p);
-      }
-    }
-    points_used = pts.size();
-    // Unknowns: g (if fitted), then one alpha shift per protocol with >= 2
-    // points of distinct sizes.
-    std::map<std::string, std::set<int64_t>> by_proto;
-    for (const Sample& p : pts) by_proto[p.protocol].insert(p.size);
-    std::vector<std::string> protos;
-    for (const auto& [name, s] : by_proto) {
-      alpha_points[name] = s.size();
-      if (s.size() >= 2) {
-        protos.push_back(name);
-      } else {
-        alpha_why[name] =
-            absl::StrCat("not identified: the engine picks ", name, " at ",
-                         s.size(), " measured size(s) only");
-      }
-    }
-    const int k = (fit_bandwidth ? 1 : 0) + protos.size();
-    if (k == 0) break;
-    std::vector<std::vector<double>> ata(k, std::vector<double>(k, 0));
-    std::vector<double> atb(k, 0);
-    auto row_of = [&](const Sample& p) {
-      std::vector<double> x(k, 0);
-      int c = 0;
-      if (fit_bandwidth) x[c++] = p.bw_part;
-      for (const std::string& name : protos) {
-        x[c++] = p.protocol == name ? p.steps : 0;
-      }
-      return x;
-    };
-    for (const Sample& p : pts) {
-      const std::vector<double> x = row_of(p);
-      const double y = p.t - p.base - (fit_bandwidth ? 0 : p.bw_part);
-      const double w = 1 / (p.t * p.t);
-      for (int i = 0; i < k; ++i) {
-        atb[i] += w * x[i] * y;
-        for (int j = 0; j < k; ++j) ata[i][j] += w * x[i] * x[j];
-      }
-    }
-    std::vector<double> sol;
-    std::vector<std::vector<double>> inv;
-    if (!Solve(ata, atb, &sol, &inv)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          tier_name, " tier (", absl::StrJoin(files, ", "),
-          "): the fit is singular: latency and bandwidth cannot be separated"));
-    }
-    double rss = 0;
-    for (const Sample& p : pts) {
-      const std::vector<double> x = row_of(p);
-      double pred = p.base + (fit_bandwidth ? 0 : p.bw_part);
-      for (int i = 0; i < k; ++i) pred += x[i] * sol[i];
-      rss += (p.t - pred) * (p.t - pred) / (p.t * p.t);
-    }
-    const double sigma2 =
-        pts.size() > static_cast<size_t>(k) ? rss / (pts.size() - k) : 0;
-    int c = 0;
+  return protos;
+}
+
+// The samples as a linear model. Unknowns: the bandwidth scale g (if
+// fitted), then one alpha shift per protocol of `protos`; without g the
+// engine's bandwidth part is taken as known.
+std::vector<Observation> ToObservations(
+    const std::vector<Sample>& samples, bool fit_bandwidth,
+    const std::vector<std::string>& protos) {
+  std::vector<Observation> observations;
+  for (const Sample& p : samples) {
+    Observation o;
+    o.t = p.t;
+    o.known.push_back(p.base);
     if (fit_bandwidth) {
-      const double g = sol[0];
-      if (!(g > 0)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(tier_name, " tier: fitted bandwidth scale ", g,
-                         " is not positive"));
-      }
-      const double f = tier.fraction(*platform) / g;
-      g_err = std::sqrt(std::max(0.0, sigma2 * inv[0][0])) / g * f;
-      tier.set_fraction(platform, std::min(f, 1.0));
-      ++c;
+      o.x.push_back(p.bw_part);
+    } else {
+      o.known.push_back(p.bw_part);
     }
     for (const std::string& name : protos) {
-      Protocol* proto = FindProtocol(platform, name);
-      const double a = tier.alpha(*proto) + sol[c];
-      alpha_err[name] = std::sqrt(std::max(0.0, sigma2 * inv[c][c]));
-      ++c;
-      const double value = std::max(a, 0.0);
-      // Identified only if the fit pins it to within +-50%.
-      if (value > 0 && alpha_err[name] < 0.5 * value) {
-        tier.set_alpha(proto, value);
-        alpha_identified.insert(name);
-        alpha_why[name] = "fitted";
-      } else {
-        alpha_identified.erase(name);
-        alpha_why[name] = absl::StrFormat(
-            "not identified: fit gives %.3g +- %.2g s (latency is too small a "
-            "share of the measured times)",
-            a, alpha_err[name]);
-      }
+      o.x.push_back(p.protocol == name ? p.steps : 0);
+    }
+    observations.push_back(std::move(o));
+  }
+  return observations;
+}
+
+// Moves `platform` to one round's solution. An alpha is taken only when
+// the fit pins it to within +-50%: a looser one would carry the noise of
+// the measurements into the platform.
+absl::Status ApplyFit(const Tier& tier, const LinearFit& fit,
+                      bool fit_bandwidth,
+                      const std::vector<std::string>& protos,
+                      Platform* platform, TierRounds* rounds) {
+  int c = 0;
+  if (fit_bandwidth) {
+    const double g = fit.coef[0];
+    if (!(g > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(tier.name(), " tier: fitted bandwidth scale ", g,
+                       " is not positive"));
+    }
+    const double f = tier.fraction(*platform) / g;
+    rounds->fraction_std_error = fit.std_error[0] / g * f;
+    tier.set_fraction(platform, std::min(f, 1.0));
+    ++c;
+  }
+  for (const std::string& name : protos) {
+    Protocol* proto = FindProtocol(platform, name);
+    const double a = tier.alpha(*proto) + fit.coef[c];
+    AlphaRecord& alpha = rounds->alphas[name];
+    alpha.std_error = fit.std_error[c];
+    ++c;
+    const double value = std::max(a, 0.0);
+    if (value > 0 && alpha.std_error < 0.5 * value) {
+      tier.set_alpha(proto, value);
+      alpha.identified = true;
+      alpha.why = "fitted";
+    } else {
+      alpha.identified = false;
+      alpha.why = absl::StrFormat(
+          "not identified: fit gives %.3g +- %.2g s (latency is too small a "
+          "share of the measured times)",
+          a, alpha.std_error);
     }
   }
+  return absl::OkStatus();
+}
+
+// Reporting: the bandwidth fraction, with the evidence behind it.
+FittedParameter ReportFraction(const Tier& tier, const Platform& base,
+                               const Platform& platform,
+                               const TierCoverage& coverage, bool fit_bandwidth,
+                               const TierRounds& rounds) {
   FittedParameter fp;
   fp.name = tier.fraction_name();
   fp.base = tier.fraction(base);
-  fp.value = tier.fraction(*platform);
+  fp.value = tier.fraction(platform);
   fp.identified = fit_bandwidth;
-  fp.std_error = fit_bandwidth ? g_err : 0;
+  fp.std_error = fit_bandwidth ? rounds.fraction_std_error : 0;
   fp.why = fit_bandwidth
                ? (fp.value >= 1.0 ? "fitted; clamped to 1 (measured "
                                     "faster than the datasheet bandwidth)"
                                   : "fitted: slope of t(S)")
                : "not identified: no size >= 1 MB";
-  fp.files = files;
-  fp.points = points_used;
-  fp.min_size = min_size;
-  fp.max_size = max_size;
-  out.params.push_back(fp);
-  for (const Protocol& proto : platform->protocols()) {
-    FittedParameter a;
-    a.name = absl::StrCat("protocols[", proto.name(), "].", tier.alpha_field());
-    const Protocol* b = nullptr;
-    for (const Protocol& bp : base.protocols()) {
-      if (bp.name() == proto.name()) b = &bp;
-    }
-    a.base = b ? tier.alpha(*b) : 0;
-    a.files = files;
-    a.points =
-        alpha_points.count(proto.name()) ? alpha_points[proto.name()] : 0;
-    a.min_size = min_size;
-    a.max_size = max_size;
-    if (alpha_identified.count(proto.name())) {
-      a.identified = true;
-      a.value = tier.alpha(proto);
-      a.std_error = alpha_err[proto.name()];
-      a.why = "fitted: intercept of t(S) minus base latency, / steps";
-    } else {
-      a.value = a.base;
-      a.why = alpha_why.count(proto.name())
-                  ? alpha_why[proto.name()]
-                  : "not identified: the engine picks it at no measured size";
+  fp.files = coverage.files;
+  fp.points = rounds.points;
+  fp.min_size = coverage.min_size;
+  fp.max_size = coverage.max_size;
+  return fp;
+}
+
+// Reporting: one protocol's alpha, fitted or kept at the base value.
+FittedParameter ReportAlpha(const Tier& tier, const Platform& base,
+                            const Protocol& proto, const TierCoverage& coverage,
+                            const TierRounds& rounds) {
+  FittedParameter a;
+  a.name = tier.alpha_name(proto);
+  const Protocol* b = nullptr;
+  for (const Protocol& bp : base.protocols()) {
+    if (bp.name() == proto.name()) b = &bp;
+  }
+  a.base = b ? tier.alpha(*b) : 0;
+  a.files = coverage.files;
+  a.min_size = coverage.min_size;
+  a.max_size = coverage.max_size;
+  AlphaRecord alpha;  // the engine never picked it
+  if (auto it = rounds.alphas.find(proto.name()); it != rounds.alphas.end()) {
+    alpha = it->second;
+  }
+  a.points = alpha.points;
+  if (alpha.identified) {
+    a.identified = true;
+    a.value = tier.alpha(proto);
+    a.std_error = alpha.std_error;
+    a.why = "fitted: intercept of t(S) minus base latency, / steps";
+  } else {
+    a.value = a.base;
+    a.why = alpha.why.empty()
+                ? "not identified: the engine picks it at no measured size"
+                : alpha.why;
+  }
+  return a;
+}
+
+struct TierFit {
+  std::vector<FittedParameter> params;
+  std::vector<std::string> notes;
+};
+
+// Reporting: every parameter of the tier, and a note for each one kept, so
+// the calibrated file says what the measurements could not decide.
+TierFit ReportTier(const Tier& tier, const Platform& base,
+                   const Platform& platform, const TierCoverage& coverage,
+                   bool fit_bandwidth, const TierRounds& rounds) {
+  TierFit out;
+  if (!fit_bandwidth) {
+    out.notes.push_back(
+        absl::StrCat(tier.fraction_name(),
+                     ": bandwidth not identified: every size is below 1 MB "
+                     "(largest ",
+                     coverage.max_size, " B); kept the base platform's ",
+                     tier.fraction(base)));
+  }
+  out.params.push_back(
+      ReportFraction(tier, base, platform, coverage, fit_bandwidth, rounds));
+  for (const Protocol& proto : platform.protocols()) {
+    FittedParameter a = ReportAlpha(tier, base, proto, coverage, rounds);
+    if (!a.identified) {
       out.notes.push_back(absl::StrCat(a.name, ": ", a.why, "; kept ", a.base));
     }
-    out.params.push_back(a);
+    out.params.push_back(std::move(a));
   }
-  // Unidentified alphas go back to the base values.
-  for (const FittedParameter& a : out.params) {
-    if (a.identified || a.name == fp.name) continue;
+  return out;
+}
+
+// Unidentified alphas go back to the base values: a round's tentative
+// value must not outlive a fit that could not confirm it.
+void RestoreUnidentifiedAlphas(const Tier& tier,
+                               const std::vector<FittedParameter>& params,
+                               Platform* platform) {
+  for (const FittedParameter& a : params) {
+    if (a.identified || a.name == tier.fraction_name()) continue;
     for (Protocol& proto : *platform->mutable_protocols()) {
-      if (a.name ==
-          absl::StrCat("protocols[", proto.name(), "].", tier.alpha_field())) {
-        tier.set_alpha(&proto, a.base);
-      }
+      if (a.name == tier.alpha_name(proto)) tier.set_alpha(&proto, a.base);
     }
   }
+}
+
+// Fits one tier in place on `platform`: kRounds rounds of collect, solve
+// and apply, since the engine's protocol choice follows the parameters.
+absl::StatusOr<TierFit> FitTier(const Tier& tier, const Platform& base,
+                                Platform* platform) {
+  const TierCoverage coverage = Coverage(tier);
+  if (coverage.distinct_sizes < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        tier.name(), " tier (", absl::StrJoin(coverage.files, ", "),
+        "): cannot separate latency from bandwidth: ", coverage.distinct_sizes,
+        " size(s); measure a sweep (nccl-tests -b 8 -e 1G -f 2)"));
+  }
+  const bool fit_bandwidth = coverage.max_size >= kLargeBytes;
+  TierRounds rounds;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<std::vector<Sample>> samples =
+        CollectSamples(tier, *platform);
+    if (!samples.ok()) return samples.status();
+    rounds.points = samples->size();
+    const std::vector<std::string> protos =
+        FittableProtocols(*samples, &rounds.alphas);
+    const int unknowns = (fit_bandwidth ? 1 : 0) + protos.size();
+    if (unknowns == 0) break;
+    absl::StatusOr<LinearFit> fit = WeightedLeastSquares(
+        ToObservations(*samples, fit_bandwidth, protos), unknowns);
+    if (!fit.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          tier.name(), " tier (", absl::StrJoin(coverage.files, ", "),
+          "): the fit is singular: latency and bandwidth cannot be separated"));
+    }
+    absl::Status applied =
+        ApplyFit(tier, *fit, fit_bandwidth, protos, platform, &rounds);
+    if (!applied.ok()) return applied;
+  }
+  TierFit out =
+      ReportTier(tier, base, *platform, coverage, fit_bandwidth, rounds);
+  RestoreUnidentifiedAlphas(tier, out.params, platform);
   return out;
 }
 
@@ -356,10 +517,9 @@ absl::StatusOr<CalibrationResult> Calibrate(
     (s.gpus <= base.gpus_per_node() ? intra : inter).sets.push_back(&s);
   }
   for (Tier* tier : {&intra, &inter}) {
-    const std::string what = tier->inter ? "network" : "NVSwitch";
     if (tier->sets.empty()) {
       result.notes.push_back(absl::StrCat(
-          what, " parameters (", tier->fraction_name(), ", protocols' ",
+          tier->name(), " parameters (", tier->fraction_name(), ", protocols' ",
           tier->alpha_field(), ") not identified: no ",
           tier->inter ? "inter-node (gpus > gpus_per_node)" : "intra-node",
           " measurements; kept the base platform's"));
