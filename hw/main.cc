@@ -27,7 +27,8 @@
 #include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
 #include "sim/analyze/analyze.h"
-#include "sim/cli/scenario_flags.h"
+#include "sim/cli/flags.h"
+#include "sim/collective/sweep.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
@@ -43,17 +44,6 @@
 #define SHARDSIM_HW_NCCL 1
 #endif
 
-ABSL_FLAG(std::string, op, "all_gather",
-          "collective: all_gather, reduce_scatter, all_reduce, broadcast");
-ABSL_FLAG(std::string, algorithm, "ring",
-          "collective: ring, hring, horing, torus2d, tree, direct, sharp");
-ABSL_FLAG(std::string, min_bytes, "1024", "collective: first size");
-ABSL_FLAG(std::string, max_bytes, "1048576", "collective: last size");
-ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
-ABSL_FLAG(int, iters, 10, "collective: timed runs per size");
-ABSL_FLAG(int, warmup, 2,
-          "collective: untimed runs per size; run: untimed steps first");
-ABSL_FLAG(int, channels, 0, "parallel rings (0 = the platform's)");
 ABSL_FLAG(std::string, transport, "",
           "cpu or nccl (default: nccl when built with CUDA and a GPU is "
           "visible, else cpu)");
@@ -61,9 +51,6 @@ ABSL_FLAG(int, gpus_per_node, 0,
           "ranks per node of the mesh (0 = the platform's gpus_per_node)");
 ABSL_FLAG(double, compute_scale, 0,
           "cpu transport: compute ops sleep their simulated time x this");
-ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
-ABSL_FLAG(std::string, trace, "",
-          "run: write every rank's measured timeline (a process per rank)");
 ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
 ABSL_FLAG(double, watchdog_s, 300,
           "a rank whose collective, barrier or stream wait makes no progress "
@@ -105,13 +92,13 @@ constexpr char kUsage[] =
     "launch one rank per GPU: mpirun -np N shardsim-hw COMMAND ...\n"
     "\n"
     "commands:\n"
-    "  collective --platform P --op OP --algorithm A --min-bytes A\n"
-    "            --max-bytes B [--step-factor F] [--iters N --warmup W]\n"
-    "            [--channels K]: a data-checked collective sweep over all\n"
-    "            ranks in nccl-tests' layout, with a #wrong column\n"
-    "  run SCENARIO --strategy X [--steps N] [--trace FILE] [overrides]:\n"
-    "            replay one lowered training step; the MPI world size is the\n"
-    "            GPU count\n"
+    "  collective --platform P [sweep flags]: a data-checked collective\n"
+    "            sweep over all ranks in nccl-tests' layout, with a #wrong\n"
+    "            column\n"
+    "  run SCENARIO --strategy X [--steps N --warmup W] [--trace FILE]\n"
+    "            [overrides]: replay one lowered training step; the MPI\n"
+    "            world size is the GPU count (--trace: every rank's\n"
+    "            measured timeline, a process per rank)\n"
     "  help      this text\n"
     "\n"
     "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
@@ -127,7 +114,7 @@ constexpr char kUsage[] =
     "            N-th collective run (a rank dying mid-collective)\n"
     "  A collective run: one collective op of a step, one checked, warm-up\n"
     "  or timed run of `collective`; N counts from 1 over the whole "
-    "process.\n" SHARDSIM_SCENARIO_FLAGS_HELP;
+    "process.\n" SHARDSIM_SCENARIO_FLAGS_HELP SHARDSIM_SWEEP_FLAGS_HELP;
 
 int VisibleGpus() {
 #if defined(SHARDSIM_HAVE_CUDA)
@@ -209,79 +196,58 @@ std::string EnvPath(const std::string& json) {
 // Returns the exit code.
 int RunCollective(const MpiSession& mpi) {
   const int rank = mpi.rank();
-  SweepOptions sweep;
+  CollectiveSweep sweep;
   Platform platform;
-  Mesh mesh;
   std::unique_ptr<Backend> backend;
   absl::Status setup = [&]() -> absl::Status {
-    absl::StatusOr<CollectiveOp> op = ParseEnum<CollectiveOp>(
-        "op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
-    if (!op.ok()) return op.status();
-    absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
-        "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
-    if (!algorithm.ok()) return algorithm.status();
+    absl::StatusOr<CollectiveSweep> s = SweepFromFlags();
+    if (!s.ok()) return s.status();
+    sweep = *std::move(s);
     const std::optional<std::string> name = absl::GetFlag(FLAGS_platform);
     if (!name) return absl::InvalidArgumentError("--platform: required");
     absl::StatusOr<Platform> p = LoadPlatform(*name, ".");
     if (!p.ok()) return p.status();
     platform = *p;
-    absl::StatusOr<int64_t> min =
-        ParseBytes("min-bytes", absl::GetFlag(FLAGS_min_bytes));
-    if (!min.ok()) return min.status();
-    absl::StatusOr<int64_t> max =
-        ParseBytes("max-bytes", absl::GetFlag(FLAGS_max_bytes));
-    if (!max.ok()) return max.status();
+    sweep.set_channels(SweepChannels(sweep, platform));
     if (mpi.size() < 2) {
       return absl::InvalidArgumentError(
           "collective: launch at least 2 ranks (mpirun -np N)");
     }
-    absl::StatusOr<Mesh> m = MeshFromWorld(mpi.size(), GpusPerNode(platform));
-    if (!m.ok()) return m.status();
-    mesh = *m;
-    sweep.op = *op;
-    sweep.algorithm = *algorithm;
-    sweep.min_bytes = *min;
-    sweep.max_bytes = *max;
-    sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
-    sweep.iters = absl::GetFlag(FLAGS_iters);
-    sweep.warmup = absl::GetFlag(FLAGS_warmup);
-    // 0 is the platform's; a negative count is left for RunSweep to refuse.
-    const int channels = absl::GetFlag(FLAGS_channels);
-    sweep.channels = channels == 0 ? platform.channels() : channels;
-    absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(mesh, platform);
+    absl::StatusOr<Mesh> mesh =
+        MeshFromWorld(mpi.size(), GpusPerNode(platform));
+    if (!mesh.ok()) return mesh.status();
+    absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(*mesh, platform);
     if (!b.ok()) return b.status();
     backend = *std::move(b);
     return absl::OkStatus();
   }();
   if (AnyFailed(rank, setup)) return 1;
 
-  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(backend.get(), sweep);
+  absl::StatusOr<CollectiveResults> results = RunSweep(backend.get(), sweep);
   // Plan errors (InvalidArgument: an algorithm that cannot run this op on
   // this shape) come before any message and are the same on every rank.
   // Any other (a device, NCCL or MPI error) may be this rank's alone, with
   // the others waiting on it in a collective: abort them all.
-  if (!rows.ok() && !absl::IsInvalidArgument(rows.status())) {
-    AbortAll(rank, rows.status());
+  if (!results.ok() && !absl::IsInvalidArgument(results.status())) {
+    AbortAll(rank, results.status());
   }
-  if (AnyFailed(rank, rows.status())) return 1;
+  if (AnyFailed(rank, results.status())) return 1;
+  results->set_platform(platform.name());
+  for (const auto& [key, value] : backend->Environment()) {
+    (*results->mutable_measured()->mutable_environment())[key] = value;
+  }
   if (rank == 0) {
     PrintEnvironment(*backend);
-    std::fputs(FormatSweepTable(platform.name(), backend->name(), sweep,
-                                mesh.gpus(), *rows)
-                   .c_str(),
-               stdout);
+    std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
     std::fflush(stdout);
     if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-      if (absl::Status s =
-              WriteSweepJson(json, platform.name(), backend->name(), sweep,
-                             mesh.gpus(), *rows, backend->Environment());
-          !s.ok()) {
+      if (absl::Status s = WriteJson(*results, json); !s.ok()) {
         AbortAll(rank, s);
       }
     }
   }
-  for (const SweepRow& row : *rows) {
-    if (row.wrong != 0) return 3;  // data errors: a distinct exit code
+  for (const CollectiveRow& row : results->rows()) {
+    if (row.wrong() != 0) return 3;  // data errors: a distinct exit code
   }
   return 0;
 }
@@ -353,61 +319,28 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     }
   }
 
-  // Untimed steps first: cuBLAS and cuDNN pick and build their kernels on
-  // first use, and the pool grows to the step's size.
-  for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) {
-    absl::StatusOr<std::vector<OpTiming>> t =
-        ReplaySchedule(*point.schedule, backend.get());
-    if (!t.ok()) AbortAll(rank, t.status());
-  }
-  const int steps = absl::GetFlag(FLAGS_steps);
-  double total = 0;
-  std::vector<OpTiming> last;
-  for (int i = 0; i < steps; ++i) {
-    const double start = MPI_Wtime();
-    absl::StatusOr<std::vector<OpTiming>> t =
-        ReplaySchedule(*point.schedule, backend.get());
-    if (!t.ok()) AbortAll(rank, t.status());
-    total += MPI_Wtime() - start;
-    last = *std::move(t);
-  }
-  double mine = total / steps, step_time = 0;
-  MPI_Allreduce(&mine, &step_time, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-
-  // Every rank's measured op times, gathered on rank 0 for the trace:
-  // (start, end) per op id, -1 where an op did not run here.
-  int max_id = -1;
-  for (const Op& op : point.schedule->ops()) max_id = std::max(max_id, op.id());
-  std::vector<double> mine_times(2 * (max_id + 1), -1.0);
-  for (const OpTiming& t : last) {
-    if (t.op_id >= 0 && t.op_id <= max_id) {
-      mine_times[2 * t.op_id] = t.start_s;
-      mine_times[2 * t.op_id + 1] = t.end_s;
-    }
-  }
-  std::vector<double> all_times(rank == 0 ? mine_times.size() * mpi.size() : 0);
-  MPI_Gather(mine_times.data(), static_cast<int>(mine_times.size()), MPI_DOUBLE,
-             all_times.data(), static_cast<int>(mine_times.size()), MPI_DOUBLE,
-             0, MPI_COMM_WORLD);
-
-  // Every rank's memory, measured over its last step, on rank 0.
-  const MemoryUse use = backend->MeasuredMemory();
-  const int64_t mine_mem[3] = {use.allocator_peak_bytes, use.held_bytes,
-                               use.device_used_bytes};
-  std::vector<int64_t> all_mem(rank == 0 ? 3 * mpi.size() : 0);
-  MPI_Gather(mine_mem, 3, MPI_INT64_T, all_mem.data(), 3, MPI_INT64_T, 0,
-             MPI_COMM_WORLD);
-
+  absl::StatusOr<MeasuredSteps> mine =
+      MeasureSteps(*point.schedule, backend.get(), absl::GetFlag(FLAGS_warmup),
+                   absl::GetFlag(FLAGS_steps));
+  if (!mine.ok()) AbortAll(rank, mine.status());
+  const StepOnRanks all =
+      GatherSteps(*point.schedule, *mine, backend->MeasuredMemory(), mpi);
   if (rank != 0) return 0;
   ResultRow row = point.row;
   for (int r = 0; r < mpi.size(); ++r) {
+    const MemoryUse& use = all.memory[r];
     RankMemory* m = row.add_rank_memory();
     m->set_rank(r);
     m->set_planned_peak_memory_bytes(plan.peak_bytes);
-    if (all_mem[3 * r] >= 0) m->set_measured_peak_memory_bytes(all_mem[3 * r]);
-    if (all_mem[3 * r + 1] >= 0) m->set_held_bytes(all_mem[3 * r + 1]);
-    if (all_mem[3 * r + 2] >= 0) m->set_device_used_bytes(all_mem[3 * r + 2]);
+    if (use.allocator_peak_bytes >= 0) {
+      m->set_measured_peak_memory_bytes(use.allocator_peak_bytes);
+    }
+    if (use.held_bytes >= 0) m->set_held_bytes(use.held_bytes);
+    if (use.device_used_bytes >= 0) {
+      m->set_device_used_bytes(use.device_used_bytes);
+    }
   }
+  const double step_time = all.step_time_s;
   row.set_step_time_s(step_time);
   if (step_time > 0) {
     row.set_tokens_per_gpu_per_s(
@@ -433,24 +366,8 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     }
   }
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
-    std::vector<TraceProcess> ranks;
-    for (int r = 0; r < mpi.size(); ++r) {
-      TraceProcess proc{absl::StrCat("rank ", r), {}};
-      for (int id = 0; id <= max_id; ++id) {
-        const double* t = &all_times[r * mine_times.size() + 2 * id];
-        proc.times.push_back({std::max(t[0], 0.0), std::max(t[1], 0.0)});
-      }
-      if (r == 0) {  // rank 0's kernels, one by one
-        proc.kernels.resize(max_id + 1);
-        for (const OpTiming& t : last) {
-          if (t.op_id >= 0 && t.op_id <= max_id)
-            proc.kernels[t.op_id] = t.kernels;
-        }
-      }
-      ranks.push_back(std::move(proc));
-    }
     if (absl::Status s = WriteChromeTrace(
-            *point.schedule, ranks,
+            *point.schedule, all.timelines,
             absl::StrCat(spec, " on ", point.mesh.gpus(), " ranks (measured, ",
                          backend->name(), ")"),
             trace);
@@ -491,7 +408,6 @@ int main(int argc, char** argv) {
              shardsim::limits::kMaxGpusPerNode)
       .Count("steps", absl::GetFlag(FLAGS_steps), 1, 10000)
       .Count("warmup", absl::GetFlag(FLAGS_warmup), 0, 10000)
-      .Count("iters", absl::GetFlag(FLAGS_iters), 1, 1000000)
       .Real("compute_scale", absl::GetFlag(FLAGS_compute_scale), 0, 1e6)
       .Real("watchdog_s", absl::GetFlag(FLAGS_watchdog_s), 1e-3, 1e9);
   if (!flags.ok()) return usage_error(std::string(flags.status().message()));

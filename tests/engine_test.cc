@@ -114,15 +114,15 @@ absl::StatusOr<CollectiveResults> Sweep(const Platform& p, CollectiveOp op,
                                         int64_t max_bytes, double factor,
                                         FlowMode mode = FlowMode::kFast) {
   CollectiveSweep s;
-  s.op = op;
-  s.algorithm = algorithm;
-  s.gpus = gpus;
-  s.channels = channels;
-  s.min_bytes = min_bytes;
-  s.max_bytes = max_bytes;
-  s.step_factor = factor;
-  s.mode = mode;
-  return SimulateCollective(p, s);
+  s.set_op(op);
+  s.set_algorithm(algorithm);
+  s.set_channels(channels);
+  s.set_min_bytes(min_bytes);
+  s.set_max_bytes(max_bytes);
+  s.set_step_factor(factor);
+  EngineOptions options;
+  options.mode = mode;
+  return SimulateCollective(p, gpus, s, options);
 }
 
 double Seconds(const CollectiveRow& row) { return row.time_us() * 1e-6; }

@@ -67,25 +67,30 @@ TEST(CheckedMul, OverflowIsAnError) {
 
 TEST(SweepLimits, SizesStepFactorAndCount) {
   // 1 B .. 1e9 B by 2: 2^0 .. 2^29, 30 sizes.
-  SweepSpec ok{ALL_GATHER, RING, 1, 1000000000, 2, 0};
+  CollectiveSweep ok;
+  ok.set_op(ALL_GATHER);
+  ok.set_algorithm(RING);
+  ok.set_min_bytes(1);
+  ok.set_max_bytes(1000000000);
+  ok.set_step_factor(2);
   EXPECT_TRUE(ValidateSweep(ok, "cmd").ok());
   EXPECT_EQ(SweepCalls(ok, Mesh{8, 2}).size(), 30u);
   // By 1.0000001: floor(ln 1e9 / ln 1.0000001) + 1 = floor(20.7232658 /
   // 9.9999995e-8) + 1 = 207232668 + 1 sizes.
-  SweepSpec fine = ok;
-  fine.step_factor = 1.0000001;
+  CollectiveSweep fine = ok;
+  fine.set_step_factor(1.0000001);
   EXPECT_EQ(ValidateSweep(fine, "cmd").message(),
             "cmd: field step_factor: from 1 to 1000000000 bytes by 1.0000001 "
             "is 207232669 sizes, beyond the limit of 1000");
-  SweepSpec one = ok;
-  one.step_factor = 1;
+  CollectiveSweep one = ok;
+  one.set_step_factor(1);
   EXPECT_EQ(ValidateSweep(one, "cmd").message(),
             "cmd: field step_factor: must be > 1");
-  SweepSpec nan = ok;
-  nan.step_factor = std::nan("");
+  CollectiveSweep nan = ok;
+  nan.set_step_factor(std::nan(""));
   EXPECT_FALSE(ValidateSweep(nan, "cmd").ok());
-  SweepSpec huge = ok;
-  huge.max_bytes = (int64_t{1} << 40) + 1;
+  CollectiveSweep huge = ok;
+  huge.set_max_bytes((int64_t{1} << 40) + 1);
   EXPECT_FALSE(ValidateSweep(huge, "cmd").ok());
 }
 

@@ -16,13 +16,17 @@ fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-# rows_ok JSON N: N rows, each with "wrong": 0.
+# rows_ok JSON N: a CollectiveResults with N rows, each data-checked with
+# no wrong element, and the transport that ran it.
 rows_ok() {
-  local rows wrong zero
-  rows=$(grep -c '"size_bytes"' "$1")
-  wrong=$(grep -c '"wrong"' "$1")
-  zero=$(grep -Ec '"wrong": 0,?$' "$1")
-  [[ "$rows" == "$2" && "$wrong" == "$2" && "$zero" == "$2" ]]
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r["rows"]
+assert len(rows) == int(sys.argv[2]), len(rows)
+assert all(int(x["checked"]) > 0 and int(x["wrong"]) == 0 for x in rows), rows
+assert r["measured"]["transport"] == "cpu", r.get("measured")
+PY
 }
 
 # Every algorithm x op; 1000..64000 B by 4: 125, 500, 2000, 8000 int64
@@ -92,7 +96,7 @@ for m in mem:
 PY
 then ok; else bad "run reports the allocation plan"; fi
 
-# run takes every override shardsim run takes (sim/cli/scenario_flags.h),
+# run takes every override shardsim run takes (sim/cli/flags.h),
 # and its command-line paths are the working directory's: the scenario is
 # elsewhere, --model is relative. 2 ranks; 2 sequences of 64 tokens, one
 # micro-batch, with and without flash attention.

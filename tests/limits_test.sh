@@ -183,7 +183,7 @@ refused "row 10: oversubscription nan" "network.oversubscription" "nan" -- \
 refused "row 10: --step-factor nan" "step_factor" "nan" -- \
   "$bin" collective --platform dgx_a100 --gpus 16 --step-factor nan
 cat >neg_step.textproto <<EOF
-name: "neg" platform: "dgx_a100" op: "all_gather" algorithms: ["ring"]
+name: "neg" platform: "dgx_a100" op: ALL_GATHER algorithms: [RING]
 gpus: 16 min_bytes: 1024 max_bytes: 4096 step_factor: -2
 EOF
 refused "row 10: CollectiveScenario step_factor -2" "neg_step.textproto" "step_factor" "-2" -- \

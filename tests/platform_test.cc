@@ -219,9 +219,13 @@ TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
   // A collective sweep names its field, whoever called it (a flag of
   // `shardsim collective`, a scenario file, validate/).
   CollectiveSweep sweep;
-  sweep.gpus = 32;
-  sweep.min_bytes = sweep.max_bytes = 1 << 20;
-  absl::StatusOr<CollectiveResults> r = SimulateCollective(*loaded, sweep);
+  sweep.set_op(ALL_GATHER);
+  sweep.set_algorithm(RING);
+  sweep.set_min_bytes(1 << 20);
+  sweep.set_max_bytes(1 << 20);
+  sweep.set_step_factor(2);
+  absl::StatusOr<CollectiveResults> r =
+      SimulateCollective(*loaded, 32, sweep, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "collective sweep: field gpus: 32 GPUs need 4 nodes; platform "

@@ -94,12 +94,12 @@ Platform Truth() {
 CollectiveResults Sweep(const Platform& p, CollectiveOp op, int gpus,
                         int64_t lo, int64_t hi) {
   CollectiveSweep s;
-  s.op = op;
-  s.algorithm = RING;
-  s.gpus = gpus;
-  s.min_bytes = lo;
-  s.max_bytes = hi;
-  absl::StatusOr<CollectiveResults> r = SimulateCollective(p, s);
+  s.set_op(op);
+  s.set_algorithm(RING);
+  s.set_min_bytes(lo);
+  s.set_max_bytes(hi);
+  s.set_step_factor(2);
+  absl::StatusOr<CollectiveResults> r = SimulateCollective(p, gpus, s, {});
   EXPECT_TRUE(r.ok()) << r.status();
   return *r;
 }

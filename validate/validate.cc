@@ -39,10 +39,10 @@ absl::StatusOr<std::vector<CollectiveRow>> SimulateSizes(
   absl::StatusOr<Platform> p = PlatformForSet(platform, set);
   if (!p.ok()) return p.status();
   CollectiveSweep sweep;
-  sweep.op = set.op;
-  sweep.algorithm =
-      set.algorithm == ALGORITHM_UNSPECIFIED ? RING : set.algorithm;
-  sweep.gpus = set.gpus;
+  sweep.set_op(set.op);
+  sweep.set_algorithm(set.algorithm == ALGORITHM_UNSPECIFIED ? RING
+                                                             : set.algorithm);
+  sweep.set_step_factor(2);  // one size at a time, unless geometric below
   std::vector<CollectiveRow> out;
   if (sizes.empty()) return out;
   auto fail = [&](const absl::Status& s) {
@@ -63,18 +63,22 @@ absl::StatusOr<std::vector<CollectiveRow>> SimulateSizes(
     }
   }
   if (geometric) {
-    sweep.min_bytes = sizes.front();
-    sweep.max_bytes = sizes.back();
-    sweep.step_factor = factor;
-    absl::StatusOr<CollectiveResults> r = SimulateCollective(*p, sweep);
+    sweep.set_min_bytes(sizes.front());
+    sweep.set_max_bytes(sizes.back());
+    sweep.set_step_factor(factor);
+    absl::StatusOr<CollectiveResults> r =
+        SimulateCollective(*p, set.gpus, sweep, {});
     if (!r.ok()) return fail(r.status());
     if (r->rows_size() == static_cast<int>(sizes.size())) {
       return std::vector<CollectiveRow>(r->rows().begin(), r->rows().end());
     }
   }
   for (int64_t size : sizes) {
-    sweep.min_bytes = sweep.max_bytes = size;
-    absl::StatusOr<CollectiveResults> r = SimulateCollective(*p, sweep);
+    sweep.set_min_bytes(size);
+    sweep.set_max_bytes(size);
+    sweep.set_step_factor(2);
+    absl::StatusOr<CollectiveResults> r =
+        SimulateCollective(*p, set.gpus, sweep, {});
     if (!r.ok()) return fail(r.status());
     if (r->rows_size() != 1) return absl::InternalError("simulated sweep size");
     out.push_back(r->rows(0));

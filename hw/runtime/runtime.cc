@@ -2,15 +2,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "sim/collective/sweep.h"
 #include "sim/results/results.h"
 #include "sim/schedule/lower.h"
@@ -126,116 +125,117 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
   return backend->Finish();
 }
 
-absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
-                                               const SweepOptions& o) {
-  if (absl::Status s = ValidateSweep(
-          {o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor, 0},
-          "collective sweep");
-      !s.ok()) {
-    return s;
-  }
-  FieldCheck check("collective sweep");
-  check.Count("iters", o.iters, 1, 1000000)
-      .Count("warmup", o.warmup, 0, 1000000)
-      .Count("channels", o.channels, 1, limits::kMaxChannels);
-  if (!check.ok()) return check.status();
-  const int gpus = backend->mesh().gpus();
-  std::vector<SweepRow> rows;
-  for (const CollectiveCall& call : SweepCalls(
-           {o.op, o.algorithm, o.min_bytes, o.max_bytes, o.step_factor, o.root},
-           backend->mesh())) {
-    absl::StatusOr<CheckResult> check = backend->RunChecked(call, o.channels);
-    if (!check.ok()) return check.status();
-    absl::StatusOr<double> t =
-        backend->TimeCollective(call, o.channels, o.warmup, o.iters);
+absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,
+                                           Backend* backend, int warmup,
+                                           int steps) {
+  for (int i = 0; i < warmup; ++i) {
+    absl::StatusOr<std::vector<OpTiming>> t = ReplaySchedule(schedule, backend);
     if (!t.ok()) return t.status();
-    SweepRow row;
-    row.size_bytes = call.bytes();
-    row.time_us = *t * 1e6;
-    row.algbw_gbps = *t > 0 ? call.bytes() / *t / 1e9 : 0;
-    row.busbw_gbps = row.algbw_gbps * BusFactor(o.op, gpus);
-    row.checked = check->checked;
-    row.wrong = check->wrong;
-    rows.push_back(row);
   }
-  return rows;
-}
-
-std::string FormatSweepTable(const std::string& platform,
-                             const std::string& transport,
-                             const SweepOptions& o, int gpus,
-                             const std::vector<SweepRow>& rows) {
-  std::string out = absl::StrFormat(
-      "# %s %s on %d ranks of %s, %d channels (measured, %s transport)\n"
-      "#%11s %12s %8s %10s %10s %10s %8s\n"
-      "#%11s %12s %8s %10s %10s %10s\n",
-      CollectiveOp_Name(o.op), Algorithm_Name(o.algorithm), gpus, platform,
-      o.channels, transport, "size", "count", "type", "time", "algbw", "busbw",
-      "#wrong", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
-  for (const SweepRow& row : rows) {
-    absl::StrAppendFormat(&out, " %11d %12d %8s %10.1f %10.2f %10.2f %8d\n",
-                          row.size_bytes, (row.size_bytes + 7) / 8, "int64",
-                          row.time_us, row.algbw_gbps, row.busbw_gbps,
-                          row.wrong);
+  MeasuredSteps out;
+  double total = 0;
+  for (int i = 0; i < steps; ++i) {
+    const double start = MPI_Wtime();
+    absl::StatusOr<std::vector<OpTiming>> t = ReplaySchedule(schedule, backend);
+    if (!t.ok()) return t.status();
+    total += MPI_Wtime() - start;
+    out.last = *std::move(t);
   }
-  int64_t wrong = 0;
-  for (const SweepRow& row : rows) wrong += row.wrong;
-  absl::StrAppendFormat(&out, "# Out of bounds values : %d %s\n", wrong,
-                        wrong == 0 ? "OK" : "FAILED");
+  out.mean_step_s = steps > 0 ? total / steps : 0;
   return out;
 }
 
-namespace {
+StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
+                        const MemoryUse& memory, const MpiSession& mpi) {
+  const int rank = mpi.rank(), world = mpi.size();
+  StepOnRanks out;
+  double mean = mine.mean_step_s;
+  MPI_Allreduce(&mean, &out.step_time_s, 1, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
 
-using google::protobuf::Struct;
-using google::protobuf::Value;
+  // (start, end) per op id, -1 where the op did not run on this rank.
+  int max_id = -1;
+  for (const Op& op : schedule.ops()) max_id = std::max(max_id, op.id());
+  std::vector<double> times(2 * (max_id + 1), -1.0);
+  for (const OpTiming& t : mine.last) {
+    if (t.op_id >= 0 && t.op_id <= max_id) {
+      times[2 * t.op_id] = t.start_s;
+      times[2 * t.op_id + 1] = t.end_s;
+    }
+  }
+  std::vector<double> all_times(rank == 0 ? times.size() * world : 0);
+  MPI_Gather(times.data(), static_cast<int>(times.size()), MPI_DOUBLE,
+             all_times.data(), static_cast<int>(times.size()), MPI_DOUBLE, 0,
+             MPI_COMM_WORLD);
+  const int64_t bytes[3] = {memory.allocator_peak_bytes, memory.held_bytes,
+                            memory.device_used_bytes};
+  std::vector<int64_t> all_bytes(rank == 0 ? 3 * world : 0);
+  MPI_Gather(bytes, 3, MPI_INT64_T, all_bytes.data(), 3, MPI_INT64_T, 0,
+             MPI_COMM_WORLD);
+  if (rank != 0) return out;
 
-absl::Status WriteStruct(const Struct& s, const std::string& path) {
-  return WriteJson(s, path);
+  for (int r = 0; r < world; ++r) {
+    TraceProcess proc{absl::StrCat("rank ", r), {}};
+    for (int id = 0; id <= max_id; ++id) {
+      const double* t = &all_times[r * times.size() + 2 * id];
+      proc.times.push_back({std::max(t[0], 0.0), std::max(t[1], 0.0)});
+    }
+    if (r == 0) {  // rank 0's kernels, one by one
+      proc.kernels.resize(max_id + 1);
+      for (const OpTiming& t : mine.last) {
+        if (t.op_id >= 0 && t.op_id <= max_id)
+          proc.kernels[t.op_id] = t.kernels;
+      }
+    }
+    out.timelines.push_back(std::move(proc));
+    out.memory.push_back(
+        {all_bytes[3 * r], all_bytes[3 * r + 1], all_bytes[3 * r + 2]});
+  }
+  return out;
 }
 
-Struct EnvStruct(
-    const std::vector<std::pair<std::string, std::string>>& environment) {
-  Struct env;
-  for (const auto& [key, value] : environment) {
-    (*env.mutable_fields())[key].set_string_value(value);
+absl::StatusOr<CollectiveResults> RunSweep(Backend* backend,
+                                           const CollectiveSweep& sweep) {
+  FieldCheck check("collective sweep");
+  check.Rule("channels", sweep.channels() >= 1, "must be resolved (>= 1)")
+      .Rule("iters", sweep.iters() >= 1, "must be >= 1 to time a size");
+  if (!check.ok()) return check.status();
+  if (absl::Status s = ValidateSweep(sweep, "collective sweep"); !s.ok()) {
+    return s;
   }
-  return env;
-}
-
-}  // namespace
-
-absl::Status WriteSweepJson(
-    const std::string& path, const std::string& platform,
-    const std::string& transport, const SweepOptions& o, int gpus,
-    const std::vector<SweepRow>& rows,
-    const std::vector<std::pair<std::string, std::string>>& environment) {
-  Struct s;
-  auto& f = *s.mutable_fields();
-  f["platform"].set_string_value(platform);
-  f["transport"].set_string_value(transport);
-  f["op"].set_string_value(CollectiveOp_Name(o.op));
-  f["algorithm"].set_string_value(Algorithm_Name(o.algorithm));
-  f["gpus"].set_number_value(gpus);
-  f["channels"].set_number_value(o.channels);
-  auto* list = f["rows"].mutable_list_value();
-  for (const SweepRow& row : rows) {
-    auto& r = *list->add_values()->mutable_struct_value()->mutable_fields();
-    r["size_bytes"].set_number_value(static_cast<double>(row.size_bytes));
-    r["time_us"].set_number_value(row.time_us);
-    r["algbw_gbps"].set_number_value(row.algbw_gbps);
-    r["busbw_gbps"].set_number_value(row.busbw_gbps);
-    r["checked"].set_number_value(static_cast<double>(row.checked));
-    r["wrong"].set_number_value(static_cast<double>(row.wrong));
+  const int gpus = backend->mesh().gpus();
+  CollectiveResults out;
+  out.set_op(sweep.op());
+  out.set_algorithm(sweep.algorithm());
+  out.set_gpus(gpus);
+  out.set_channels(sweep.channels());
+  out.mutable_measured()->set_transport(backend->name());
+  for (const CollectiveCall& call : SweepCalls(sweep, backend->mesh())) {
+    absl::StatusOr<CheckResult> checked =
+        backend->RunChecked(call, sweep.channels());
+    if (!checked.ok()) return checked.status();
+    absl::StatusOr<double> t = backend->TimeCollective(
+        call, sweep.channels(), sweep.warmup(), sweep.iters());
+    if (!t.ok()) return t.status();
+    CollectiveRow* row = out.add_rows();
+    row->set_size_bytes(call.bytes());
+    row->set_time_us(*t * 1e6);
+    row->set_algbw_gbps(*t > 0 ? call.bytes() / *t / 1e9 : 0);
+    row->set_busbw_gbps(row->algbw_gbps() * BusFactor(sweep.op(), gpus));
+    row->set_checked(checked->checked);
+    row->set_wrong(checked->wrong);
   }
-  *f["environment"].mutable_struct_value() = EnvStruct(environment);
-  return WriteStruct(s, path);
+  return out;
 }
 
 absl::Status WriteEnvironmentJson(
     const std::string& path,
     const std::vector<std::pair<std::string, std::string>>& environment) {
-  return WriteStruct(EnvStruct(environment), path);
+  google::protobuf::Struct env;
+  for (const auto& [key, value] : environment) {
+    (*env.mutable_fields())[key].set_string_value(value);
+  }
+  return WriteJson(env, path);
 }
 
 }  // namespace shardsim::hw

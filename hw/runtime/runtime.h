@@ -1,5 +1,5 @@
 // What both backends share that is not CUDA: MPI setup, the mesh from the
-// world, the step replay driver, the collective benchmark and its output.
+// world, the step replay driver and the collective benchmark.
 #ifndef SHARDSIM_HW_RUNTIME_RUNTIME_H_
 #define SHARDSIM_HW_RUNTIME_RUNTIME_H_
 
@@ -12,6 +12,9 @@
 #include "absl/status/statusor.h"
 #include "hw/backend.h"
 #include "sim/collective/group.h"
+#include "sim/results/trace.h"
+#include "sim/schema/collective.pb.h"
+#include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim::hw {
@@ -51,45 +54,35 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend);
 
-struct SweepOptions {
-  CollectiveOp op = ALL_GATHER;
-  Algorithm algorithm = RING;
-  int64_t min_bytes = 1024;
-  int64_t max_bytes = 1024;
-  double step_factor = 2;
-  int channels = 1;
-  int warmup = 2;
-  int iters = 10;
-  int root = 0;
+// One rank's replayed steps: `warmup` untimed ones first (cuBLAS and cuDNN
+// pick and build their kernels on first use, and the pool grows to the
+// step's size), then `steps` timed ones.
+struct MeasuredSteps {
+  double mean_step_s = 0;
+  std::vector<OpTiming> last;  // the last step's ops
 };
+absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,
+                                           Backend* backend, int warmup,
+                                           int steps);
 
-struct SweepRow {
-  int64_t size_bytes = 0;
-  double time_us = 0;
-  double algbw_gbps = 0;
-  double busbw_gbps = 0;
-  int64_t checked = 0;
-  int64_t wrong = 0;
+// Every rank's measurements, brought to rank 0. Every rank calls it (it is
+// collective); only rank 0's result holds the per-rank vectors.
+struct StepOnRanks {
+  double step_time_s = 0;  // the slowest rank's mean (all ranks get it)
+  // Per rank: the measured op times by op id (0 where the op did not run
+  // there), and rank 0's kernels one by one.
+  std::vector<TraceProcess> timelines;
+  std::vector<MemoryUse> memory;  // per rank
 };
+StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
+                        const MemoryUse& memory, const MpiSession& mpi);
 
-// Per size: RunChecked, then TimeCollective over the global group.
-absl::StatusOr<std::vector<SweepRow>> RunSweep(Backend* backend,
-                                               const SweepOptions& options);
-
-// nccl-tests' layout with a #wrong column.
-std::string FormatSweepTable(const std::string& platform,
-                             const std::string& transport,
-                             const SweepOptions& options, int gpus,
-                             const std::vector<SweepRow>& rows);
-
-// JSON: {platform, transport, op, algorithm, gpus, channels, rows: [{
-// size_bytes, time_us, algbw_gbps, busbw_gbps, wrong}], environment: {...}}
-// written with google::protobuf::Struct.
-absl::Status WriteSweepJson(
-    const std::string& path, const std::string& platform,
-    const std::string& transport, const SweepOptions& options, int gpus,
-    const std::vector<SweepRow>& rows,
-    const std::vector<std::pair<std::string, std::string>>& environment);
+// Per size of the sweep (its channels resolved, iters >= 1): RunChecked,
+// then TimeCollective over the global group. Returns the rows with their
+// data check, and op, algorithm, gpus, channels and transport set; the
+// caller adds the platform and the environment.
+absl::StatusOr<CollectiveResults> RunSweep(Backend* backend,
+                                           const CollectiveSweep& sweep);
 
 // The environment as a flat JSON object.
 absl::Status WriteEnvironmentJson(

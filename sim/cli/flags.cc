@@ -1,10 +1,12 @@
-#include "sim/cli/scenario_flags.h"
+#include "sim/cli/flags.h"
 
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "sim/collective/sweep.h"
+#include "sim/scenario/args.h"
 
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
           "built-in model name or model .textproto (overrides the scenario)");
@@ -52,6 +54,21 @@ ABSL_FLAG(std::optional<double>, optimizer_bytes_per_param, std::nullopt,
           "optimizer-state bytes per parameter (--optimizer-bytes-per-param; "
           "12 for mixed-precision Adam)");
 
+ABSL_FLAG(std::string, op, "all_gather",
+          "collective: all_gather, reduce_scatter, all_reduce, broadcast");
+ABSL_FLAG(std::string, algorithm, "ring",
+          "collective: ring, hring, horing, torus2d, tree, direct, sharp");
+ABSL_FLAG(std::string, min_bytes, "1048576", "collective: first size");
+ABSL_FLAG(std::string, max_bytes, "1073741824", "collective: last size");
+ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
+ABSL_FLAG(int, channels, 0, "parallel rings (0 = the platform's)");
+ABSL_FLAG(int, warmup, 2,
+          "shardsim-hw collective: untimed runs per size; shardsim-hw run: "
+          "untimed steps first");
+ABSL_FLAG(int, iters, 10, "shardsim-hw collective: timed runs per size");
+ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
+ABSL_FLAG(std::string, trace, "", "run: write a Chrome-trace timeline here");
+
 namespace shardsim {
 
 ScenarioOverrides OverridesFromFlags() {
@@ -74,6 +91,34 @@ ScenarioOverrides OverridesFromFlags() {
   }
   o.optimizer_bytes_per_param = absl::GetFlag(FLAGS_optimizer_bytes_per_param);
   return o;
+}
+
+absl::StatusOr<CollectiveSweep> SweepFromFlags() {
+  absl::StatusOr<CollectiveOp> op = ParseEnum<CollectiveOp>(
+      "op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
+  if (!op.ok()) return op.status();
+  absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
+      "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
+  if (!algorithm.ok()) return algorithm.status();
+  absl::StatusOr<int64_t> min =
+      ParseBytes("min-bytes", absl::GetFlag(FLAGS_min_bytes));
+  if (!min.ok()) return min.status();
+  absl::StatusOr<int64_t> max =
+      ParseBytes("max-bytes", absl::GetFlag(FLAGS_max_bytes));
+  if (!max.ok()) return max.status();
+  CollectiveSweep sweep;
+  sweep.set_op(*op);
+  sweep.set_algorithm(*algorithm);
+  sweep.set_min_bytes(*min);
+  sweep.set_max_bytes(*max);
+  sweep.set_step_factor(absl::GetFlag(FLAGS_step_factor));
+  sweep.set_channels(absl::GetFlag(FLAGS_channels));
+  sweep.set_warmup(absl::GetFlag(FLAGS_warmup));
+  sweep.set_iters(absl::GetFlag(FLAGS_iters));
+  if (absl::Status s = ValidateSweep(sweep, "command line"); !s.ok()) {
+    return s;
+  }
+  return sweep;
 }
 
 }  // namespace shardsim

@@ -1,17 +1,22 @@
-// The scenario-override flags, defined once for both binaries (shardsim and
-// shardsim-hw): --model --platform --strategy --gpus --micro-batches
-// --global-batch-tokens --micro-batch-size --seq-len --[no]recompute
-// --[no]flash-attention --optimizer-bytes-per-param. Outside the core
-// library, which does not depend on Abseil flags.
-#ifndef SHARDSIM_SIM_CLI_SCENARIO_FLAGS_H_
-#define SHARDSIM_SIM_CLI_SCENARIO_FLAGS_H_
+// The flags both binaries (shardsim and shardsim-hw) share, defined once:
+// - the scenario overrides: --model --platform --strategy --gpus
+//   --micro-batches --global-batch-tokens --micro-batch-size --seq-len
+//   --[no]recompute --[no]flash-attention --optimizer-bytes-per-param;
+// - the collective sweep: --op --algorithm --min-bytes --max-bytes
+//   --step-factor --channels --warmup --iters;
+// - the outputs: --json --trace.
+// Outside the core library, which does not depend on Abseil flags.
+#ifndef SHARDSIM_SIM_CLI_FLAGS_H_
+#define SHARDSIM_SIM_CLI_FLAGS_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
 #include "sim/scenario/overrides.h"
+#include "sim/schema/collective.pb.h"
 
 // For the usage texts: a string literal, so that it joins theirs.
 #define SHARDSIM_SCENARIO_FLAGS_HELP                                         \
@@ -33,6 +38,24 @@ ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(bool, flash_attention);
 ABSL_DECLARE_FLAG(std::optional<double>, optimizer_bytes_per_param);
 
+// For the usage texts, as above.
+#define SHARDSIM_SWEEP_FLAGS_HELP                                            \
+  "collective sweep: --op all_gather|reduce_scatter|all_reduce|broadcast\n"  \
+  "  --algorithm ring|hring|horing|torus2d|tree|direct|sharp\n"              \
+  "  --min-bytes A --max-bytes B (default 1 MiB .. 1 GiB) --step-factor F\n" \
+  "  --channels K (0: the platform's); measured only: --warmup W --iters N\n"
+
+ABSL_DECLARE_FLAG(std::string, op);
+ABSL_DECLARE_FLAG(std::string, algorithm);
+ABSL_DECLARE_FLAG(std::string, min_bytes);
+ABSL_DECLARE_FLAG(std::string, max_bytes);
+ABSL_DECLARE_FLAG(double, step_factor);
+ABSL_DECLARE_FLAG(int, channels);
+ABSL_DECLARE_FLAG(int, warmup);
+ABSL_DECLARE_FLAG(int, iters);
+ABSL_DECLARE_FLAG(std::string, json);
+ABSL_DECLARE_FLAG(std::string, trace);
+
 namespace shardsim {
 
 // The overrides the command line gives (after absl::ParseCommandLine);
@@ -40,6 +63,10 @@ namespace shardsim {
 // values and resolving paths is ApplyOverrides'.
 ScenarioOverrides OverridesFromFlags();
 
+// The sweep the command line gives, names and byte counts parsed (errors
+// name the flag) and every field checked (ValidateSweep, "command line").
+absl::StatusOr<CollectiveSweep> SweepFromFlags();
+
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_CLI_SCENARIO_FLAGS_H_
+#endif  // SHARDSIM_SIM_CLI_FLAGS_H_

@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/analyze/analyze.h"
+#include "sim/cli/flags.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
-#include "sim/cli/scenario_flags.h"
 #include "sim/engine/distribute.h"
 #include "sim/engine/simulate.h"
 #include "sim/results/results.h"
@@ -35,9 +35,7 @@
 #include "sim/schema/limits.h"
 #include "validate/cli.h"
 
-ABSL_FLAG(std::string, json, "", "write results as JSON to this file");
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
-ABSL_FLAG(std::string, trace, "", "run: write a Chrome-trace timeline here");
 ABSL_FLAG(bool, breakdown, false,
           "run: also print why each step takes what it takes (critical path "
           "by cause)");
@@ -50,14 +48,6 @@ ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 ABSL_FLAG(double, time_limit, 0,
           "run, collective: stop with an error after this many seconds "
           "(0: no limit)");
-ABSL_FLAG(std::string, op, "all_gather",
-          "collective: all_gather, reduce_scatter, all_reduce, broadcast");
-ABSL_FLAG(std::string, algorithm, "ring",
-          "collective: ring, hring, horing, torus2d, tree, direct, sharp");
-ABSL_FLAG(int, channels, 0, "collective: parallel rings (0 = platform's)");
-ABSL_FLAG(std::string, min_bytes, "1048576", "collective: first size");
-ABSL_FLAG(std::string, max_bytes, "1073741824", "collective: last size");
-ABSL_FLAG(double, step_factor, 2, "collective: size multiplier");
 ABSL_FLAG(std::string, measurements, "",
           "calibrate, validate: comma-separated measurement files "
           "(nccl-tests text or -J JSON, shardsim-hw JSON); PATH:op=...");
@@ -78,8 +68,7 @@ constexpr char kUsage[] =
     "            step time, tokens/s per GPU, TFLOP/s, MFU, exposed\n"
     "            communication, traffic, memory (--trace FILE: timeline;\n"
     "            --breakdown: the step's critical path by cause)\n"
-    "  collective --platform P --op OP --algorithm A --gpus N [--channels K]\n"
-    "            --min-bytes A --max-bytes B [--step-factor F]: a simulated\n"
+    "  collective --platform P --gpus N [sweep flags]: a simulated\n"
     "            collective in nccl-tests' layout; or\n"
     "  collective FILE  a CollectiveScenario (platform, op, algorithms,\n"
     "            gpus, sizes): one sweep per algorithm\n"
@@ -96,7 +85,7 @@ constexpr char kUsage[] =
     "\n"
     "--json FILE writes the results; --jobs N simulations at once;\n"
     "--time-limit S stops run and collective after S "
-    "seconds\n" SHARDSIM_SCENARIO_FLAGS_HELP;
+    "seconds\n" SHARDSIM_SCENARIO_FLAGS_HELP SHARDSIM_SWEEP_FLAGS_HELP;
 
 absl::StatusOr<FlowMode> ParseMode() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -114,6 +103,17 @@ absl::Status CheckEngineFlags() {
       .status();
 }
 
+// A collective sweep's engine: --mode and --time-limit.
+absl::StatusOr<EngineOptions> CollectiveEngineOptions() {
+  absl::StatusOr<FlowMode> mode = ParseMode();
+  if (!mode.ok()) return mode.status();
+  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
+  EngineOptions options;
+  options.mode = *mode;
+  options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
+  return options;
+}
+
 // `shardsim collective`: no scenario, a platform and a size sweep.
 // `shardsim collective FILE`: a CollectiveScenario, one sweep per algorithm.
 absl::Status RunCollectiveScenario(const std::string& path) {
@@ -126,36 +126,24 @@ absl::Status RunCollectiveScenario(const std::string& path) {
   absl::StatusOr<Platform> platform = LoadPlatform(sc->platform(), DirOf(path));
   if (!platform.ok())
     return field_error("platform", platform.status().message());
-  absl::StatusOr<CollectiveOp> op =
-      ParseEnum<CollectiveOp>("op", sc->op(), CollectiveOp_Parse);
-  if (!op.ok()) return field_error("op", op.status().message());
+  if (sc->op() == OP_UNSPECIFIED) return field_error("op", "none given");
   if (sc->algorithms().empty()) return field_error("algorithms", "none given");
   if (sc->gpus() < 2) return field_error("gpus", "must be >= 2");
-  // 0 means the platform's channels and a factor of 2; anything else is
-  // checked as given.
-  const double step_factor = sc->step_factor() == 0 ? 2 : sc->step_factor();
-  absl::StatusOr<FlowMode> mode = ParseMode();
-  if (!mode.ok()) return mode.status();
-  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
+  absl::StatusOr<EngineOptions> options = CollectiveEngineOptions();
+  if (!options.ok()) return options.status();
   CollectiveBenchmark out;
   out.set_scenario(path);
-  for (const std::string& name : sc->algorithms()) {
-    absl::StatusOr<Algorithm> algorithm =
-        ParseEnum<Algorithm>("algorithm", name, Algorithm_Parse);
-    if (!algorithm.ok())
-      return field_error("algorithms", algorithm.status().message());
+  for (int algorithm : sc->algorithms()) {
     CollectiveSweep sweep;
-    sweep.op = *op;
-    sweep.algorithm = *algorithm;
-    sweep.gpus = sc->gpus();
-    sweep.channels = sc->channels();
-    sweep.min_bytes = sc->min_bytes();
-    sweep.max_bytes = sc->max_bytes();
-    sweep.step_factor = step_factor;
-    sweep.mode = *mode;
-    sweep.time_limit_s = absl::GetFlag(FLAGS_time_limit);
+    sweep.set_op(sc->op());
+    sweep.set_algorithm(static_cast<Algorithm>(algorithm));
+    sweep.set_channels(sc->channels());
+    sweep.set_min_bytes(sc->min_bytes());
+    sweep.set_max_bytes(sc->max_bytes());
+    // 0 means a factor of 2; anything else is checked as given.
+    sweep.set_step_factor(sc->step_factor() == 0 ? 2 : sc->step_factor());
     absl::StatusOr<CollectiveResults> results =
-        SimulateCollective(*platform, sweep);
+        SimulateCollective(*platform, sc->gpus(), sweep, *options);
     if (!results.ok())
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ", results.status().message()));
@@ -169,18 +157,13 @@ absl::Status RunCollectiveScenario(const std::string& path) {
 }
 
 absl::Status RunCollective() {
-  CollectiveSweep sweep;
-  absl::StatusOr<CollectiveOp> op = ParseEnum<CollectiveOp>(
-      "op", absl::GetFlag(FLAGS_op), CollectiveOp_Parse);
-  if (!op.ok()) return op.status();
-  absl::StatusOr<Algorithm> algorithm = ParseEnum<Algorithm>(
-      "algorithm", absl::GetFlag(FLAGS_algorithm), Algorithm_Parse);
-  if (!algorithm.ok()) return algorithm.status();
-  absl::StatusOr<FlowMode> mode = ParseMode();
-  if (!mode.ok()) return mode.status();
-  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
-  const std::optional<std::string> gpus = absl::GetFlag(FLAGS_gpus);
-  if (!gpus || !absl::SimpleAtoi(*gpus, &sweep.gpus) || sweep.gpus < 2) {
+  absl::StatusOr<CollectiveSweep> sweep = SweepFromFlags();
+  if (!sweep.ok()) return sweep.status();
+  absl::StatusOr<EngineOptions> options = CollectiveEngineOptions();
+  if (!options.ok()) return options.status();
+  const std::optional<std::string> gpus_flag = absl::GetFlag(FLAGS_gpus);
+  int gpus = 0;
+  if (!gpus_flag || !absl::SimpleAtoi(*gpus_flag, &gpus) || gpus < 2) {
     return absl::InvalidArgumentError("--gpus: give one GPU count >= 2");
   }
   const std::optional<std::string> name = absl::GetFlag(FLAGS_platform);
@@ -188,26 +171,12 @@ absl::Status RunCollective() {
   absl::StatusOr<Platform> platform = LoadPlatform(*name, ".");
   if (!platform.ok()) return platform.status();
   // The engine names the sweep's field; here the user gave a flag.
-  if (absl::StatusOr<Mesh> mesh = JobMesh(*platform, sweep.gpus); !mesh.ok()) {
+  if (absl::StatusOr<Mesh> mesh = JobMesh(*platform, gpus); !mesh.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpus: ", mesh.status().message()));
   }
-  absl::StatusOr<int64_t> min =
-      ParseBytes("min-bytes", absl::GetFlag(FLAGS_min_bytes));
-  if (!min.ok()) return min.status();
-  absl::StatusOr<int64_t> max =
-      ParseBytes("max-bytes", absl::GetFlag(FLAGS_max_bytes));
-  if (!max.ok()) return max.status();
-  sweep.op = *op;
-  sweep.algorithm = *algorithm;
-  sweep.channels = absl::GetFlag(FLAGS_channels);
-  sweep.min_bytes = *min;
-  sweep.max_bytes = *max;
-  sweep.step_factor = absl::GetFlag(FLAGS_step_factor);
-  sweep.mode = *mode;
-  sweep.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   absl::StatusOr<CollectiveResults> results =
-      SimulateCollective(*platform, sweep);
+      SimulateCollective(*platform, gpus, *sweep, *options);
   if (!results.ok()) return results.status();
   std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {

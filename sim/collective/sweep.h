@@ -11,26 +11,25 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "sim/collective/group.h"
+#include "sim/schema/collective.pb.h"
+#include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 #include "sim/schema/strategy.pb.h"
 
 namespace shardsim {
 
-struct SweepSpec {
-  CollectiveOp op = ALL_GATHER;
-  Algorithm algorithm = RING;
-  int64_t min_bytes = 0;
-  int64_t max_bytes = 0;
-  double step_factor = 2;  // > 1
-  int root = 0;            // BROADCAST
-};
+// Checks every field against sim/schema/limits.h: 1 <= min_bytes <=
+// max_bytes <= 1 TiB, a finite step_factor > 1 and at most 1,000 sizes,
+// channels in [0, 64], warmup and iters in [0, 1e6] (measuring needs
+// iters >= 1: the caller's rule). Errors read "WHERE: field NAME: ...".
+absl::Status ValidateSweep(const CollectiveSweep& sweep,
+                           absl::string_view where);
 
-// Checks the sizes against sim/schema/limits.h: 1 <= min_bytes <= max_bytes
-// <= 1 TiB, a finite step_factor > 1, and at most 1,000 sizes. Errors read
-// "WHERE: field NAME: ...".
-absl::Status ValidateSweep(const SweepSpec& spec, absl::string_view where);
+// The rings the sweep runs on: its own channels, or the platform's.
+int SweepChannels(const CollectiveSweep& sweep, const Platform& platform);
 
-std::vector<CollectiveCall> SweepCalls(const SweepSpec& spec, const Mesh& mesh);
+std::vector<CollectiveCall> SweepCalls(const CollectiveSweep& sweep,
+                                       const Mesh& mesh);
 
 // nccl-tests' bus bandwidth factor: (n-1)/n for all-gather and
 // reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast.

@@ -140,46 +140,35 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
 }
 
 absl::StatusOr<CollectiveResults> SimulateCollective(
-    const Platform& platform, const CollectiveSweep& sweep) {
+    const Platform& platform, int gpus, const CollectiveSweep& sweep,
+    const EngineOptions& options) {
   if (absl::Status s = ValidatePlatform(
           platform, absl::StrCat("platform ", platform.name()));
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<Mesh> mesh = JobMesh(platform, sweep.gpus);
+  absl::StatusOr<Mesh> mesh = JobMesh(platform, gpus);
   if (!mesh.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "collective sweep: field gpus: ", mesh.status().message()));
   }
-  if (absl::Status s =
-          ValidateSweep({sweep.op, sweep.algorithm, sweep.min_bytes,
-                         sweep.max_bytes, sweep.step_factor, 0},
-                        "collective sweep");
-      !s.ok()) {
+  if (absl::Status s = ValidateSweep(sweep, "collective sweep"); !s.ok()) {
     return s;
   }
-  FieldCheck check("collective sweep");
-  if (!check.Count("channels", sweep.channels, 0, limits::kMaxChannels).ok()) {
-    return check.status();
-  }
-  const int channels =
-      sweep.channels > 0 ? sweep.channels : platform.channels();
+  const int channels = SweepChannels(sweep, platform);
   auto task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
         Fabric::Build(platform, *mesh);
     if (!fabric.ok()) return fabric.status();
-    CollectiveEngine engine(**fabric, sweep.mode, channels);
+    CollectiveEngine engine(**fabric, options.mode, channels);
     CollectiveResults out;
     out.set_platform(platform.name());
-    out.set_op(sweep.op);
-    out.set_algorithm(sweep.algorithm);
-    out.set_gpus(sweep.gpus);
+    out.set_op(sweep.op());
+    out.set_algorithm(sweep.algorithm());
+    out.set_gpus(gpus);
     out.set_channels(channels);
-    const std::vector<CollectiveCall> calls =
-        SweepCalls({sweep.op, sweep.algorithm, sweep.min_bytes, sweep.max_bytes,
-                    sweep.step_factor, 0},
-                   *mesh);
+    const std::vector<CollectiveCall> calls = SweepCalls(sweep, *mesh);
     for (const CollectiveCall& c : calls) {
       if (absl::Status s = engine.Prepare(c); !s.ok()) return s;
     }
@@ -194,7 +183,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
         row->set_size_bytes(c.bytes());
         row->set_time_us(t * 1e6);
         row->set_algbw_gbps(c.bytes() / t / 1e9);
-        row->set_busbw_gbps(row->algbw_gbps() * BusFactor(c.op(), sweep.gpus));
+        row->set_busbw_gbps(row->algbw_gbps() * BusFactor(c.op(), gpus));
         row->set_protocol(engine.protocol(c).name());
       }
     });
@@ -202,7 +191,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     return out.SerializeAsString();
   };
   std::vector<absl::StatusOr<std::string>> r =
-      RunIsolated({task}, 1, sweep.time_limit_s);
+      RunIsolated({task}, 1, options.time_limit_s);
   if (!r[0].ok()) return r[0].status();
   CollectiveResults out;
   if (!out.ParseFromString(*r[0])) {

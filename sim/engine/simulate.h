@@ -35,21 +35,11 @@ struct EngineOptions {
 absl::StatusOr<Results> SimulateJob(const Job& job,
                                     const EngineOptions& options);
 
-struct CollectiveSweep {
-  CollectiveOp op = ALL_GATHER;
-  Algorithm algorithm = RING;
-  int gpus = 0;
-  int channels = 0;  // 0: the platform's
-  int64_t min_bytes = 0;
-  int64_t max_bytes = 0;
-  double step_factor = 2;
-  FlowMode mode = FlowMode::kFast;
-  double time_limit_s = 0;  // > 0: stop with an error when reached
-};
-
-// Sizes from min to max (x step_factor), each run alone over all GPUs.
+// The sweep's sizes, each run alone over `gpus` GPUs, one after another in
+// one simulation (options: mode and time limit).
 absl::StatusOr<CollectiveResults> SimulateCollective(
-    const Platform& platform, const CollectiveSweep& sweep);
+    const Platform& platform, int gpus, const CollectiveSweep& sweep,
+    const EngineOptions& options);
 
 // A trace file per point: `path` itself for a single point, else with
 // ".STRATEGY.GPUS" before its extension.

@@ -122,18 +122,37 @@ std::string FormatBreakdownTable(const Results& results) {
 }
 
 std::string FormatCollectiveTable(const CollectiveResults& r) {
+  // Simulated sweeps move fp32 (nccl-tests' default) and say which wire
+  // protocol the engine chose; measured ones move int64 elements, which
+  // the data check can compare exactly, and count the wrong ones.
+  const bool measured = r.has_measured();
+  const std::string source =
+      measured
+          ? absl::StrCat("measured, ", r.measured().transport(), " transport")
+          : "simulated";
   std::string out = absl::StrFormat(
-      "# %s %s on %d GPUs of %s, %d channels (simulated)\n"
-      "#%11s %12s %8s %10s %10s %10s  %s\n"
+      "# %s %s on %d %s of %s, %d channels (%s)\n"
+      "#%11s %12s %8s %10s %10s %10s %s\n"
       "#%11s %12s %8s %10s %10s %10s\n",
       CollectiveOp_Name(r.op()), Algorithm_Name(r.algorithm()), r.gpus(),
-      r.platform(), r.channels(), "size", "count", "type", "time", "algbw",
-      "busbw", "protocol", "(B)", "(elements)", "", "(us)", "(GB/s)", "(GB/s)");
+      measured ? "ranks" : "GPUs", r.platform(), r.channels(), source, "size",
+      "count", "type", "time", "algbw", "busbw",
+      measured ? "  #wrong" : " protocol", "(B)", "(elements)", "", "(us)",
+      "(GB/s)", "(GB/s)");
+  int64_t wrong = 0;
   for (const CollectiveRow& row : r.rows()) {
-    absl::StrAppendFormat(&out, " %11d %12d %8s %10.1f %10.2f %10.2f  %s\n",
-                          row.size_bytes(), row.size_bytes() / 4, "float",
-                          row.time_us(), row.algbw_gbps(), row.busbw_gbps(),
-                          row.protocol());
+    absl::StrAppendFormat(
+        &out, " %11d %12d %8s %10.1f %10.2f %10.2f %s\n", row.size_bytes(),
+        measured ? (row.size_bytes() + 7) / 8 : row.size_bytes() / 4,
+        measured ? "int64" : "float", row.time_us(), row.algbw_gbps(),
+        row.busbw_gbps(),
+        measured ? absl::StrFormat("%8d", row.wrong())
+                 : absl::StrCat(" ", row.protocol()));
+    wrong += row.wrong();
+  }
+  if (measured) {
+    absl::StrAppendFormat(&out, "# Out of bounds values : %d %s\n", wrong,
+                          wrong == 0 ? "OK" : "FAILED");
   }
   return out;
 }

@@ -1,8 +1,8 @@
 // Command-line helpers shared by shardsim (sim/cli) and shardsim-hw (hw/):
 // dashed flag spellings, enum and byte-count flag values. Header-only and
 // free of Abseil flags, so the core library does not depend on them; the
-// flags both binaries share are defined once in sim/cli/scenario_flags.h
-// (the shardsim_scenario_flags library, outside the core).
+// flags both binaries share are defined once in sim/cli/flags.h
+// (the shardsim_flags library, outside the core).
 #ifndef SHARDSIM_SIM_SCENARIO_ARGS_H_
 #define SHARDSIM_SIM_SCENARIO_ARGS_H_
 

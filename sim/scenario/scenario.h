@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "sim/collective/group.h"
 #include "sim/model/model.h"
+#include "sim/schema/collective.pb.h"
 #include "sim/schema/model.pb.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/scenario.pb.h"
