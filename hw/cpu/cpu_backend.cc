@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "hw/runtime/watchdog.h"
 #include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
+#include "sim/collective/plan_cache.h"
 #include "sim/compute/kernel_time.h"
 
 namespace shardsim::hw {
@@ -58,8 +57,6 @@ struct RankPlan {
   std::vector<int64_t> payload;             // elements, by step
 };
 
-using PlanKey = std::tuple<int, int, int, int, int, int64_t, int, int, int>;
-
 class CpuBackend : public Backend {
  public:
   CpuBackend(const Mesh& mesh, const Platform& platform,
@@ -70,6 +67,10 @@ class CpuBackend : public Backend {
         rank_(rank),
         seq_span_(SeqSpan()),
         fault_(options.fault, rank),
+        plans_(mesh_, platform_,
+               [this](const CollectiveCall& call, Plan plan) {
+                 return MakeRankPlan(call, plan);
+               }),
         watchdog_(rank, options.watchdog_s) {}
 
   std::string name() const override { return "cpu"; }
@@ -211,49 +212,31 @@ class CpuBackend : public Backend {
     return scratch_;
   }
 
+  // int64 elements: the data check compares them exactly.
   absl::StatusOr<const RankPlan*> PlanFor(const CollectiveCall& call,
                                           int channels) {
-    const Group& g = call.group();
     const int64_t count = std::max<int64_t>(1, (call.bytes() + 7) / 8);
-    const PlanKey key{call.op(),        call.algorithm(), g.intra_size(),
-                      g.intra_stride(), g.inter_size(),   count,
-                      channels,         call.root(),      g.inter_stride()};
-    if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
-    if (absl::Status s = ValidateGroup(g, mesh_); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("group ", GroupName(g), ": ", s.message()));
-    }
-    if (call.algorithm() == SHARP && !platform_.network().sharp()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("algorithm SHARP: platform ", platform_.name(),
-                       " has no SHARP-capable switches (network.sharp)"));
-    }
-    PlanRequest req;
-    req.op = call.op();
-    req.algorithm = call.algorithm();
-    req.shape = {g.intra_size(), g.inter_size()};
-    req.count = count;
-    req.channels = channels;
-    req.root = call.root();
-    absl::StatusOr<Plan> plan = MakePlan(req);
-    if (!plan.ok()) return plan.status();
+    return plans_.Get(call, count, channels);
+  }
 
-    const std::vector<int> members = GroupMembers(g, mesh_, rank_);
+  absl::StatusOr<RankPlan> MakeRankPlan(const CollectiveCall& call,
+                                        const Plan& plan) const {
+    const std::vector<int> members = GroupMembers(call.group(), mesh_, rank_);
     RankPlan mine;
     mine.op = call.op();
-    mine.count = count;
+    mine.count = plan.count;
     mine.size = static_cast<int>(members.size());
     mine.root = call.root();
     for (int i = 0; i < mine.size; ++i) {
       if (members[i] == rank_) mine.member = i;
     }
     mine.members = members;
-    mine.program = BuildRankProgram(*plan, mine.member);
+    mine.program = BuildRankProgram(plan, mine.member);
     for (size_t k = 0; k < mine.program.steps.size(); ++k) {
       std::vector<int64_t> slots;
       int64_t payload = 0;
       for (const RankOp& op : mine.program.steps[k]) {
-        if (op.offset < 0 || op.offset + op.count > count) {
+        if (op.offset < 0 || op.offset + op.count > plan.count) {
           return absl::InternalError(
               absl::StrCat("cpu backend: plan range outside the buffer at "
                            "step ",
@@ -265,7 +248,7 @@ class CpuBackend : public Backend {
       mine.slots.push_back(std::move(slots));
       mine.payload.push_back(payload);
     }
-    return &plans_.emplace(key, std::move(mine)).first->second;
+    return mine;
   }
 
   // One collective run; `what` names it for the watchdog.
@@ -345,7 +328,7 @@ class CpuBackend : public Backend {
   double t0_ = 0;
   std::vector<OpTiming> timings_;
   std::unordered_set<int> done_;
-  std::map<PlanKey, RankPlan> plans_;
+  PlanCache<RankPlan> plans_;
   std::vector<int64_t> scratch_, switch_, payload_;
   std::vector<MPI_Request> requests_;
   Watchdog watchdog_;  // last: its thread stops before the rest goes

@@ -28,6 +28,7 @@
 #include "hw/runtime/watchdog.h"
 #include "sim/collective/check_data.h"
 #include "sim/collective/plan.h"
+#include "sim/collective/plan_cache.h"
 
 namespace shardsim::hw {
 namespace {
@@ -96,7 +97,11 @@ class CudaBackend : public Backend {
         options_(options),
         rank_(rank),
         world_(world),
-        fault_(options.fault, rank) {}
+        fault_(options.fault, rank),
+        programs_(mesh_, platform_,
+                  [this](const CollectiveCall& call, Plan plan) {
+                    return MakeProgram(call, plan);
+                  }) {}
   ~CudaBackend() override;
 
   absl::Status Init(int local_rank);
@@ -142,8 +147,11 @@ class CudaBackend : public Backend {
   absl::Status InitWorldComm();
   absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
   absl::StatusOr<const RankProgram*> GetProgram(const CollectiveCall& call,
-                                                int p, int member, int channels,
-                                                int64_t count);
+                                                int channels, int64_t count);
+  // This rank's part of a call's plan (its member index from the mesh, as
+  // GetComm's communicator has it).
+  absl::StatusOr<RankProgram> MakeProgram(const CollectiveCall& call,
+                                          const Plan& plan) const;
   absl::Status Ensure(DeviceBuffer* b, size_t bytes, cudaStream_t stream);
   // Enqueues one collective on stream `si` over `count` elements of the
   // stream's data buffer (allocated by the caller).
@@ -168,8 +176,7 @@ class CudaBackend : public Backend {
   ncclComm_t world_comm_ = nullptr;
   std::mutex comms_mu_;  // guards comms_ against the watchdog
   std::map<std::tuple<int, int, int, int, int>, GroupComm> comms_;
-  std::map<std::tuple<int, int, int, int64_t, int, int, int>, RankProgram>
-      programs_;
+  PlanCache<RankProgram> programs_;
 
   cudaStream_t streams_[kStreams] = {};
   cudaStream_t aux_streams_[kStreams] = {};  // HO-Ring's inter-node ring
@@ -344,33 +351,28 @@ absl::StatusOr<CudaBackend::GroupComm*> CudaBackend::GetComm(const Group& group,
 }
 
 absl::StatusOr<const RankProgram*> CudaBackend::GetProgram(
-    const CollectiveCall& call, int p, int member, int channels,
-    int64_t count) {
-  const auto key = std::make_tuple(static_cast<int>(call.op()),
-                                   static_cast<int>(call.algorithm()),
-                                   call.group().intra_size(), count, channels,
-                                   call.root(), call.group().inter_size());
-  auto it = programs_.find(key);
-  if (it != programs_.end()) return &it->second;
-  PlanRequest req;
-  req.op = call.op();
-  req.algorithm = call.algorithm();
-  req.shape = {call.group().intra_size(), call.group().inter_size()};
-  req.count = count;
-  req.channels = channels;
-  req.root = call.root();
-  if (req.shape.size() != p) {
-    return absl::InternalError(absl::StrCat("rank ", rank_, ": group of ", p,
-                                            " members, plan shape of ",
-                                            req.shape.size()));
-  }
-  absl::StatusOr<Plan> plan = MakePlan(req);
-  if (!plan.ok()) {
+    const CollectiveCall& call, int channels, int64_t count) {
+  absl::StatusOr<const RankProgram*> program =
+      programs_.Get(call, count, channels);
+  if (!program.ok()) {
     return absl::Status(
-        plan.status().code(),
-        absl::StrCat("rank ", rank_, ": ", plan.status().message()));
+        program.status().code(),
+        absl::StrCat("rank ", rank_, ": ", program.status().message()));
   }
-  return &programs_.emplace(key, BuildRankProgram(*plan, member)).first->second;
+  return program;
+}
+
+absl::StatusOr<RankProgram> CudaBackend::MakeProgram(const CollectiveCall& call,
+                                                     const Plan& plan) const {
+  const std::vector<int> members = GroupMembers(call.group(), mesh_, rank_);
+  if (plan.shape.size() != static_cast<int>(members.size())) {
+    return absl::InternalError(absl::StrCat("group of ", members.size(),
+                                            " members, plan shape of ",
+                                            plan.shape.size()));
+  }
+  const int member = static_cast<int>(
+      std::find(members.begin(), members.end(), rank_) - members.begin());
+  return BuildRankProgram(plan, member);
 }
 
 // Grows a buffer, zeroed on `stream` (the stream that will use it; a plain
@@ -436,8 +438,7 @@ absl::Status CudaBackend::Enqueue(const CollectiveCall& call, int si,
                          CollectiveOp_Name(call.op()), " unknown"));
     }
   }
-  absl::StatusOr<const RankProgram*> prog =
-      GetProgram(call, p, me, channels, count);
+  absl::StatusOr<const RankProgram*> prog = GetProgram(call, channels, count);
   if (!prog.ok()) return prog.status();
   GroupComm* aux = nullptr;
   if ((*prog)->split_streams) {

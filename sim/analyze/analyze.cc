@@ -88,7 +88,7 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
         absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
   }
   absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(**schedule, r->mesh);
+      CountTraffic(**schedule, r->mesh, job.platform);
   if (!traffic.ok()) {
     return absl::InternalError(
         absl::StrCat(PointName(job, spec, gpus), traffic.status().message()));

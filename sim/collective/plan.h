@@ -26,6 +26,7 @@
 #define SHARDSIM_SIM_COLLECTIVE_PLAN_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,14 @@ struct PlanShape {
   int nodes = 1;
   int size() const { return per_node * nodes; }
   int NodeOf(int member) const { return member / per_node; }
+
+  friend bool operator==(const PlanShape& a, const PlanShape& b) {
+    return a.per_node == b.per_node && a.nodes == b.nodes;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const PlanShape& s) {
+    return H::combine(std::move(h), s.per_node, s.nodes);
+  }
 };
 
 inline constexpr int kSwitch = -1;
@@ -120,6 +129,16 @@ struct PlanRequest {
   int64_t count = 0;
   int channels = 1;  // parallel rings (NCCL channels); each moves 1/k
   int root = 0;
+
+  friend bool operator==(const PlanRequest& a, const PlanRequest& b) {
+    return a.op == b.op && a.algorithm == b.algorithm && a.shape == b.shape &&
+           a.count == b.count && a.channels == b.channels && a.root == b.root;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const PlanRequest& r) {
+    return H::combine(std::move(h), r.op, r.algorithm, r.shape, r.count,
+                      r.channels, r.root);
+  }
 };
 
 // Lowers a collective. Errors name the field and the reason (an algorithm

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -32,19 +33,22 @@ bool DirectPattern(Algorithm algorithm) {
 
 CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
                                    int channels)
-    : fabric_(fabric), mode_(mode), channels_(channels) {}
+    : fabric_(fabric),
+      mode_(mode),
+      channels_(channels),
+      plans_(fabric.mesh(), fabric.platform(),
+             [this](const CollectiveCall& call, Plan plan) {
+               return MakeEntry(call, std::move(plan));
+             }) {}
 
 CollectiveEngine::~CollectiveEngine() = default;
 
-CollectiveEngine::Key CollectiveEngine::KeyOf(const CollectiveCall& c) {
-  const Group& g = c.group();
-  return {c.op(),         c.algorithm(),    g.intra_size(), g.intra_stride(),
-          g.inter_size(), g.inter_stride(), c.bytes(),      c.root()};
-}
-
 const CollectiveEngine::Entry& CollectiveEngine::entry(
     const CollectiveCall& call) const {
-  return *entries_.at(KeyOf(call));
+  const Entry* e = plans_.Find(call, call.bytes(), channels_);
+  // Run, summary and protocol take prepared calls only (the contract).
+  if (e == nullptr) std::abort();
+  return *e;
 }
 
 const PlanSummary& CollectiveEngine::summary(const CollectiveCall& call) const {
@@ -56,58 +60,43 @@ const Protocol& CollectiveEngine::protocol(const CollectiveCall& call) const {
 }
 
 bool CollectiveEngine::AllIntraSymmetric() const {
-  for (const auto& [key, e] : entries_) {
-    if (!e->summary.intra_symmetric) return false;
-  }
-  return true;
+  bool all = true;
+  plans_.ForEach(
+      [&all](const Entry& e) { all = all && e.summary.intra_symmetric; });
+  return all;
 }
 
 absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
-  const Key key = KeyOf(call);
-  if (entries_.count(key)) return absl::OkStatus();
+  return plans_.Get(call, call.bytes(), channels_).status();
+}
+
+absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
+    const CollectiveCall& call, Plan plan) const {
   const Mesh& mesh = fabric_.mesh();
-  if (absl::Status s = ValidateGroup(call.group(), mesh); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group ", GroupName(call.group()), ": ", s.message()));
-  }
-  if (call.algorithm() == SHARP && !fabric_.platform().network().sharp()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("algorithm SHARP: platform ", fabric_.platform().name(),
-                     " has no SHARP-capable switches (network.sharp)"));
-  }
-  auto e = std::make_unique<Entry>();
-  e->shape = {call.group().intra_size(), call.group().inter_size()};
-  PlanRequest req;
-  req.op = call.op();
-  req.algorithm = call.algorithm();
-  req.shape = e->shape;
-  req.count = call.bytes();  // one element per byte: the wire sees bytes
-  req.channels = channels_;
-  req.root = call.root();
-  absl::StatusOr<Plan> plan = MakePlan(req);
-  if (!plan.ok()) return plan.status();
-  e->summary = Summarize(*plan);
+  Entry e;
+  e.shape = plan.shape;
+  e.summary = Summarize(plan);
   const Efficiency& eff = fabric_.platform().efficiency();
   if (DirectPattern(call.algorithm())) {
-    e->intra_inflation = eff.nvlink_fraction() / eff.nvlink_direct_fraction();
+    e.intra_inflation = eff.nvlink_fraction() / eff.nvlink_direct_fraction();
   }
-  if (mode_ == FlowMode::kPerStep) e->plan = *std::move(plan);
+  if (mode_ == FlowMode::kPerStep) e.plan = std::move(plan);
   for (int rank = 0; rank < mesh.gpus(); ++rank) {
     if (GroupFirstMember(call.group(), mesh, rank) == rank) {
-      e->groups.push_back(GroupMembers(call.group(), mesh, rank));
+      e.groups.push_back(GroupMembers(call.group(), mesh, rank));
     }
   }
   double best = std::numeric_limits<double>::infinity();
   for (const Protocol& proto : fabric_.platform().protocols()) {
-    const double t = EstimateEntry(*e, proto);
+    const double t = EstimateEntry(e, proto);
     if (t < best) {
       best = t;
-      e->protocol = &proto;
+      e.protocol = &proto;
     }
   }
   // Only a platform that escaped validation gets here (no protocol, or
   // every estimate infinite or NaN); never hand the engine a null protocol.
-  if (e->protocol == nullptr) {
+  if (e.protocol == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("platform ", fabric_.platform().name(),
                      ": no wire protocol gives a "
@@ -115,8 +104,7 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
                      CollectiveOp_Name(call.op()), " of ", call.bytes(),
                      " bytes (protocols, bandwidths and efficiencies)"));
   }
-  entries_.emplace(key, std::move(e));
-  return absl::OkStatus();
+  return e;
 }
 
 double CollectiveEngine::StageFloor(const Stage& stage, const Protocol& proto,

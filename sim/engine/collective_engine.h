@@ -22,13 +22,12 @@
 
 #include <simgrid/forward.h>
 
-#include <map>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "sim/collective/plan.h"
+#include "sim/collective/plan_cache.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/plan_summary.h"
 #include "sim/schema/schedule.pb.h"
@@ -52,8 +51,8 @@ class CollectiveEngine {
   CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels);
   ~CollectiveEngine();
 
-  // Plans `call` (cached by shape, size and algorithm). Errors name the
-  // call's group or algorithm and why it cannot run here.
+  // Plans `call` (once per PlanKey, plan_cache.h). Errors name the call's
+  // group or algorithm and why it cannot run here.
   absl::Status Prepare(const CollectiveCall& call);
 
   // How long a call took, and how much of it was latency: the protocol's
@@ -99,7 +98,6 @@ class CollectiveEngine {
   const Protocol& protocol(const CollectiveCall& call) const;
 
  private:
-  using Key = std::tuple<int, int, int, int, int, int, int64_t, int>;
   struct Entry {
     Plan plan;  // kept in per-step mode only
     PlanSummary summary;
@@ -110,7 +108,9 @@ class CollectiveEngine {
     // patterns: nvlink_fraction / nvlink_direct_fraction).
     double intra_inflation = 1;
   };
-  static Key KeyOf(const CollectiveCall& call);
+  // A call's entry from its plan: the summary, the groups of its shape,
+  // and the wire protocol with the smallest estimate.
+  absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan) const;
   const Entry& entry(const CollectiveCall& call) const;
   double EstimateEntry(const Entry& e, const Protocol& proto) const;
   // The least time a stage takes: each step waits for its slowest message.
@@ -139,7 +139,8 @@ class CollectiveEngine {
   const FlowMode mode_;
   const int channels_;
   bool node_symmetry_ = false;
-  std::map<Key, std::unique_ptr<Entry>> entries_;
+  // One element per byte: the wire sees bytes, whatever the dtype.
+  PlanCache<Entry> plans_;
   std::unique_ptr<FlowWorkers> workers_;  // created in the first call
 };
 

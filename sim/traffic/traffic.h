@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
+#include "sim/schema/platform.pb.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -14,9 +15,11 @@ namespace shardsim {
 
 // One entry per kind of call (phase, op, group, algorithm, tensor, size),
 // with bytes sent summed over all GPUs of the job. Bytes a SHARP switch
-// sends back are not counted: the switch is not a GPU.
-absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(const Schedule& schedule,
-                                                       const Mesh& mesh);
+// sends back are not counted: the switch is not a GPU. Every call is
+// checked against the mesh and the platform as the engine checks it
+// (plan_cache.h).
+absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
+    const Schedule& schedule, const Mesh& mesh, const Platform& platform);
 
 }  // namespace shardsim
 

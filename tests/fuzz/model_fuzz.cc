@@ -88,6 +88,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, strategy, kMesh, scenario);
   if (!schedule.ok()) return 0;
-  Use(CountTraffic(**schedule, kMesh));
+  Use(CountTraffic(**schedule, kMesh, ShippedPlatform()));
   return 0;
 }

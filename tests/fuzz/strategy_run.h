@@ -48,7 +48,7 @@ inline void RunStrategy(const std::string& spec, const std::string& base_dir,
   absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, *strategy, mesh, scenario);
   if (!schedule.ok()) return;
-  Use(CountTraffic(**schedule, mesh));
+  Use(CountTraffic(**schedule, mesh, ShippedPlatform()));
 }
 
 }  // namespace shardsim::fuzz
