@@ -20,10 +20,10 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/isolate.h"
 #include "sim/engine/replay.h"
 #include "sim/engine/simulate.h"
 #include "sim/model/model.h"
+#include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
@@ -528,7 +528,7 @@ TEST(EngineModes, HringAllGatherPerStepFollowsItsChain) {
 // (phase 3 above): the fast mode prices it as one hop's time, S/2 / 300e9,
 // instead of 7 of them: 6.253 ms where the per-step mode gives 8.958 ms on
 // the test platform above (dgx_a100 at 256 MiB, 4 channels: 6.768 ms
-// against 10.217 ms). Enable when sim/engine/plan_summary.cc /
+// against 10.217 ms). Enable when sim/collective/plan_summary.cc /
 // collective_engine.cc account for pipeline fill (see the report of this test's
 // author). As the 2D torus: phase by phase, within a few %.
 TEST(EngineModes, HringAllGatherFastAndPerStepAgreeWithinFivePercent) {

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/collective/sweep.h"
-#include "sim/engine/isolate.h"
+#include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/limits.h"
 

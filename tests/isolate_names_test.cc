@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "gtest/gtest.h"
-#include "sim/engine/isolate.h"
+#include "sim/runner/isolate.h"
 
 namespace shardsim {
 namespace {

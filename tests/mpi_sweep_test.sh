@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `shardsim run` spread over MPI ranks (sim/engine/distribute.h) prints what
+# `shardsim run` spread over MPI ranks (sim/runner/distribute.h) prints what
 # the serial run prints, byte for byte (table, --breakdown, --json); a
 # point that fails on another rank fails the run with the serial run's
 # message, printed once, and every rank exits non-zero; a rank that cannot

@@ -1,7 +1,7 @@
 // Shipped platforms load and validate; the SimGrid fabric builds for them
 // at small and large scale with the right NIC mapping; malformed platforms
 // are refused with the field named. Every SimGrid use runs in a child
-// process (isolate.h): SimGrid allows one engine per process.
+// process (sim/runner/isolate.h): SimGrid allows one engine per process.
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -16,8 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/isolate.h"
 #include "sim/engine/simulate.h"
+#include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 
 namespace sg4 = simgrid::s4u;

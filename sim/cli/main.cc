@@ -25,9 +25,9 @@
 #include "sim/analyze/analyze.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
-#include "sim/engine/distribute.h"
 #include "sim/engine/simulate.h"
 #include "sim/results/results.h"
+#include "sim/runner/distribute.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
@@ -279,8 +279,8 @@ int main(int argc, char** argv) {
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
-  // Under mpirun or srun with several ranks (distribute.h), `run` spreads
-  // its points over them. Every other command is cheap: rank 0 runs it
+  // Under mpirun or srun with several ranks (sim/runner/distribute.h), `run`
+  // spreads its points over them. Every other command is cheap: rank 0 runs it
   // alone, and the others leave at once, silently and with 0, never
   // starting MPI.
   const shardsim::Launch launch = shardsim::DetectLaunch();

@@ -3,7 +3,8 @@
 // flight (other collectives, other groups).
 //
 // Two ways to run a plan, which agree where both apply:
-//  - fast: per stage (plan_summary.h), one flow per hop with all its bytes,
+//  - fast: per stage (sim/collective/plan_summary.h), one flow per hop with all
+//  its bytes,
 //    then the hop's steps x alpha after it; the stage ends with its last hop,
 //    and not before its floor (the steps' slowest messages in sequence).
 //    Stages without ring passes run step by step, a flow per pair per step.
@@ -28,8 +29,8 @@
 #include "absl/status/status.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
+#include "sim/collective/plan_summary.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/plan_summary.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {

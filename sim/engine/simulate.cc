@@ -10,11 +10,11 @@
 #include "sim/analyze/analyze.h"
 #include "sim/collective/sweep.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/isolate.h"
 #include "sim/engine/replay.h"
 #include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
+#include "sim/runner/isolate.h"
 #include "sim/schema/limits.h"
 
 namespace sg4 = simgrid::s4u;
@@ -120,8 +120,8 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
       });
     }
   }
-  // A progress line, on a terminal only (progress.h); under MPI, rank 0
-  // shows its own points (distribute.h).
+  // A progress line, on a terminal only (sim/runner/progress.h); under MPI,
+  // rank 0 shows its own points (sim/runner/distribute.h).
   IsolateOptions isolate;
   isolate.jobs = options.jobs;
   isolate.time_limit_s = options.time_limit_s;

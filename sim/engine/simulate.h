@@ -1,5 +1,5 @@
 // The timing engine's entry points. Each simulation runs in a child process
-// (isolate.h); the caller's process never starts SimGrid.
+// (sim/runner/isolate.h); the caller's process never starts SimGrid.
 #ifndef SHARDSIM_SIM_ENGINE_SIMULATE_H_
 #define SHARDSIM_SIM_ENGINE_SIMULATE_H_
 
@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
-#include "sim/engine/isolate.h"
+#include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
 
@@ -15,7 +15,7 @@ namespace shardsim {
 
 // Starts this process's SimGrid engine with the settings that keep the flow
 // model honest (docs/engine.md §2): CM02, no cross-traffic, no TCP-gamma cap.
-// For child processes only (isolate.h); once per process.
+// For child processes only (sim/runner/isolate.h); once per process.
 void StartSimGrid();
 
 struct EngineOptions {
@@ -26,7 +26,7 @@ struct EngineOptions {
   bool collapse = true;     // repeating micro-batches simulated once (replay.h)
   // Runs the points; unset: RunIsolated on this machine. `shardsim run`
   // under mpirun or srun sets it to spread them over the ranks
-  // (distribute.h); then only rank 0 gets rows back.
+  // (sim/runner/distribute.h); then only rank 0 gets rows back.
   TaskRunner run_tasks;
 };
 

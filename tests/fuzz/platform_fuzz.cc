@@ -2,7 +2,7 @@
 // (its GPU model, ValidatePlatform, the mesh), then what the engine
 // computes before SimGrid starts: kernel times, and the plans of one
 // lowered step's collectives on the platform's channels. SimGrid itself
-// runs once per process (isolate.h): not here.
+// runs once per process (sim/runner/isolate.h): not here.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 #include "sim/analyze/analyze.h"
 #include "sim/collective/plan.h"
+#include "sim/collective/plan_summary.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/engine/plan_summary.h"
 #include "sim/model/kernels.h"
 #include "sim/results/results.h"
 #include "sim/scenario/scenario.h"

@@ -1,4 +1,4 @@
-#include "sim/engine/isolate.h"
+#include "sim/runner/isolate.h"
 
 #include <poll.h>
 #include <sys/prctl.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "sim/engine/progress.h"
+#include "sim/runner/progress.h"
 
 namespace shardsim {
 namespace {

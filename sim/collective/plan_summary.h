@@ -12,8 +12,8 @@
 // message of each step (what one pair sends in a step, all channels
 // together). Ring passes need no floor: a pipelined ring is exactly its
 // hops' flows plus alpha per step.
-#ifndef SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
-#define SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
+#ifndef SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_
+#define SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_
 
 #include <cstdint>
 #include <vector>
@@ -60,4 +60,4 @@ PlanSummary Summarize(const Plan& plan);
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_PLAN_SUMMARY_H_
+#endif  // SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_

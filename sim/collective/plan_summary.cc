@@ -1,4 +1,4 @@
-#include "sim/engine/plan_summary.h"
+#include "sim/collective/plan_summary.h"
 
 #include <algorithm>
 #include <map>

@@ -5,8 +5,8 @@
 // file or a pipe (tests, scripts, CI) is never changed by it, and only once
 // the sweep has run for 2 s, so short runs print nothing at all. The line
 // is erased when the sweep ends, before any result is printed.
-#ifndef SHARDSIM_SIM_ENGINE_PROGRESS_H_
-#define SHARDSIM_SIM_ENGINE_PROGRESS_H_
+#ifndef SHARDSIM_SIM_RUNNER_PROGRESS_H_
+#define SHARDSIM_SIM_RUNNER_PROGRESS_H_
 
 #include <chrono>
 #include <cstddef>
@@ -45,4 +45,4 @@ class Progress {
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_PROGRESS_H_
+#endif  // SHARDSIM_SIM_RUNNER_PROGRESS_H_

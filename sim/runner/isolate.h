@@ -2,8 +2,8 @@
 // process of its own (docs/engine.md §5: run independent simulations as
 // separate processes). The child returns bytes (a serialized proto) or an
 // error through a pipe.
-#ifndef SHARDSIM_SIM_ENGINE_ISOLATE_H_
-#define SHARDSIM_SIM_ENGINE_ISOLATE_H_
+#ifndef SHARDSIM_SIM_RUNNER_ISOLATE_H_
+#define SHARDSIM_SIM_RUNNER_ISOLATE_H_
 
 #include <functional>
 #include <string>
@@ -53,4 +53,4 @@ using TaskRunner = std::function<std::vector<absl::StatusOr<std::string>>(
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_ISOLATE_H_
+#endif  // SHARDSIM_SIM_RUNNER_ISOLATE_H_

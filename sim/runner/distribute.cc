@@ -1,4 +1,4 @@
-#include "sim/engine/distribute.h"
+#include "sim/runner/distribute.h"
 
 #include <climits>
 #include <cstdint>

@@ -12,15 +12,15 @@
 //
 // Built into the shardsim binary only (not shardsim_core), so that the
 // library, its tests and its fuzzers never link MPI.
-#ifndef SHARDSIM_SIM_ENGINE_DISTRIBUTE_H_
-#define SHARDSIM_SIM_ENGINE_DISTRIBUTE_H_
+#ifndef SHARDSIM_SIM_RUNNER_DISTRIBUTE_H_
+#define SHARDSIM_SIM_RUNNER_DISTRIBUTE_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sim/engine/isolate.h"
+#include "sim/runner/isolate.h"
 
 namespace shardsim {
 
@@ -74,4 +74,4 @@ class SweepRanks {
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_DISTRIBUTE_H_
+#endif  // SHARDSIM_SIM_RUNNER_DISTRIBUTE_H_

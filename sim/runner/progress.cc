@@ -1,4 +1,4 @@
-#include "sim/engine/progress.h"
+#include "sim/runner/progress.h"
 
 #include <unistd.h>
 
