@@ -44,6 +44,9 @@
 #define SHARDSIM_HW_NCCL 1
 #endif
 
+// The flags of this binary alone; the shared ones are in sim/cli/flags.h.
+
+// The machine: transport and mesh.
 ABSL_FLAG(std::string, transport, "",
           "cpu or nccl (default: nccl when built with CUDA and a GPU is "
           "visible, else cpu)");
@@ -51,7 +54,11 @@ ABSL_FLAG(int, gpus_per_node, 0,
           "ranks per node of the mesh (0 = the platform's gpus_per_node)");
 ABSL_FLAG(double, compute_scale, 0,
           "cpu transport: compute ops sleep their simulated time x this");
+
+// run
 ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
+
+// Failures: the watchdog, and a fault to test it with.
 ABSL_FLAG(double, watchdog_s, 300,
           "a rank whose collective, barrier or stream wait makes no progress "
           "for this many seconds aborts every rank (exit 3)");

@@ -35,19 +35,28 @@
 #include "sim/schema/limits.h"
 #include "validate/cli.h"
 
-ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
+// The flags of this binary alone; the shared ones are in sim/cli/flags.h.
+
+// run
 ABSL_FLAG(bool, breakdown, false,
           "run: also print why each step takes what it takes (critical path "
           "by cause)");
-ABSL_FLAG(std::string, mode, "fast",
-          "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(bool, collapse, true,
           "run: simulate repeating micro-batches until their state repeats, "
           "then extrapolate exactly (false: every micro-batch)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
+
+// run and collective: the engine
+ABSL_FLAG(std::string, mode, "fast",
+          "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
           "run, collective: stop with an error after this many seconds "
           "(0: no limit)");
+
+// volume
+ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
+
+// calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
           "calibrate, validate: comma-separated measurement files "
           "(nccl-tests text or -J JSON, shardsim-hw JSON); PATH:op=...");
