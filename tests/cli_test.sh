@@ -243,5 +243,25 @@ PY
   --max-bytes 1e6 >/dev/null && grep -q "^# Calibrated by" "$tmp/cal.textproto" \
   && ok || fail "calibrated platform loads"
 
+# plan: the tiny model on 16 GPUs; rows ranked from 1, best first.
+tiny=$root/tests/data/tiny_model.textproto
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 --top 3 \
+  --json "$tmp/plan.json" >"$tmp/plan" || fail "plan"
+grep -q "candidates" "$tmp/plan" && python3 - "$tmp/plan.json" <<'PY' && ok || fail "plan json"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert [r["rank"] for r in p["best"]] == [1, 2, 3], p["best"]
+speeds = [r["tokens_per_gpu_per_s"] for r in p["best"]]
+assert speeds == sorted(speeds, reverse=True), speeds
+assert p["candidates"] == p["filtered"] + p["simulated"], p
+assert all(r["tokens_per_gpu_per_s"] <= speeds[0] for r in p["presets"])
+PY
+"$bin" plan "$quick" --gpus 16,32 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "plan searches one GPU count" "$tmp/err" && ok \
+  || fail "plan at two GPU counts: $(cat "$tmp/err")"
+"$bin" plan "$quick" --gpus 16 --memory-cap 1 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "under the cap of 1.00 GiB: the smallest peak is" "$tmp/err" \
+  && ok || fail "plan cap below every point: $(cat "$tmp/err")"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

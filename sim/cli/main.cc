@@ -33,6 +33,7 @@
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/schema/limits.h"
+#include "sim/search/search.h"
 #include "validate/cli.h"
 
 // The flags of this binary alone; the shared ones are in sim/cli/flags.h.
@@ -55,6 +56,12 @@ ABSL_FLAG(double, time_limit, 0,
 
 // volume
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
+
+// plan
+ABSL_FLAG(std::optional<double>, memory_cap, std::nullopt,
+          "plan: peak memory per GPU a point may reach, GiB (unset: the "
+          "GPU's memory)");
+ABSL_FLAG(int, top, 10, "plan: rows of the best points shown");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -86,6 +93,11 @@ constexpr char kUsage[] =
     "            or shardsim-hw measurements\n"
     "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
     "            [--json FILE]: predicted vs measured, per file\n"
+    "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]: every\n"
+    "            strategy of the search space (presets, PaRO codes, Lins'\n"
+    "            triples) that fits in memory, simulated and ranked by\n"
+    "            tokens/s per GPU; the presets and the Pareto front beside\n"
+    "            them\n"
     "  memory    per-GPU memory (P, G, OS, activations, buffers) and OOM\n"
     "  volume    bytes sent per step, intra-/inter-node, from the plans\n"
     "            (--detail: per collective and phase)\n"
@@ -204,7 +216,32 @@ absl::StatusOr<Job> LoadJob(const std::string& path) {
   return ResolveJob(path, *std::move(scenario));
 }
 
-// `ranks`: this rank's part in a `run` spread over MPI ranks, or null.
+// `shardsim plan`: the search of sim/search/search.h, printed and written.
+absl::Status Plan(const Job& job, const EngineOptions& engine,
+                  SweepRanks* ranks) {
+  SearchOptions options;
+  options.engine = engine;
+  options.top = absl::GetFlag(FLAGS_top);
+  FieldCheck check("command line");
+  check.Count("top", options.top, 1, 100000);
+  if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {
+    check.Real("memory_cap", *cap, 1.0 / 1024, 1 << 20);
+    options.memory_cap_bytes =
+        static_cast<int64_t>(*cap * 1024.0 * 1024.0 * 1024.0);
+  }
+  if (!check.ok()) return check.status();
+  absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
+  if (!plan.ok()) return plan.status();
+  if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
+  std::fputs(FormatPlanTable(*plan).c_str(), stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    return WriteJson(*plan, json);
+  }
+  return absl::OkStatus();
+}
+
+// `ranks`: this rank's part in a `run` or `plan` spread over MPI ranks, or
+// null.
 absl::Status Run(const std::string& command, const std::string& path,
                  SweepRanks* ranks) {
   absl::StatusOr<Job> job = LoadJob(path);
@@ -225,7 +262,7 @@ absl::Status Run(const std::string& command, const std::string& path,
 
   absl::StatusOr<FlowMode> mode = ParseMode();
   if (!mode.ok()) return mode.status();
-  if (command == "run") {
+  if (command == "run" || command == "plan") {
     if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
     EngineOptions options;
     options.mode = *mode;
@@ -239,6 +276,7 @@ absl::Status Run(const std::string& command, const std::string& path,
         return ranks->Run(tasks, isolate);
       };
     }
+    if (command == "plan") return Plan(*job, options, ranks);
     absl::StatusOr<Results> results = SimulateJob(*job, options);
     if (!results.ok()) return results.status();
     // Only rank 0 has the rows, and only it prints.
@@ -289,11 +327,15 @@ int main(int argc, char** argv) {
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
   // Under mpirun or srun with several ranks (sim/runner/distribute.h), `run`
-  // spreads its points over them. Every other command is cheap: rank 0 runs it
+  // and `plan` spread their points over them. Every other command is cheap:
+  // rank 0 runs it
   // alone, and the others leave at once, silently and with 0, never
   // starting MPI.
   const shardsim::Launch launch = shardsim::DetectLaunch();
-  if (launch.size > 1 && command != "run" && launch.rank != 0) return 0;
+  if (launch.size > 1 && command != "run" && command != "plan" &&
+      launch.rank != 0) {
+    return 0;
+  }
   if (command == "help" || command == "--help") {
     std::fputs(shardsim::kUsage, stdout);
     return 0;
@@ -351,8 +393,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (command != "run" && command != "memory" && command != "volume" &&
-      command != "schedule") {
+  if (command != "run" && command != "plan" && command != "memory" &&
+      command != "volume" && command != "schedule") {
     std::fprintf(stderr, "shardsim: unknown command \"%s\"\n\n%s",
                  command.c_str(), shardsim::kUsage);
     return 2;
@@ -365,7 +407,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::optional<shardsim::SweepRanks> ranks;
-  if (command == "run" && launch.size > 1) ranks.emplace(launch);
+  if ((command == "run" || command == "plan") && launch.size > 1) {
+    ranks.emplace(launch);
+  }
   absl::Status s = shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
   if (ranks) {
     // Every rank exits as rank 0 does; only rank 0 says why.

@@ -89,6 +89,24 @@ std::string FormatRunTable(const Results& results) {
   return out;
 }
 
+std::string FormatPlanTable(const PlanResults& plan) {
+  auto table = [](const google::protobuf::RepeatedPtrField<ResultRow>& rows) {
+    Results r;
+    *r.mutable_rows() = rows;
+    return FormatRunTable(r);
+  };
+  std::string out = absl::StrFormat(
+      "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates, %d filtered by "
+      "memory, %d simulated\n\nbest first (tokens/s per GPU):\n",
+      plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
+      plan.candidates(), plan.filtered(), plan.simulated());
+  absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
+                  table(plan.presets()),
+                  "\nPareto front, peak memory against tokens/s per GPU:\n",
+                  table(plan.pareto()));
+  return out;
+}
+
 std::string FormatBreakdownTable(const Results& results) {
   std::string out = absl::StrFormat(
       "why: the critical path of each step, seconds per cause (they add up "

@@ -25,6 +25,10 @@ std::string FormatRunTable(const Results& results);
 // seconds per cause, and the collectives left most exposed.
 std::string FormatBreakdownTable(const Results& results);
 
+// `shardsim plan`: the counts, then the best rows, the presets and the
+// Pareto front, each as FormatRunTable lays rows out.
+std::string FormatPlanTable(const PlanResults& plan);
+
 // nccl-tests' table layout, so it can be laid beside a real log.
 std::string FormatCollectiveTable(const CollectiveResults& results);
 

@@ -1,0 +1,37 @@
+// `shardsim plan`: the best strategy for a model on a cluster, found by
+// simulation. Every candidate of space.h that fits in memory (under the
+// cap) is simulated; the rows are ranked by tokens/s per GPU.
+#ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
+#define SHARDSIM_SIM_SEARCH_SEARCH_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "sim/engine/simulate.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schema/results.pb.h"
+
+namespace shardsim {
+
+struct SearchOptions {
+  // Peak memory per GPU a point may reach; unset: the GPU's memory (the
+  // memory model's OOM rule alone).
+  std::optional<int64_t> memory_cap_bytes;
+  int top = 10;          // rows in `best`
+  EngineOptions engine;  // jobs, MPI ranks, time limit
+};
+
+// The job's scenario must name one GPU count; its strategies are replaced
+// by the candidates. Errors: no GPU count or several; every candidate over
+// the cap ("... the smallest peak is X GiB, STRATEGY").
+absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
+                                             const SearchOptions& options);
+
+// The rows no other row beats on both peak memory (lower) and tokens/s
+// per GPU (higher), by peak memory; ties keep the first.
+std::vector<ResultRow> ParetoFront(const std::vector<ResultRow>& rows);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_SEARCH_SEARCH_H_

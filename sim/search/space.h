@@ -1,0 +1,27 @@
+// The strategies `shardsim plan` searches: every sharding of the named
+// systems and every per-state triple Lins' rule allows on a mesh.
+#ifndef SHARDSIM_SIM_SEARCH_SPACE_H_
+#define SHARDSIM_SIM_SEARCH_SPACE_H_
+
+#include <string>
+#include <vector>
+
+#include "sim/collective/group.h"
+
+namespace shardsim {
+
+// Factors a state may be sharded over on `mesh`, smallest first: intra x 1
+// for every divisor of the node, then a whole node x inter for every
+// divisor of the node count (Lins: a shard that spans nodes fills them).
+std::vector<std::string> ShardFactors(const Mesh& mesh);
+
+// Every strategy spec valid on `mesh`, each once, in this order: the named
+// presets (NamedStrategies), every PaRO code paro-XYZ, then every
+// lins:p=..:g=..:os=.. triple. Validity is ParseStrategy's: Lins'
+// dependency rule (s_p <= s_g <= s_os on both axes, s_g in {s_p, s_os})
+// is not written here again.
+std::vector<std::string> CandidateSpecs(const Mesh& mesh);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_SEARCH_SPACE_H_
