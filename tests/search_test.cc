@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
+#include "sim/search/bound.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
 
@@ -45,6 +46,60 @@ TEST(SearchSpace, EveryValidTripleAndCodeOnce) {
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
 
   EXPECT_EQ(CountPrefix(CandidateSpecs(Mesh{8, 1}), "lins:"), 16);
+}
+
+// Two GPUs of one node, 100 GB/s NVSwitch ports, fractions 1 but the best
+// wire protocol's 0.5: a byte leaves a GPU at 50 GB/s at best.
+Platform TwoGpuNode() {
+  Platform p;
+  p.set_name("bound");
+  p.set_gpus_per_node(2);
+  p.set_channels(1);
+  p.mutable_nvswitch()->set_bandwidth(100e9);
+  p.mutable_network()->set_nic_bandwidth(25e9);
+  p.mutable_efficiency()->set_nvlink_fraction(1);
+  p.mutable_efficiency()->set_nvlink_direct_fraction(0.5);
+  p.mutable_efficiency()->set_network_fraction(1);
+  p.add_protocols()->set_bandwidth_fraction(0.25);
+  p.add_protocols()->set_bandwidth_fraction(0.5);
+  return p;
+}
+
+Op* AllGather(Schedule* s, Stream stream, std::vector<int> deps) {
+  Op* op = s->add_ops();
+  op->set_id(s->ops_size() - 1);
+  op->set_stream(stream);
+  for (int d : deps) op->add_deps(d);
+  CollectiveCall* c = op->mutable_collective();
+  c->set_op(ALL_GATHER);
+  c->set_algorithm(RING);
+  *c->mutable_group() = MakeGroup(2, 1, 1, 1);
+  c->set_bytes(1'000'000'000);
+  return op;
+}
+
+// A 1 GB all-gather over 2 GPUs: each sends its half, 0.5 GB, at 50 GB/s:
+// 10 ms. On one stream, or chained by a dependency, two take 20 ms; on two
+// streams with no dependency, 10 ms.
+TEST(SearchBound, TheLongestPathAtTheFastestSpeed) {
+  const Mesh mesh{2, 1};
+  const Platform p = TwoGpuNode();
+  Schedule same;
+  AllGather(&same, GATHER, {});
+  AllGather(&same, GATHER, {});
+  absl::StatusOr<double> b = StepLowerBound(same, mesh, p);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_DOUBLE_EQ(*b, 0.02);
+
+  Schedule apart;
+  AllGather(&apart, GATHER, {});
+  AllGather(&apart, REDUCE, {});
+  EXPECT_DOUBLE_EQ(*StepLowerBound(apart, mesh, p), 0.01);
+
+  Schedule chained;
+  AllGather(&chained, GATHER, {});
+  AllGather(&chained, REDUCE, {0});
+  EXPECT_DOUBLE_EQ(*StepLowerBound(chained, mesh, p), 0.02);
 }
 
 ResultRow Row(const std::string& name, int64_t peak, double tokens) {
@@ -105,6 +160,44 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
   ASSERT_FALSE(plan->pareto().empty());
   EXPECT_EQ(plan->pareto(plan->pareto_size() - 1).tokens_per_gpu_per_s(),
             plan->best(0).tokens_per_gpu_per_s());
+}
+
+// Every candidate simulated: none came in under its bound. Pruned, the
+// search finds the same best point and the same front, having pruned some.
+TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
+  Scenario s;
+  s.set_name("search test");
+  s.set_model("llama-7b");
+  s.set_platform("dgx_a100");
+  s.add_strategies("zero3");
+  s.add_gpus(16);
+  s.set_micro_batch_size(10);
+  s.set_micro_batches(1);
+  s.set_seq_len(512);
+  s.set_optimizer_bytes_per_param(12);
+  absl::StatusOr<Job> job = ResolveJob("search_test.textproto", s);
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  SearchOptions every;
+  every.exhaustive = true;
+  every.top = 1000;
+  absl::StatusOr<PlanResults> all = SearchStrategies(*job, every);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->pruned(), 0);
+  ASSERT_EQ(all->best_size(), all->simulated());
+  for (const ResultRow& r : all->best()) {
+    EXPECT_LE(r.step_lower_bound_s(), r.step_time_s()) << r.strategy();
+  }
+
+  absl::StatusOr<PlanResults> some = SearchStrategies(*job, {});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_GT(some->pruned(), 0);
+  EXPECT_EQ(some->pruned() + some->simulated(), all->simulated());
+  EXPECT_EQ(some->best(0).strategy(), all->best(0).strategy());
+  ASSERT_EQ(some->pareto_size(), all->pareto_size());
+  for (int i = 0; i < some->pareto_size(); ++i) {
+    EXPECT_EQ(some->pareto(i).strategy(), all->pareto(i).strategy()) << i;
+  }
 }
 
 TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {

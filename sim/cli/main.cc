@@ -62,6 +62,9 @@ ABSL_FLAG(std::optional<double>, memory_cap, std::nullopt,
           "plan: peak memory per GPU a point may reach, GiB (unset: the "
           "GPU's memory)");
 ABSL_FLAG(int, top, 10, "plan: rows of the best points shown");
+ABSL_FLAG(bool, exhaustive, false,
+          "plan: simulate every point that fits, none pruned by the lower "
+          "bound");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -93,7 +96,8 @@ constexpr char kUsage[] =
     "            or shardsim-hw measurements\n"
     "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
     "            [--json FILE]: predicted vs measured, per file\n"
-    "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]: every\n"
+    "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]\n"
+    "            [--exhaustive]: every\n"
     "            strategy of the search space (presets, PaRO codes, Lins'\n"
     "            triples) that fits in memory, simulated and ranked by\n"
     "            tokens/s per GPU; the presets and the Pareto front beside\n"
@@ -222,6 +226,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   SearchOptions options;
   options.engine = engine;
   options.top = absl::GetFlag(FLAGS_top);
+  options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
   FieldCheck check("command line");
   check.Count("top", options.top, 1, 100000);
   if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {

@@ -1,6 +1,9 @@
 #include "sim/search/search.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -8,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/analyze/analyze.h"
+#include "sim/runner/isolate.h"
+#include "sim/search/bound.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
 
@@ -30,6 +35,52 @@ void RankBySpeed(std::vector<ResultRow>* rows) {
                    [](const ResultRow& a, const ResultRow& b) {
                      return a.tokens_per_gpu_per_s() > b.tokens_per_gpu_per_s();
                    });
+}
+
+// True when `bound` proves a point of peak memory `peak` is neither the
+// best nor on the Pareto front: a point already simulated runs strictly
+// faster than it can, with no more memory. Strictly, so that ties rank as
+// they would with every point simulated.
+bool Dominated(double bound, int64_t peak,
+               const std::vector<const ResultRow*>& done) {
+  for (const ResultRow* q : done) {
+    if (q->has_step_time_s() && q->step_time_s() < bound &&
+        q->peak_memory_bytes() <= peak) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// StepLowerBound of each spec, lowered in children --jobs at a time (a
+// large model's schedule takes a while to lower).
+absl::StatusOr<std::vector<double>> LowerBounds(
+    const Job& job, const std::vector<std::string>& specs,
+    const SearchOptions& options) {
+  const int gpus = job.scenario.gpus(0);
+  std::vector<ChildTask> tasks;
+  for (const std::string& spec : specs) {
+    tasks.push_back([&job, spec, gpus]() -> absl::StatusOr<std::string> {
+      absl::StatusOr<Point> p = AnalyzePoint(job, spec, gpus);
+      if (!p.ok()) return p.status();
+      absl::StatusOr<double> b =
+          StepLowerBound(*p->schedule, p->mesh, job.platform);
+      if (!b.ok()) return b.status();
+      return std::string(reinterpret_cast<const char*>(&*b), sizeof(double));
+    });
+  }
+  std::vector<double> out;
+  for (absl::StatusOr<std::string>& r :
+       RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
+    if (!r.ok()) return r.status();
+    if (r->size() != sizeof(double)) {
+      return absl::InternalError("a lower bound came back unreadable");
+    }
+    double b;
+    std::memcpy(&b, r->data(), sizeof b);
+    out.push_back(b);
+  }
+  return out;
 }
 
 }  // namespace
@@ -75,6 +126,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       AnalyzeJob(WithStrategies(job, candidates), Analysis::kMemory);
   if (!memory.ok()) return memory.status();
   std::vector<std::string> fit;
+  std::map<std::string, int64_t> memory_of;  // peak bytes of what fits
   const ResultRow* smallest = nullptr;
   for (const ResultRow& r : memory->rows()) {
     if (smallest == nullptr ||
@@ -83,7 +135,10 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     }
     const bool under_cap = !options.memory_cap_bytes ||
                            r.peak_memory_bytes() <= *options.memory_cap_bytes;
-    if (!r.oom() && under_cap) fit.push_back(r.strategy());
+    if (!r.oom() && under_cap) {
+      fit.push_back(r.strategy());
+      memory_of[r.strategy()] = r.peak_memory_bytes();
+    }
   }
   if (fit.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -98,10 +153,49 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         smallest == nullptr ? "none" : smallest->strategy()));
   }
 
-  // 2. Every point that fits, simulated.
-  absl::StatusOr<Results> timed =
-      SimulateJob(WithStrategies(job, fit), options.engine);
-  if (!timed.ok()) return timed.status();
+  // 2. The lower bound of every point that fits, then the points in
+  // order of their bounds, a wave at a time, each wave pruning the rest.
+  absl::StatusOr<std::vector<double>> bounds = LowerBounds(job, fit, options);
+  if (!bounds.ok()) return bounds.status();
+  const std::vector<std::string> named = NamedStrategies();
+  const std::set<std::string> presets(named.begin(), named.end());
+  // Under MPI the ranks must agree on every wave, and only rank 0 gets the
+  // rows back: there, every point is simulated.
+  const bool prune = !options.exhaustive && !options.engine.run_tasks;
+  std::vector<int> order(fit.size());
+  for (size_t i = 0; i < fit.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return (*bounds)[a] < (*bounds)[b]; });
+  std::vector<std::optional<ResultRow>> timed(fit.size());
+  std::vector<const ResultRow*> done;
+  int pruned = 0;
+  const size_t wave = std::max(2, 2 * options.engine.jobs);
+  size_t next = 0;
+  while (next < order.size()) {
+    std::vector<int> batch;
+    for (; next < order.size() && batch.size() < wave; ++next) {
+      const int i = order[next];
+      if (prune && !presets.count(fit[i]) &&
+          Dominated((*bounds)[i], memory_of.at(fit[i]), done)) {
+        ++pruned;
+        continue;
+      }
+      batch.push_back(i);
+    }
+    if (batch.empty()) continue;
+    std::vector<std::string> specs;
+    for (int i : batch) specs.push_back(fit[i]);
+    absl::StatusOr<Results> rows =
+        SimulateJob(WithStrategies(job, specs), options.engine);
+    if (!rows.ok()) return rows.status();
+    if (rows->rows_size() != static_cast<int>(batch.size())) continue;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      ResultRow r = rows->rows(static_cast<int>(k));
+      r.set_step_lower_bound_s((*bounds)[batch[k]]);
+      timed[batch[k]] = std::move(r);
+      done.push_back(&*timed[batch[k]]);
+    }
+  }
   PlanResults out;
   out.set_scenario(job.path);
   out.set_gpus(gpus);
@@ -110,13 +204,15 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                                : job.platform.gpu().memory_bytes());
   out.set_candidates(static_cast<int>(candidates.size()));
   out.set_filtered(static_cast<int>(candidates.size() - fit.size()));
-  out.set_simulated(timed->rows_size());
-  if (timed->rows().empty()) return out;  // an MPI rank other than 0
+  out.set_pruned(pruned);
+  out.set_simulated(static_cast<int>(fit.size()) - pruned);
+  std::vector<ResultRow> rows;  // in candidate order
+  for (const std::optional<ResultRow>& r : timed) {
+    if (r && r->has_step_time_s()) rows.push_back(*r);
+  }
+  if (rows.empty()) return out;  // an MPI rank other than 0
 
   // 3. Ranked, the presets beside them, and the front.
-  std::vector<ResultRow> rows(timed->rows().begin(), timed->rows().end());
-  const std::vector<std::string> named = NamedStrategies();
-  const std::set<std::string> presets(named.begin(), named.end());
   for (const ResultRow& r : rows) {
     if (presets.count(r.strategy())) *out.add_presets() = r;
   }

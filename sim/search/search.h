@@ -1,6 +1,12 @@
 // `shardsim plan`: the best strategy for a model on a cluster, found by
-// simulation. Every candidate of space.h that fits in memory (under the
-// cap) is simulated; the rows are ranked by tokens/s per GPU.
+// simulation. The candidates of space.h that fit in memory (under the cap)
+// are simulated in order of their lower bounds (bound.h), a wave at a
+// time; a point whose bound proves a simulated point beats it on both
+// speed and memory is pruned (never a named preset): it can be neither the
+// best nor on the Pareto front, which come out as --exhaustive finds them.
+// The rows are ranked by tokens/s per GPU (every candidate runs the same
+// tokens per step, so shorter steps rank first); below rank 1, `best`
+// ranks the simulated points only.
 #ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
 #define SHARDSIM_SIM_SEARCH_SEARCH_H_
 
@@ -18,7 +24,9 @@ struct SearchOptions {
   // Peak memory per GPU a point may reach; unset: the GPU's memory (the
   // memory model's OOM rule alone).
   std::optional<int64_t> memory_cap_bytes;
-  int top = 10;          // rows in `best`
+  int top = 10;  // rows in `best`
+  // Simulate every point that fits, none pruned (to check the pruning).
+  bool exhaustive = false;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 
