@@ -256,6 +256,14 @@ assert speeds == sorted(speeds, reverse=True), speeds
 assert p["candidates"] == p["filtered"] + p["pruned"] + p["simulated"], p
 assert all(r["tokens_per_gpu_per_s"] <= speeds[0] for r in p["presets"])
 PY
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
+  --figure "$tmp/front.png" >/dev/null 2>"$tmp/err" &&
+  [ -s "$tmp/front.png" ] && [ -s "$tmp/front.png.json" ] && ok \
+  || fail "plan --figure: $(cat "$tmp/err")"
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
+  --figure "$tmp/no/such/dir.png" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "$tmp/no/such/dir.png" "$tmp/err" && ok \
+  || fail "plan --figure into a missing folder: $(cat "$tmp/err")"
 "$bin" plan "$quick" --gpus 16,32 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "plan searches one GPU count" "$tmp/err" && ok \
   || fail "plan at two GPU counts: $(cat "$tmp/err")"

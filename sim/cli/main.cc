@@ -6,6 +6,9 @@
 //   shardsim volume   SCENARIO   bytes on the wire per step, intra/inter
 //   shardsim schedule SCENARIO   one step's schedule IR, op by op
 //   shardsim help
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -29,6 +32,7 @@
 #include "sim/results/results.h"
 #include "sim/runner/distribute.h"
 #include "sim/scenario/args.h"
+#include "sim/scenario/data_dir.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
@@ -62,6 +66,9 @@ ABSL_FLAG(std::optional<double>, memory_cap, std::nullopt,
           "plan: peak memory per GPU a point may reach, GiB (unset: the "
           "GPU's memory)");
 ABSL_FLAG(int, top, 10, "plan: rows of the best points shown");
+ABSL_FLAG(std::string, figure, "",
+          "plan: draw the Pareto front here (PNG or PDF; needs Debian's "
+          "python3 with python3-matplotlib)");
 ABSL_FLAG(bool, exhaustive, false,
           "plan: simulate every point that fits, none pruned by the lower "
           "bound");
@@ -97,7 +104,7 @@ constexpr char kUsage[] =
     "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
     "            [--json FILE]: predicted vs measured, per file\n"
     "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]\n"
-    "            [--exhaustive]: every\n"
+    "            [--exhaustive] [--figure FILE]: every\n"
     "            strategy of the search space (presets, PaRO codes, Lins'\n"
     "            triples) that fits in memory, simulated and ranked by\n"
     "            tokens/s per GPU; the presets and the Pareto front beside\n"
@@ -220,6 +227,35 @@ absl::StatusOr<Job> LoadJob(const std::string& path) {
   return ResolveJob(path, *std::move(scenario));
 }
 
+// Runs reports/plan_figure (shipped data, sim/scenario/data_dir.h) with
+// Debian's python3, which python3-matplotlib installs into, and waits.
+absl::Status DrawPlanFigure(const std::string& json,
+                            const std::string& figure) {
+  absl::StatusOr<std::string> data = DataDir();
+  if (!data.ok()) return data.status();
+  const std::string python = "/usr/bin/python3";
+  const std::string script = *data + "/reports/plan_figure";
+  std::vector<std::string> argv_s = {python, script, json, figure};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("--figure: fork failed");
+  if (pid == 0) {
+    execv(python.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--figure ", figure, ": ", python, " ", script, " failed (exit ",
+      WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+      "; it needs python3-matplotlib)"));
+}
+
 // `shardsim plan`: the search of sim/search/search.h, printed and written.
 absl::Status Plan(const Job& job, const EngineOptions& engine,
                   SweepRanks* ranks) {
@@ -239,10 +275,15 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
   std::fputs(FormatPlanTable(*plan).c_str(), stdout);
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    return WriteJson(*plan, json);
+  std::fflush(stdout);
+  std::string json = absl::GetFlag(FLAGS_json);
+  const std::string figure = absl::GetFlag(FLAGS_figure);
+  if (json.empty() && !figure.empty()) json = figure + ".json";
+  if (!json.empty()) {
+    if (absl::Status s = WriteJson(*plan, json); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  if (figure.empty()) return absl::OkStatus();
+  return DrawPlanFigure(json, figure);
 }
 
 // `ranks`: this rank's part in a `run` or `plan` spread over MPI ranks, or
