@@ -120,21 +120,29 @@ TEST(SearchPareto, KeepsWhatNothingBeatsOnBoth) {
   EXPECT_EQ(names, (std::vector<std::string>{"e", "a", "c"}));
 }
 
-Job TinyJob(int gpus) {
+// A job of `model` on dgx_a100 at `gpus`, sequences of `seq_len` tokens,
+// `micro_batches` of `batch` sequences each.
+Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
+              int seq_len) {
   Scenario s;
   s.set_name("search test");
-  s.set_model(std::string(SHARDSIM_SOURCE_DIR) +
-              "/tests/data/tiny_model.textproto");
+  s.set_model(model);
   s.set_platform("dgx_a100");
   s.add_strategies("zero3");
   s.add_gpus(gpus);
-  s.set_micro_batch_size(2);
-  s.set_micro_batches(2);
-  s.set_seq_len(64);
+  s.set_micro_batch_size(batch);
+  s.set_micro_batches(micro_batches);
+  s.set_seq_len(seq_len);
   s.set_optimizer_bytes_per_param(12);
   absl::StatusOr<Job> job = ResolveJob("search_test.textproto", s);
   EXPECT_TRUE(job.ok()) << job.status();
   return *job;
+}
+
+Job TinyJob(int gpus) {
+  return SearchJob(
+      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto",
+      gpus, 2, 2, 64);
 }
 
 TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
@@ -142,7 +150,8 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
   options.top = 5;
   absl::StatusOr<PlanResults> plan = SearchStrategies(TinyJob(16), options);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->candidates(), plan->filtered() + plan->simulated());
+  EXPECT_EQ(plan->candidates(),
+            plan->filtered() + plan->pruned() + plan->simulated());
   ASSERT_EQ(plan->best_size(), 5);
   for (int i = 0; i < plan->best_size(); ++i) {
     EXPECT_EQ(plan->best(i).rank(), i + 1);
@@ -165,23 +174,11 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
 // Every candidate simulated: none came in under its bound. Pruned, the
 // search finds the same best point and the same front, having pruned some.
 TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
-  Scenario s;
-  s.set_name("search test");
-  s.set_model("llama-7b");
-  s.set_platform("dgx_a100");
-  s.add_strategies("zero3");
-  s.add_gpus(16);
-  s.set_micro_batch_size(10);
-  s.set_micro_batches(1);
-  s.set_seq_len(512);
-  s.set_optimizer_bytes_per_param(12);
-  absl::StatusOr<Job> job = ResolveJob("search_test.textproto", s);
-  ASSERT_TRUE(job.ok()) << job.status();
-
+  const Job job = SearchJob("llama-7b", 16, 10, 1, 512);
   SearchOptions every;
   every.exhaustive = true;
   every.top = 1000;
-  absl::StatusOr<PlanResults> all = SearchStrategies(*job, every);
+  absl::StatusOr<PlanResults> all = SearchStrategies(job, every);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->pruned(), 0);
   ASSERT_EQ(all->best_size(), all->simulated());
@@ -189,7 +186,7 @@ TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
     EXPECT_LE(r.step_lower_bound_s(), r.step_time_s()) << r.strategy();
   }
 
-  absl::StatusOr<PlanResults> some = SearchStrategies(*job, {});
+  absl::StatusOr<PlanResults> some = SearchStrategies(job, {});
   ASSERT_TRUE(some.ok()) << some.status();
   EXPECT_GT(some->pruned(), 0);
   EXPECT_EQ(some->pruned() + some->simulated(), all->simulated());
