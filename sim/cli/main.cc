@@ -6,10 +6,13 @@
 //   shardsim volume   SCENARIO   bytes on the wire per step, intra/inter
 //   shardsim schedule SCENARIO   one step's schedule IR, op by op
 //   shardsim help
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -240,14 +243,19 @@ absl::Status DrawPlanFigure(const std::string& json,
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("--figure: fork failed");
   if (pid == 0) {
+    // It dies with shardsim, as every child of a run does (isolate.h).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
     execv(python.c_str(), argv.data());
     _exit(127);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError("--figure: waitpid failed");
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
