@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/scenario/bandwidth.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -24,8 +25,7 @@ int Fabric::NicOf(int rank) const {
 }
 
 double Fabric::NvlinkBandwidth() const {
-  return platform_.nvswitch().bandwidth() *
-         platform_.efficiency().nvlink_fraction();
+  return shardsim::NvlinkBandwidth(platform_);
 }
 
 void Fabric::SetNvlinkScale(double scale, bool node0_only) {
@@ -37,8 +37,7 @@ void Fabric::SetNvlinkScale(double scale, bool node0_only) {
 }
 
 double Fabric::NicBandwidth() const {
-  return platform_.network().nic_bandwidth() *
-         platform_.efficiency().network_fraction();
+  return shardsim::NicBandwidth(platform_);
 }
 
 absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,

@@ -7,17 +7,17 @@
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/scenario/bandwidth.h"
 #include "sim/schedule/lower.h"
 
 namespace shardsim {
 namespace {
 
 // The fastest a byte can leave a GPU inside its node and between nodes, in
-// bytes/s of payload. The engine's NVSwitch port runs at bandwidth x
-// nvlink_fraction (direct patterns: x nvlink_direct_fraction, through
-// their inflated bytes), its NIC at nic_bandwidth x network_fraction
-// (sim/engine/fabric.cc), and every wire protocol sends payload /
-// bandwidth_fraction bytes (collective_engine.h).
+// bytes/s of payload: the links' rates (sim/scenario/bandwidth.h), direct
+// patterns at nvlink_direct_fraction instead of nvlink_fraction (through
+// their inflated bytes, collective_engine.h), and every wire protocol
+// sending payload / bandwidth_fraction bytes.
 struct Speeds {
   double intra = 0;
   double inter = 0;
@@ -29,11 +29,11 @@ Speeds FastestSpeeds(const Platform& p) {
     protocol = std::max(protocol, proto.bandwidth_fraction());
   }
   const Efficiency& e = p.efficiency();
+  const double direct =
+      NvlinkBandwidth(p) * e.nvlink_direct_fraction() / e.nvlink_fraction();
   Speeds s;
-  s.intra = p.nvswitch().bandwidth() *
-            std::max(e.nvlink_fraction(), e.nvlink_direct_fraction()) *
-            protocol;
-  s.inter = p.network().nic_bandwidth() * e.network_fraction() * protocol;
+  s.intra = std::max(NvlinkBandwidth(p), direct) * protocol;
+  s.inter = NicBandwidth(p) * protocol;
   return s;
 }
 
