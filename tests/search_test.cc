@@ -102,6 +102,33 @@ TEST(SearchBound, TheLongestPathAtTheFastestSpeed) {
   EXPECT_DOUBLE_EQ(*StepLowerBound(chained, mesh, p), 0.02);
 }
 
+// The same all-gather, now with latencies and launch costs. The first
+// protocol (fraction 0.5) pays 2 ms of base latency and 1 ms per step, so
+// its estimate is 2 + 10 + 1 = 13 ms; the second (0.25, no latency) takes
+// 20 ms, so the engine picks the first and the call takes 13 ms at least.
+// Each call costs the host 5 ms to launch, one after the other: on two
+// streams the calls start at 5 and 10 ms and the second ends at 23 ms. If
+// the host must wait for the first to end (18 ms) before launching the
+// second, that one starts at 23 ms and ends at 36 ms.
+TEST(SearchBound, LatenciesAndTheHost) {
+  const Mesh mesh{2, 1};
+  Platform p = TwoGpuNode();
+  p.mutable_protocols(1)->set_base_latency_s(0.002);
+  p.mutable_protocols(1)->set_intra_alpha_s(0.001);
+  Schedule two;
+  AllGather(&two, GATHER, {})
+      ->mutable_collective()
+      ->set_launch_overhead_s(0.005);
+  Op* second = AllGather(&two, REDUCE, {});
+  second->mutable_collective()->set_launch_overhead_s(0.005);
+  absl::StatusOr<double> b = StepLowerBound(two, mesh, p);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NEAR(*b, 0.023, 1e-10);  // less 1e-9 of slack (kRounding)
+
+  second->add_host_waits(0);
+  EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.036, 1e-10);
+}
+
 ResultRow Row(const std::string& name, int64_t peak, double tokens) {
   ResultRow r;
   r.set_strategy(name);

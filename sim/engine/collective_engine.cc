@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
-#include <limits>
 #include <set>
 #include <simgrid/s4u.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "sim/collective/estimate.h"
 #include "sim/collective/group.h"
 
 namespace sg4 = simgrid::s4u;
@@ -21,12 +21,6 @@ namespace {
 uint64_t WireBytes(double payload, const Protocol& proto) {
   return static_cast<uint64_t>(
       std::llround(payload / proto.bandwidth_fraction()));
-}
-
-// Point-to-point patterns that copy to several peers at once (HO-Ring's
-// intra part, all-to-all): not NCCL's ring kernels.
-bool DirectPattern(Algorithm algorithm) {
-  return algorithm == HORING || algorithm == DIRECT;
 }
 
 }  // namespace
@@ -76,24 +70,15 @@ absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
   Entry e;
   e.shape = plan.shape;
   e.summary = Summarize(plan);
-  const Efficiency& eff = fabric_.platform().efficiency();
-  if (DirectPattern(call.algorithm())) {
-    e.intra_inflation = eff.nvlink_fraction() / eff.nvlink_direct_fraction();
-  }
+  e.intra_inflation = IntraInflation(call.algorithm(), fabric_.platform());
   if (mode_ == FlowMode::kPerStep) e.plan = std::move(plan);
   for (int rank = 0; rank < mesh.gpus(); ++rank) {
     if (GroupFirstMember(call.group(), mesh, rank) == rank) {
       e.groups.push_back(GroupMembers(call.group(), mesh, rank));
     }
   }
-  double best = std::numeric_limits<double>::infinity();
-  for (const Protocol& proto : fabric_.platform().protocols()) {
-    const double t = EstimateEntry(e, proto);
-    if (t < best) {
-      best = t;
-      e.protocol = &proto;
-    }
-  }
+  e.protocol = FastestProtocol(e.summary, fabric_.platform(), e.intra_inflation,
+                               nullptr);
   // Only a platform that escaped validation gets here (no protocol, or
   // every estimate infinite or NaN); never hand the engine a null protocol.
   if (e.protocol == nullptr) {
@@ -105,54 +90,6 @@ absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
                      " bytes (protocols, bandwidths and efficiencies)"));
   }
   return e;
-}
-
-double CollectiveEngine::StageFloor(const Stage& stage, const Protocol& proto,
-                                    double* alpha) const {
-  const double nic = fabric_.NicBandwidth() * proto.bandwidth_fraction();
-  const double nvlink = fabric_.NvlinkBandwidth() * proto.bandwidth_fraction();
-  const double sharp = fabric_.platform().efficiency().sharp_latency_s();
-  double t = 0, a = 0;
-  for (const StepLoad& s : stage.steps) {
-    double step = 0, step_alpha = 0;
-    auto consider = [&](double seconds, double latency) {
-      if (seconds > step) {
-        step = seconds;
-        step_alpha = latency;
-      }
-    };
-    if (s.intra > 0)
-      consider(s.intra / nvlink + proto.intra_alpha_s(), proto.intra_alpha_s());
-    if (s.inter > 0)
-      consider(s.inter / nic + proto.inter_alpha_s(), proto.inter_alpha_s());
-    if (s.via_switch > 0) consider(s.via_switch / nic + sharp, sharp);
-    t += step;
-    a += step_alpha;
-  }
-  if (alpha != nullptr) *alpha = a;
-  return t;
-}
-
-double CollectiveEngine::EstimateEntry(const Entry& e,
-                                       const Protocol& proto) const {
-  const double sharp = fabric_.platform().efficiency().sharp_latency_s();
-  double t = proto.base_latency_s();
-  for (const Stage& stage : e.summary.stages) {
-    double longest = StageFloor(stage, proto);
-    for (const Hop& h : stage.hops) {
-      const bool via_switch = h.src == kSwitch || h.dst == kSwitch;
-      const double bw = h.inter ? fabric_.NicBandwidth()
-                                : fabric_.NvlinkBandwidth() / e.intra_inflation;
-      const double alpha = via_switch ? sharp
-                           : h.inter  ? proto.inter_alpha_s()
-                                      : proto.intra_alpha_s();
-      longest =
-          std::max(longest, h.elements / (bw * proto.bandwidth_fraction()) +
-                                h.steps * alpha);
-    }
-    t += longest;
-  }
-  return t;
 }
 
 // SHARP's switch reduces in the fabric. Its load is modelled as what it
@@ -346,7 +283,8 @@ double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
   for (const Stage& stage : e.summary.stages) {
     if (stage.by_step.empty()) {
       double floor_alpha = 0;
-      const double floor = StageFloor(stage, *e.protocol, &floor_alpha);
+      const double floor =
+          StageFloor(stage, *e.protocol, fabric_.platform(), &floor_alpha);
       latency += RunFlows(e, stage.hops, floor, floor_alpha, progress);
     } else {
       for (const std::vector<Hop>& step : stage.by_step) {

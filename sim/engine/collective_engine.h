@@ -13,11 +13,11 @@
 //    overlaps what it sends has arrived: data flow, not lock-step. For
 //    checking.
 // Wire protocol: per call the one with the smallest alpha-beta estimate
-// (as NCCL's tuner picks), applied as its alphas and as wire bytes =
-// payload / bandwidth_fraction. Algorithms that run as point-to-point
-// copies to several peers rather than as NCCL's ring kernels (HO-Ring,
-// direct all-to-all) reach less of NVSwitch: their intra-node bytes are
-// inflated by nvlink_fraction / nvlink_direct_fraction.
+// (sim/collective/estimate.h, as NCCL's tuner picks), applied as its alphas
+// and as wire bytes = payload / bandwidth_fraction. Algorithms that run as
+// point-to-point copies to several peers rather than as NCCL's ring kernels
+// (HO-Ring, direct all-to-all) reach less of NVSwitch: their intra-node
+// bytes are inflated (IntraInflation).
 #ifndef SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 #define SHARDSIM_SIM_ENGINE_COLLECTIVE_ENGINE_H_
 
@@ -105,19 +105,12 @@ class CollectiveEngine {
     const Protocol* protocol = nullptr;
     std::vector<std::vector<int>> groups;  // global ranks, member order
     PlanShape shape;
-    // Intra-node wire bytes per payload byte beyond the ring's (direct
-    // patterns: nvlink_fraction / nvlink_direct_fraction).
-    double intra_inflation = 1;
+    double intra_inflation = 1;  // IntraInflation (estimate.h)
   };
   // A call's entry from its plan: the summary, the groups of its shape,
   // and the wire protocol with the smallest estimate.
   absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan) const;
   const Entry& entry(const CollectiveCall& call) const;
-  double EstimateEntry(const Entry& e, const Protocol& proto) const;
-  // The least time a stage takes: each step waits for its slowest message.
-  // `alpha` (optional) gets the latency part of it.
-  double StageFloor(const Stage& stage, const Protocol& proto,
-                    double* alpha = nullptr) const;
   // Returns the latency part of the run.
   double RunFast(const Entry& e, Progress* progress);
   // Starts one flow per hop for every group, waits for them, then for each

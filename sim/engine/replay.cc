@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
+#include "sim/schedule/host_cost.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
 
@@ -21,32 +22,6 @@ namespace {
 
 // Times closer than this are the same instant (floating-point sums).
 constexpr double kEps = 1e-12;
-
-int Launches(const KernelList& kernels) {
-  int n = 0;
-  for (const Kernel& k : kernels.kernels()) {
-    n += k.has_memory() ? std::max(1, k.memory().launches()) : 1;
-  }
-  return n;
-}
-
-// Host seconds to issue each op: a compute op's kernel launches
-// (KernelModel.host_launch_s each), a collective's launch_overhead_s.
-std::vector<double> HostCosts(const Schedule& s, const Platform& p) {
-  std::vector<int> launches;  // per kernel list
-  for (const KernelList& l : s.kernel_lists()) launches.push_back(Launches(l));
-  std::vector<double> cost(s.ops_size(), 0);
-  for (const Op& op : s.ops()) {
-    if (op.has_compute()) {
-      KernelsOf(s, op.compute());  // checks the index
-      cost[op.id()] =
-          launches[op.compute().kernel_list()] * p.kernels().host_launch_s();
-    } else if (op.has_collective()) {
-      cost[op.id()] = op.collective().launch_overhead_s();
-    }
-  }
-  return cost;
-}
 
 // Per op, the op before it on its stream, or -1.
 std::vector<int> StreamPredecessors(const Schedule& s) {

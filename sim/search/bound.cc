@@ -4,10 +4,13 @@
 #include <map>
 #include <vector>
 
+#include "sim/collective/estimate.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
+#include "sim/collective/plan_summary.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/scenario/bandwidth.h"
+#include "sim/schedule/host_cost.h"
 #include "sim/schedule/lower.h"
 
 namespace shardsim {
@@ -18,6 +21,10 @@ namespace {
 // patterns at nvlink_direct_fraction instead of nvlink_fraction (through
 // their inflated bytes, collective_engine.h), and every wire protocol
 // sending payload / bandwidth_fraction bytes.
+// The engine's flows carry whole bytes (rounded): its times may differ
+// from the estimate's in the last digits.
+constexpr double kRounding = 1e-9;
+
 struct Speeds {
   double intra = 0;
   double inter = 0;
@@ -43,31 +50,54 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
                                       const Mesh& mesh,
                                       const Platform& platform) {
   const Speeds speed = FastestSpeeds(platform);
-  PlanCache<double> least(mesh, platform,
-                          [&](const CollectiveCall& call, Plan plan) {
-                            // Every member sends through its own port and (at
-                            // most) its own NIC: the busiest one sends at least
-                            // the mean.
-                            const PlanVolume v = CountVolume(plan);
-                            const double members = GroupSize(call.group());
-                            return absl::StatusOr<double>(
-                                std::max(v.intra_node / members / speed.intra,
-                                         v.inter_node / members / speed.inter));
-                          });
-  // The longest path through the ops, each at its least time: an op
-  // starts after its dependencies and after the op before it on its
-  // stream (the replay's rules, sim/engine/replay.h), so no simulated op
-  // ends before its path does.
+  PlanCache<double> least(
+      mesh, platform, [&](const CollectiveCall& call, Plan plan) {
+        // Every member sends through its own port and (at most) its own
+        // NIC: the busiest one sends at least the mean.
+        const PlanVolume v = CountVolume(plan);
+        const double members = GroupSize(call.group());
+        const double volume = std::max(v.intra_node / members / speed.intra,
+                                       v.inter_node / members / speed.inter);
+        // The engine runs the call with the protocol of least estimate,
+        // and never faster than that estimate (estimate.h).
+        double estimate = 0;
+        FastestProtocol(Summarize(plan), platform,
+                        IntraInflation(call.algorithm(), platform), &estimate);
+        return absl::StatusOr<double>(
+            std::max(volume, estimate * (1 - kRounding)));
+      });
+  const std::vector<double> host_cost = HostCosts(schedule, platform);
+  // The least time of every constraint the replay obeys
+  // (sim/engine/replay.h), in issue order: the host issues the ops one
+  // after another, each once its host_waits are done and after its launch
+  // cost; an op runs once issued (a compute op as the host begins
+  // launching it, anything else once launched), after its dependencies and
+  // after the op before it on its stream; a compute op ends no earlier
+  // than the host has launched it. Each holds in the simulation, so no
+  // simulated op ends before its bound.
   std::vector<double> end(schedule.ops_size(), 0);
   std::map<int, double> stream_free;  // stream -> end of its last op
+  double host = 0;                    // when the host is free
   double bound = 0;
+  auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
   for (const Op& op : schedule.ops()) {
-    if (op.id() < 0 || op.id() >= schedule.ops_size()) {
+    const int id = op.id();
+    if (id < 0 || id >= schedule.ops_size()) {
       return absl::InvalidArgumentError("schedule: op ids are not 0..n-1");
     }
-    double start = stream_free[op.stream()];
+    for (int w : op.host_waits()) {
+      if (!earlier(w, id)) {
+        return absl::InvalidArgumentError(
+            "schedule: a host wait does not come before its op");
+      }
+      host = std::max(host, end[w]);
+    }
+    const double host_start = host;
+    host += host_cost[id];
+    double start = std::max(stream_free[op.stream()],
+                            op.has_compute() ? host_start : host);
     for (int d : op.deps()) {
-      if (d < 0 || d >= op.id()) {
+      if (!earlier(d, id)) {
         return absl::InvalidArgumentError(
             "schedule: a dependency does not come before its op");
       }
@@ -84,9 +114,10 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
       if (!s.ok()) return s.status();
       t = **s;
     }
-    end[op.id()] = start + t;
-    stream_free[op.stream()] = end[op.id()];
-    bound = std::max(bound, end[op.id()]);
+    end[id] = start + t;
+    if (op.has_compute()) end[id] = std::max(end[id], host);
+    stream_free[op.stream()] = end[id];
+    bound = std::max(bound, end[id]);
   }
   return bound;
 }

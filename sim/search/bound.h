@@ -11,16 +11,20 @@
 
 namespace shardsim {
 
-// The longest path through the schedule's ops, each taking its least
-// time, an op starting after its dependencies and after the op before it
-// on its stream:
-// - a compute op: its kernels alone (sim/compute/kernel_time.h); the
-//   engine only ever slows them (overlap with collectives);
-// - a collective: its bytes through its busiest NVSwitch port or NIC at
-//   full speed: the bytes its group sends (the plan's volume) over the
-//   members, at the port's or NIC's bandwidth times the largest
-//   efficiency and wire-protocol fraction, with no latency. The engine
-//   adds latencies, contention and the protocol it picks;
+// The least time of the replay's own constraints (sim/engine/replay.h),
+// walked in issue order: the host issues ops one after another, each after
+// its host_waits and its launch cost (sim/schedule/host_cost.h); an op
+// starts once issued, after its dependencies and after the op before it on
+// its stream, and takes its least time:
+// - a compute op: its kernels alone (sim/compute/kernel_time.h), and not
+//   before the host has launched them; the engine only ever slows kernels
+//   (overlap with collectives);
+// - a collective: the longer of its bytes through its busiest NVSwitch
+//   port or NIC at full speed (the bytes its group sends, over the
+//   members, at the largest efficiency and wire-protocol fraction) and its
+//   alpha-beta estimate with the protocol the engine picks
+//   (sim/collective/estimate.h), which adds latencies. The engine adds
+//   contention and slower NVSwitch ports under compute;
 // - a memory op: nothing.
 // Errors: a call the plans refuse (plan_cache.h).
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,

@@ -1,0 +1,80 @@
+#include "sim/collective/estimate.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "sim/scenario/bandwidth.h"
+
+namespace shardsim {
+
+double IntraInflation(Algorithm algorithm, const Platform& platform) {
+  if (algorithm != HORING && algorithm != DIRECT) return 1;
+  const Efficiency& eff = platform.efficiency();
+  return eff.nvlink_fraction() / eff.nvlink_direct_fraction();
+}
+
+double StageFloor(const Stage& stage, const Protocol& proto,
+                  const Platform& platform, double* alpha) {
+  const double nic = NicBandwidth(platform) * proto.bandwidth_fraction();
+  const double nvlink = NvlinkBandwidth(platform) * proto.bandwidth_fraction();
+  const double sharp = platform.efficiency().sharp_latency_s();
+  double t = 0, a = 0;
+  for (const StepLoad& s : stage.steps) {
+    double step = 0, step_alpha = 0;
+    auto consider = [&](double seconds, double latency) {
+      if (seconds > step) {
+        step = seconds;
+        step_alpha = latency;
+      }
+    };
+    if (s.intra > 0)
+      consider(s.intra / nvlink + proto.intra_alpha_s(), proto.intra_alpha_s());
+    if (s.inter > 0)
+      consider(s.inter / nic + proto.inter_alpha_s(), proto.inter_alpha_s());
+    if (s.via_switch > 0) consider(s.via_switch / nic + sharp, sharp);
+    t += step;
+    a += step_alpha;
+  }
+  if (alpha != nullptr) *alpha = a;
+  return t;
+}
+
+double EstimateCall(const PlanSummary& summary, const Protocol& proto,
+                    const Platform& platform, double intra_inflation) {
+  const double sharp = platform.efficiency().sharp_latency_s();
+  double t = proto.base_latency_s();
+  for (const Stage& stage : summary.stages) {
+    double longest = StageFloor(stage, proto, platform);
+    for (const Hop& h : stage.hops) {
+      const bool via_switch = h.src == kSwitch || h.dst == kSwitch;
+      const double bw = h.inter ? NicBandwidth(platform)
+                                : NvlinkBandwidth(platform) / intra_inflation;
+      const double alpha = via_switch ? sharp
+                           : h.inter  ? proto.inter_alpha_s()
+                                      : proto.intra_alpha_s();
+      longest =
+          std::max(longest, h.elements / (bw * proto.bandwidth_fraction()) +
+                                h.steps * alpha);
+    }
+    t += longest;
+  }
+  return t;
+}
+
+const Protocol* FastestProtocol(const PlanSummary& summary,
+                                const Platform& platform,
+                                double intra_inflation, double* estimate) {
+  const Protocol* fastest = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  for (const Protocol& proto : platform.protocols()) {
+    const double t = EstimateCall(summary, proto, platform, intra_inflation);
+    if (t < best) {
+      best = t;
+      fastest = &proto;
+    }
+  }
+  if (estimate != nullptr) *estimate = best;
+  return fastest;
+}
+
+}  // namespace shardsim

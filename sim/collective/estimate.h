@@ -1,0 +1,43 @@
+// A collective's alpha-beta time on a platform, from its plan's stages
+// (plan_summary.h). The engine picks each call's wire protocol by it, as
+// NCCL's tuner does, and `shardsim plan` bounds a call's time by it
+// (sim/search/bound.h): the engine never runs a call faster.
+//
+// A stage takes the longer of its floor (every step waits for its slowest
+// message, then its alpha) and its busiest hop (all its bytes, then steps x
+// alpha); the call adds the protocol's base latency. Links run at their
+// full rates (sim/scenario/bandwidth.h): in the engine NVSwitch ports only
+// slow (under compute) and flows only share.
+#ifndef SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
+#define SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
+
+#include "sim/collective/plan_summary.h"
+#include "sim/schema/platform.pb.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+// Intra-node wire bytes per payload byte beyond a ring's. Algorithms that
+// copy to several peers at once (HO-Ring's intra part, direct all-to-all)
+// rather than run NCCL's ring kernels reach less of NVSwitch:
+// nvlink_fraction / nvlink_direct_fraction; 1 for the rest.
+double IntraInflation(Algorithm algorithm, const Platform& platform);
+
+// The least time `stage` takes: each step waits for its slowest message.
+// `alpha` (optional) gets the latency part of it.
+double StageFloor(const Stage& stage, const Protocol& protocol,
+                  const Platform& platform, double* alpha = nullptr);
+
+// Seconds for the call `summary` describes with `protocol` on `platform`.
+double EstimateCall(const PlanSummary& summary, const Protocol& protocol,
+                    const Platform& platform, double intra_inflation);
+
+// The platform's protocol with the least estimate (the first of equals),
+// and that estimate; nullptr when no estimate is finite.
+const Protocol* FastestProtocol(const PlanSummary& summary,
+                                const Platform& platform,
+                                double intra_inflation, double* estimate);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_

@@ -1,0 +1,36 @@
+#include "sim/schedule/host_cost.h"
+
+#include <algorithm>
+
+#include "sim/schedule/lower.h"
+
+namespace shardsim {
+namespace {
+
+int Launches(const KernelList& kernels) {
+  int n = 0;
+  for (const Kernel& k : kernels.kernels()) {
+    n += k.has_memory() ? std::max(1, k.memory().launches()) : 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<double> HostCosts(const Schedule& s, const Platform& p) {
+  std::vector<int> launches;  // per kernel list
+  for (const KernelList& l : s.kernel_lists()) launches.push_back(Launches(l));
+  std::vector<double> cost(s.ops_size(), 0);
+  for (const Op& op : s.ops()) {
+    if (op.has_compute()) {
+      KernelsOf(s, op.compute());  // checks the index
+      cost[op.id()] =
+          launches[op.compute().kernel_list()] * p.kernels().host_launch_s();
+    } else if (op.has_collective()) {
+      cost[op.id()] = op.collective().launch_overhead_s();
+    }
+  }
+  return cost;
+}
+
+}  // namespace shardsim
