@@ -222,6 +222,19 @@ TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
   for (int i = 0; i < some->pareto_size(); ++i) {
     EXPECT_EQ(some->pareto(i).strategy(), all->pareto(i).strategy()) << i;
   }
+  // Every preset that fits is there, simulated or pruned; a pruned one
+  // is slower than the best by its bound, and by its simulated step.
+  EXPECT_EQ(some->presets_size() + some->pruned_presets_size(),
+            all->presets_size());
+  for (const ResultRow& p : some->pruned_presets()) {
+    EXPECT_GT(p.step_lower_bound_s(), some->best(0).step_time_s());
+    for (const ResultRow& q : all->presets()) {
+      if (q.strategy() == p.strategy()) {
+        EXPECT_EQ(q.step_lower_bound_s(), p.step_lower_bound_s());
+        EXPECT_EQ(q.peak_memory_bytes(), p.peak_memory_bytes());
+      }
+    }
+  }
 }
 
 TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {

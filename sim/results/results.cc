@@ -102,7 +102,15 @@ std::string FormatPlanTable(const PlanResults& plan) {
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
       plan.candidates(), plan.filtered(), plan.pruned(), plan.simulated());
   absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
-                  table(plan.presets()),
+                  table(plan.presets()));
+  for (const ResultRow& r : plan.pruned_presets()) {
+    absl::StrAppendFormat(&out,
+                          "%-34s %6d  pruned: step >= %.4f s (its lower "
+                          "bound), %.1f GB\n",
+                          r.strategy(), r.gpus(), r.step_lower_bound_s(),
+                          r.peak_memory_bytes() / 1e9);
+  }
+  absl::StrAppend(&out,
                   "\nPareto front, peak memory against tokens/s per GPU:\n",
                   table(plan.pareto()));
   return out;

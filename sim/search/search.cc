@@ -166,6 +166,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   for (size_t i = 0; i < fit.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return (*bounds)[a] < (*bounds)[b]; });
+  PlanResults out;
   std::vector<std::optional<ResultRow>> timed(fit.size());
   std::vector<const ResultRow*> done;
   int pruned = 0;
@@ -175,9 +176,15 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     std::vector<int> batch;
     for (; next < order.size() && batch.size() < wave; ++next) {
       const int i = order[next];
-      if (prune && !presets.count(fit[i]) &&
-          Dominated((*bounds)[i], memory_of.at(fit[i]), done)) {
+      if (prune && Dominated((*bounds)[i], memory_of.at(fit[i]), done)) {
         ++pruned;
+        if (presets.count(fit[i])) {
+          ResultRow* r = out.add_pruned_presets();
+          r->set_strategy(fit[i]);
+          r->set_gpus(gpus);
+          r->set_peak_memory_bytes(memory_of.at(fit[i]));
+          r->set_step_lower_bound_s((*bounds)[i]);
+        }
         continue;
       }
       batch.push_back(i);
@@ -196,7 +203,6 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       done.push_back(&*timed[batch[k]]);
     }
   }
-  PlanResults out;
   out.set_scenario(job.path);
   out.set_gpus(gpus);
   out.set_memory_cap_bytes(options.memory_cap_bytes

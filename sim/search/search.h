@@ -2,8 +2,9 @@
 // simulation. The candidates of space.h that fit in memory (under the cap)
 // are simulated in order of their lower bounds (bound.h), a wave at a
 // time; a point whose bound proves a simulated point beats it on both
-// speed and memory is pruned (never a named preset): it can be neither the
-// best nor on the Pareto front, which come out as --exhaustive finds them.
+// speed and memory is pruned: it can be neither the best nor on the Pareto
+// front, which come out as --exhaustive finds them. A pruned named preset
+// is reported with its bound (PlanResults.pruned_presets).
 // The rows are ranked by tokens/s per GPU (every candidate runs the same
 // tokens per step, so shorter steps rank first); below rank 1, `best`
 // ranks the simulated points only.
