@@ -357,6 +357,41 @@ std::string Fixture(absl::string_view name) {
   return absl::StrCat("tests/data/", name);
 }
 
+// @KIND=ALGO picks the algorithm of each group kind; kinds left out ring.
+// On 4 nodes of 8: a node's 8 GPUs are intra, one GPU on each of the 4
+// nodes is inter, all 32 are both.
+TEST(StrategyAlgorithms, EachKindTakesItsOwn) {
+  const Group node = MakeGroup(8, 1, 1, 8), column = MakeGroup(1, 1, 4, 8),
+              all = MakeGroup(8, 1, 4, 8);
+  EXPECT_EQ(KindOf(node), GroupKind::kIntra);
+  EXPECT_EQ(KindOf(column), GroupKind::kInter);
+  EXPECT_EQ(KindOf(all), GroupKind::kBoth);
+
+  const Strategy plain = MustParse("zero3");
+  for (const Group& g : {node, column, all}) {
+    EXPECT_EQ(AlgorithmFor(plain, g), RING);
+  }
+  const Strategy s = MustParse("paro-NIG@both=horing@inter=Tree");
+  EXPECT_EQ(s.name(), "paro-NIG@both=horing@inter=Tree");
+  EXPECT_EQ(Factors(s), Factors(MustParse("paro-NIG")));
+  EXPECT_EQ(AlgorithmFor(s, node), RING);
+  EXPECT_EQ(AlgorithmFor(s, column), TREE);
+  EXPECT_EQ(AlgorithmFor(s, all), HORING);
+}
+
+TEST(StrategyAlgorithms, ErrorsNameTheKindAndTheChoices) {
+  EXPECT_THAT(ParseError("zero3@intra=horing"),
+              HasSubstr("algorithm \"horing\" for intra groups; known: ring, "
+                        "tree"));
+  EXPECT_THAT(ParseError("zero3@inter=hring"),
+              HasSubstr("known: ring, tree, sharp"));
+  EXPECT_THAT(ParseError("zero3@both=ring@both=tree"),
+              HasSubstr("@both= given twice"));
+  EXPECT_THAT(ParseError("zero3@rail=ring"),
+              HasSubstr("\"rail=ring\" after @ is not KIND=ALGORITHM"));
+  EXPECT_THAT(ParseError("zero3@"), HasSubstr("after @ is not KIND=ALGORITHM"));
+}
+
 TEST(StrategyDeepSpeed, Stages) {
   EXPECT_EQ(
       Factors(MustParse(Fixture("ds_config_stage1.json"), kMesh, kSourceDir)),

@@ -205,14 +205,8 @@ class StepBuilder {
     Alloc(COMPUTE, FORWARD, -1, -1, st.optimizer, "OS shard");
   }
 
-  // Groups that span nodes with several GPUs per node run the strategy's
-  // algorithm; a node, or one GPU per node, is a plain ring.
   Algorithm AlgorithmFor(const Group& g) const {
-    if (g.intra_size() > 1 && g.inter_size() > 1 &&
-        strategy_.algorithm() != ALGORITHM_UNSPECIFIED) {
-      return strategy_.algorithm();
-    }
-    return RING;
+    return shardsim::AlgorithmFor(strategy_, g);
   }
 
   // Returns the op id, or the last dependency when the group is one GPU.

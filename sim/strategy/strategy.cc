@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -496,13 +497,117 @@ absl::Status ValidateUnnamed(const Strategy& s, const Mesh& mesh) {
   return CheckQuantized(s);
 }
 
+// ---- algorithms by group kind ----
+
+// "both=horing@intra=tree" onto `s`.
+absl::Status ParseAlgorithms(absl::string_view list, Strategy* s) {
+  std::map<GroupKind, Algorithm> chosen;
+  for (absl::string_view item : absl::StrSplit(list, '@')) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(absl::AsciiStrToLower(absl::StripAsciiWhitespace(item)),
+                       absl::MaxSplits('=', 1));
+    std::optional<GroupKind> kind;
+    for (GroupKind k :
+         {GroupKind::kIntra, GroupKind::kInter, GroupKind::kBoth}) {
+      if (kv.first == GroupKindName(k)) kind = k;
+    }
+    if (!kind) {
+      return Invalid(absl::StrCat("\"", item,
+                                  "\" after @ is not KIND=ALGORITHM with KIND "
+                                  "intra, inter or both"));
+    }
+    auto names = [&] {
+      std::vector<std::string> out;
+      for (Algorithm a : AlgorithmChoices(*kind)) {
+        out.push_back(absl::AsciiStrToLower(Algorithm_Name(a)));
+      }
+      return absl::StrJoin(out, ", ");
+    };
+    Algorithm a = ALGORITHM_UNSPECIFIED;
+    const std::vector<Algorithm> choices = AlgorithmChoices(*kind);
+    if (!Algorithm_Parse(absl::AsciiStrToUpper(kv.second), &a) ||
+        std::find(choices.begin(), choices.end(), a) == choices.end()) {
+      return Invalid(absl::StrCat("algorithm \"", kv.second, "\" for ",
+                                  kv.first, " groups; known: ", names()));
+    }
+    if (!chosen.emplace(*kind, a).second) {
+      return Invalid(absl::StrCat("@", kv.first, "= given twice"));
+    }
+  }
+  for (const auto& [kind, a] : chosen) {
+    switch (kind) {
+      case GroupKind::kIntra:
+        s->set_intra_algorithm(a);
+        break;
+      case GroupKind::kInter:
+        s->set_inter_algorithm(a);
+        break;
+      case GroupKind::kBoth:
+        s->set_algorithm(a);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+GroupKind KindOf(const Group& group) {
+  if (group.inter_size() <= 1) return GroupKind::kIntra;
+  return group.intra_size() <= 1 ? GroupKind::kInter : GroupKind::kBoth;
+}
+
+const char* GroupKindName(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kIntra:
+      return "intra";
+    case GroupKind::kInter:
+      return "inter";
+    case GroupKind::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+std::vector<Algorithm> AlgorithmChoices(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kIntra:
+      return {RING, TREE};
+    case GroupKind::kInter:
+      return {RING, TREE, SHARP};
+    case GroupKind::kBoth:
+      return {RING, HRING, TORUS2D, HORING, TREE, SHARP};
+  }
+  return {RING};
+}
+
+Algorithm AlgorithmFor(const Strategy& strategy, const Group& group) {
+  Algorithm a = ALGORITHM_UNSPECIFIED;
+  switch (KindOf(group)) {
+    case GroupKind::kIntra:
+      a = strategy.intra_algorithm();
+      break;
+    case GroupKind::kInter:
+      a = strategy.inter_algorithm();
+      break;
+    case GroupKind::kBoth:
+      a = strategy.algorithm();
+      break;
+  }
+  return a == ALGORITHM_UNSPECIFIED ? RING : a;
+}
 
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view spec, const Mesh& mesh,
                                        absl::string_view base_dir) {
   // Presets are sized from the mesh, so an empty one is rejected first.
   if (absl::Status st = ValidateMesh(mesh); !st.ok()) return InSpec(spec, st);
-  absl::StatusOr<Strategy> s = ParseSpec(spec, mesh, base_dir);
+  const size_t at = spec.find('@');
+  absl::StatusOr<Strategy> s = ParseSpec(spec.substr(0, at), mesh, base_dir);
+  if (s.ok() && at != absl::string_view::npos) {
+    if (absl::Status st = ParseAlgorithms(spec.substr(at + 1), &*s); !st.ok()) {
+      s = st;
+    }
+  }
   if (!s.ok()) return InSpec(spec, s.status());
   s->set_name(std::string(spec));
   if (absl::Status st = ValidateStrategy(*s, mesh); !st.ok()) return st;

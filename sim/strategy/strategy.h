@@ -27,11 +27,32 @@ namespace shardsim {
 //   paro-XYZ for X, Y, Z in {N, I, G} (P, G, OS granularity)
 //   lins:p=AxB:g=CxD:os=ExF
 //   a DeepSpeed config file (*.json), read through zero_optimization;
-//   relative paths are taken from `base_dir`.
+//   relative paths are taken from `base_dir`;
+// each optionally followed by @KIND=ALGO for one or more group kinds: the
+// algorithm of the collectives whose group is of that kind
+// (AlgorithmChoices), e.g. zero3@both=horing or
+// paro-NIG@intra=tree@inter=tree.
 // The result's name is `spec` as written. Errors say what is wrong with
 // which part of the spec.
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view spec, const Mesh& mesh,
                                        absl::string_view base_dir = "");
+
+// Where a collective's group lies: inside one node, across nodes with one
+// GPU in each, or across nodes with several GPUs in each.
+enum class GroupKind { kIntra, kInter, kBoth };
+GroupKind KindOf(const Group& group);
+const char* GroupKindName(GroupKind kind);  // "intra", "inter", "both"
+
+// The algorithms a group of `kind` may run, RING first: a node's group
+// rings or trees (NVSwitch); one GPU per node adds SHARP; spanning both,
+// the hierarchical ones (HRING, TORUS2D, HORING) too. SHARP runs only on a
+// platform with network.sharp (plan_cache.h refuses it elsewhere).
+std::vector<Algorithm> AlgorithmChoices(GroupKind kind);
+
+// The algorithm `strategy` runs a collective of `group` with (every one
+// but qgZ's all-to-all): the one its spec chose for the group's kind, RING
+// if none.
+Algorithm AlgorithmFor(const Strategy& strategy, const Group& group);
 
 // Lins' rule on each mesh axis: 1 <= s_p <= s_g <= s_os <= dp, every factor
 // divides the axis, an inter factor > 1 needs the intra factor to fill the
