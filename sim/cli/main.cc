@@ -75,6 +75,9 @@ ABSL_FLAG(std::string, figure, "",
 ABSL_FLAG(bool, exhaustive, false,
           "plan: simulate every point that fits, none pruned by the lower "
           "bound");
+ABSL_FLAG(bool, algorithms, true,
+          "plan: search every algorithm for each group kind "
+          "(--noalgorithms: rings only)");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -107,9 +110,10 @@ constexpr char kUsage[] =
     "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
     "            [--json FILE]: predicted vs measured, per file\n"
     "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]\n"
-    "            [--exhaustive] [--figure FILE]: every\n"
+    "            [--exhaustive] [--noalgorithms] [--figure FILE]: every\n"
     "            strategy of the search space (presets, PaRO codes, Lins'\n"
-    "            triples) that fits in memory, simulated and ranked by\n"
+    "            triples, each with every algorithm per group kind) that\n"
+    "            fits in memory, simulated and ranked by\n"
     "            tokens/s per GPU; the presets and the Pareto front beside\n"
     "            them\n"
     "  memory    per-GPU memory (P, G, OS, activations, buffers) and OOM\n"
@@ -271,6 +275,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   options.engine = engine;
   options.top = absl::GetFlag(FLAGS_top);
   options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
+  options.algorithms = absl::GetFlag(FLAGS_algorithms);
   FieldCheck check("command line");
   check.Count("top", options.top, 1, 100000);
   if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {

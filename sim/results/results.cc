@@ -97,10 +97,11 @@ std::string FormatPlanTable(const PlanResults& plan) {
   };
   std::string out = absl::StrFormat(
       "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates, %d filtered by "
-      "memory, %d pruned by the lower bound, %d simulated\n\nbest first "
-      "(tokens/s per GPU):\n",
+      "memory; with their algorithms %d points, %d unplannable, %d pruned by "
+      "the lower bound, %d simulated\n\nbest first (tokens/s per GPU):\n",
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
-      plan.candidates(), plan.filtered(), plan.pruned(), plan.simulated());
+      plan.candidates(), plan.filtered(), plan.points(), plan.unplannable(),
+      plan.pruned(), plan.simulated());
   absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
                   table(plan.presets()));
   for (const ResultRow& r : plan.pruned_presets()) {

@@ -775,6 +775,14 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   return owned;
 }
 
+void UseAlgorithms(const Strategy& strategy, Schedule* schedule) {
+  for (Op& op : *schedule->mutable_ops()) {
+    if (!op.has_collective() || op.collective().algorithm() == DIRECT) continue;
+    CollectiveCall* c = op.mutable_collective();
+    c->set_algorithm(AlgorithmFor(strategy, c->group()));
+  }
+}
+
 const KernelList& KernelsOf(const Schedule& schedule, const ComputeOp& op) {
   const int i = op.kernel_list();
   if (i < 0 || i >= schedule.kernel_lists_size()) {

@@ -72,6 +72,13 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
                                         const Mesh& mesh,
                                         const Scenario& scenario);
 
+// `schedule` as LowerStep would have lowered it under `strategy`'s
+// algorithms (AlgorithmFor) instead: every collective but qgZ's
+// all-to-all (DIRECT) takes the algorithm of its group's kind. Nothing
+// else in a schedule depends on the algorithms, so `plan` bounds every
+// algorithm choice of a strategy from one lowering (sim/search/).
+void UseAlgorithms(const Strategy& strategy, Schedule* schedule);
+
 // The kernels compute op `op` of `schedule` runs. An index out of range is
 // a schedule built wrong (LowerStep never does): it aborts, naming it.
 const KernelList& KernelsOf(const Schedule& schedule, const ComputeOp& op);

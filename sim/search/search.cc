@@ -1,7 +1,6 @@
 #include "sim/search/search.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/analyze/analyze.h"
 #include "sim/runner/isolate.h"
+#include "sim/schedule/lower.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
@@ -52,33 +52,51 @@ bool Dominated(double bound, int64_t peak,
   return false;
 }
 
-// StepLowerBound of each spec, lowered in children --jobs at a time (a
-// large model's schedule takes a while to lower).
-absl::StatusOr<std::vector<double>> LowerBounds(
+// Every point of each spec (its algorithm variants) with its
+// StepLowerBound, each spec lowered once, in children --jobs at a time (a
+// large model's schedule takes a while to lower). A variant whose plans
+// refuse a call comes back without a bound; the spec itself (rings) must
+// plan.
+absl::StatusOr<std::vector<Results>> LowerBounds(
     const Job& job, const std::vector<std::string>& specs,
     const SearchOptions& options) {
   const int gpus = job.scenario.gpus(0);
   std::vector<ChildTask> tasks;
   for (const std::string& spec : specs) {
-    tasks.push_back([&job, spec, gpus]() -> absl::StatusOr<std::string> {
+    tasks.push_back([&, spec]() -> absl::StatusOr<std::string> {
       absl::StatusOr<Point> p = AnalyzePoint(job, spec, gpus);
       if (!p.ok()) return p.status();
-      absl::StatusOr<double> b =
-          StepLowerBound(*p->schedule, p->mesh, job.platform);
-      if (!b.ok()) return b.status();
-      return std::string(reinterpret_cast<const char*>(&*b), sizeof(double));
+      std::set<GroupKind> kinds;
+      for (const Op& op : p->schedule->ops()) {
+        if (options.algorithms && op.has_collective() &&
+            op.collective().algorithm() != DIRECT) {
+          kinds.insert(KindOf(op.collective().group()));
+        }
+      }
+      Results out;
+      for (const std::string& variant :
+           AlgorithmVariants(spec, kinds, job.platform.network().sharp())) {
+        absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
+        if (!strategy.ok()) return strategy.status();
+        Schedule schedule = *p->schedule;
+        UseAlgorithms(*strategy, &schedule);
+        absl::StatusOr<double> b =
+            StepLowerBound(schedule, p->mesh, job.platform);
+        if (!b.ok() && variant == spec) return b.status();
+        ResultRow* row = out.add_rows();
+        row->set_strategy(variant);
+        if (b.ok()) row->set_step_lower_bound_s(*b);
+      }
+      return out.SerializeAsString();
     });
   }
-  std::vector<double> out;
+  std::vector<Results> out;
   for (absl::StatusOr<std::string>& r :
        RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
     if (!r.ok()) return r.status();
-    if (r->size() != sizeof(double)) {
+    if (!out.emplace_back().ParseFromString(*r)) {
       return absl::InternalError("a lower bound came back unreadable");
     }
-    double b;
-    std::memcpy(&b, r->data(), sizeof b);
-    out.push_back(b);
   }
   return out;
 }
@@ -153,21 +171,38 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         smallest == nullptr ? "none" : smallest->strategy()));
   }
 
-  // 2. The lower bound of every point that fits, then the points in
-  // order of their bounds, a wave at a time, each wave pruning the rest.
-  absl::StatusOr<std::vector<double>> bounds = LowerBounds(job, fit, options);
-  if (!bounds.ok()) return bounds.status();
+  // 2. Every algorithm choice of what fits is a point with its lower
+  // bound; the points in order of their bounds, a wave at a time, each
+  // wave pruning the rest.
+  absl::StatusOr<std::vector<Results>> variants =
+      LowerBounds(job, fit, options);
+  if (!variants.ok()) return variants.status();
+  std::vector<std::string> points;
+  std::vector<double> bounds;
+  std::vector<int64_t> peaks;
+  int unplannable = 0;
+  for (size_t b = 0; b < fit.size(); ++b) {
+    for (const ResultRow& v : (*variants)[b].rows()) {
+      if (!v.has_step_lower_bound_s()) {
+        ++unplannable;
+        continue;
+      }
+      points.push_back(v.strategy());
+      bounds.push_back(v.step_lower_bound_s());
+      peaks.push_back(memory_of.at(fit[b]));
+    }
+  }
   const std::vector<std::string> named = NamedStrategies();
   const std::set<std::string> presets(named.begin(), named.end());
   // Under MPI the ranks must agree on every wave, and only rank 0 gets the
   // rows back: there, every point is simulated.
   const bool prune = !options.exhaustive && !options.engine.run_tasks;
-  std::vector<int> order(fit.size());
-  for (size_t i = 0; i < fit.size(); ++i) order[i] = static_cast<int>(i);
+  std::vector<int> order(points.size());
+  for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return (*bounds)[a] < (*bounds)[b]; });
+                   [&](int a, int b) { return bounds[a] < bounds[b]; });
   PlanResults out;
-  std::vector<std::optional<ResultRow>> timed(fit.size());
+  std::vector<std::optional<ResultRow>> timed(points.size());
   std::vector<const ResultRow*> done;
   int pruned = 0;
   const size_t wave = std::max(2, 2 * options.engine.jobs);
@@ -176,14 +211,14 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     std::vector<int> batch;
     for (; next < order.size() && batch.size() < wave; ++next) {
       const int i = order[next];
-      if (prune && Dominated((*bounds)[i], memory_of.at(fit[i]), done)) {
+      if (prune && Dominated(bounds[i], peaks[i], done)) {
         ++pruned;
-        if (presets.count(fit[i])) {
+        if (presets.count(points[i])) {
           ResultRow* r = out.add_pruned_presets();
-          r->set_strategy(fit[i]);
+          r->set_strategy(points[i]);
           r->set_gpus(gpus);
-          r->set_peak_memory_bytes(memory_of.at(fit[i]));
-          r->set_step_lower_bound_s((*bounds)[i]);
+          r->set_peak_memory_bytes(peaks[i]);
+          r->set_step_lower_bound_s(bounds[i]);
         }
         continue;
       }
@@ -191,14 +226,14 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     }
     if (batch.empty()) continue;
     std::vector<std::string> specs;
-    for (int i : batch) specs.push_back(fit[i]);
+    for (int i : batch) specs.push_back(points[i]);
     absl::StatusOr<Results> rows =
         SimulateJob(WithStrategies(job, specs), options.engine);
     if (!rows.ok()) return rows.status();
     if (rows->rows_size() != static_cast<int>(batch.size())) continue;
     for (size_t k = 0; k < batch.size(); ++k) {
       ResultRow r = rows->rows(static_cast<int>(k));
-      r.set_step_lower_bound_s((*bounds)[batch[k]]);
+      r.set_step_lower_bound_s(bounds[batch[k]]);
       timed[batch[k]] = std::move(r);
       done.push_back(&*timed[batch[k]]);
     }
@@ -210,8 +245,10 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                                : job.platform.gpu().memory_bytes());
   out.set_candidates(static_cast<int>(candidates.size()));
   out.set_filtered(static_cast<int>(candidates.size() - fit.size()));
+  out.set_points(static_cast<int>(points.size()) + unplannable);
+  out.set_unplannable(unplannable);
   out.set_pruned(pruned);
-  out.set_simulated(static_cast<int>(fit.size()) - pruned);
+  out.set_simulated(static_cast<int>(points.size()) - pruned);
   std::vector<ResultRow> rows;  // in candidate order
   for (const std::optional<ResultRow>& r : timed) {
     if (r && r->has_step_time_s()) rows.push_back(*r);

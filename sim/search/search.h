@@ -1,7 +1,9 @@
 // `shardsim plan`: the best strategy for a model on a cluster, found by
 // simulation. The candidates of space.h that fit in memory (under the cap)
-// are simulated in order of their lower bounds (bound.h), a wave at a
-// time; a point whose bound proves a simulated point beats it on both
+// are lowered once each; every algorithm choice for their group kinds is a
+// point, bounded (bound.h) on that schedule with its algorithms
+// (UseAlgorithms). The points are simulated in order of their bounds, a
+// wave at a time; a point whose bound proves a simulated point beats it on both
 // speed and memory is pruned: it can be neither the best nor on the Pareto
 // front, which come out as --exhaustive finds them. A pruned named preset
 // is reported with its bound (PlanResults.pruned_presets).
@@ -28,6 +30,8 @@ struct SearchOptions {
   int top = 10;  // rows in `best`
   // Simulate every point that fits, none pruned (to check the pruning).
   bool exhaustive = false;
+  // Every algorithm for each group kind (AlgorithmVariants); false: rings.
+  bool algorithms = true;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "sim/strategy/strategy.h"
 
@@ -43,6 +44,24 @@ std::vector<std::string> CandidateSpecs(const Mesh& mesh) {
         keep(absl::StrCat("lins:p=", p, ":g=", g, ":os=", os));
       }
     }
+  }
+  return specs;
+}
+
+std::vector<std::string> AlgorithmVariants(const std::string& base,
+                                           const std::set<GroupKind>& kinds,
+                                           bool sharp) {
+  std::vector<std::string> specs = {base};
+  for (GroupKind kind : kinds) {
+    std::vector<std::string> more;
+    for (Algorithm a : AlgorithmChoices(kind)) {
+      if (a == RING || (a == SHARP && !sharp)) continue;
+      for (const std::string& spec : specs) {
+        more.push_back(absl::StrCat(spec, "@", GroupKindName(kind), "=",
+                                    absl::AsciiStrToLower(Algorithm_Name(a))));
+      }
+    }
+    specs.insert(specs.end(), more.begin(), more.end());
   }
   return specs;
 }

@@ -3,10 +3,12 @@
 #ifndef SHARDSIM_SIM_SEARCH_SPACE_H_
 #define SHARDSIM_SIM_SEARCH_SPACE_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "sim/collective/group.h"
+#include "sim/strategy/strategy.h"
 
 namespace shardsim {
 
@@ -21,6 +23,14 @@ std::vector<std::string> ShardFactors(const Mesh& mesh);
 // dependency rule (s_p <= s_g <= s_os on both axes, s_g in {s_p, s_os})
 // is not written here again.
 std::vector<std::string> CandidateSpecs(const Mesh& mesh);
+
+// The specs of `base` with every choice of algorithm (AlgorithmChoices)
+// for each group kind in `kinds`, base's own first: `base` itself runs
+// rings everywhere; the others add @KIND=ALGO for each kind not on RING.
+// SHARP only where the platform has it (`sharp`).
+std::vector<std::string> AlgorithmVariants(const std::string& base,
+                                           const std::set<GroupKind>& kinds,
+                                           bool sharp);
 
 }  // namespace shardsim
 
