@@ -253,7 +253,8 @@ p = json.load(open(sys.argv[1]))
 assert [r["rank"] for r in p["best"]] == [1, 2, 3], p["best"]
 speeds = [r["tokens_per_gpu_per_s"] for r in p["best"]]
 assert speeds == sorted(speeds, reverse=True), speeds
-assert p["candidates"] == p["filtered"] + p["pruned"] + p["simulated"], p
+assert p["points"] == p["unplannable"] + p["pruned"] + p["simulated"], p
+assert p["points"] >= p["candidates"] - p["filtered"], p
 assert all(r["tokens_per_gpu_per_s"] <= speeds[0] for r in p["presets"])
 PY
 "$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
