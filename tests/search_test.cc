@@ -51,25 +51,36 @@ TEST(SearchSpace, EveryValidTripleAndCodeOnce) {
 // Choices per kind: intra ring, tree (2); inter ring, tree, sharp (3); both
 // ring, hring, torus2d, horing, tree, sharp (6). Without SHARP on the
 // platform: 2 x 5 for intra and both; with it, 2 x 3 x 6 for all three.
-// The spec itself comes first and is the all-ring point.
+// The spec itself comes first, with its own choices: zero3 rings, so
+// "@both=ring" is never written; PaRO runs HO-Ring across nodes, so its
+// variants write "@both=ring" and never "@both=horing".
 TEST(SearchSpace, EveryAlgorithmPerKindOnce) {
+  const Mesh mesh{8, 4};
+  const Strategy zero3 = *ParseStrategy("zero3", mesh);
   const std::vector<std::string> v = AlgorithmVariants(
-      "zero3", {GroupKind::kIntra, GroupKind::kBoth}, /*sharp=*/false);
+      "zero3", zero3, {GroupKind::kIntra, GroupKind::kBoth}, /*sharp=*/false);
   EXPECT_EQ(v.size(), 10u);
   EXPECT_EQ(v[0], "zero3");
   EXPECT_EQ(std::count(v.begin(), v.end(), "zero3@intra=tree@both=horing"), 1);
   EXPECT_EQ(CountPrefix(v, "zero3@intra=tree"), 5);
-  EXPECT_EQ(
-      AlgorithmVariants(
-          "zero3", {GroupKind::kIntra, GroupKind::kInter, GroupKind::kBoth},
-          /*sharp=*/true)
-          .size(),
-      36u);
-  EXPECT_EQ(AlgorithmVariants("ddp", {}, true),
+  EXPECT_EQ(CountPrefix(v, "zero3@both=ring"), 0);
+  EXPECT_EQ(AlgorithmVariants(
+                "zero3", zero3,
+                {GroupKind::kIntra, GroupKind::kInter, GroupKind::kBoth},
+                /*sharp=*/true)
+                .size(),
+            36u);
+  EXPECT_EQ(AlgorithmVariants("ddp", *ParseStrategy("ddp", mesh), {}, true),
             std::vector<std::string>{"ddp"});
   for (const std::string& spec : v) {
-    EXPECT_TRUE(ParseStrategy(spec, Mesh{8, 4}).ok()) << spec;
+    EXPECT_TRUE(ParseStrategy(spec, mesh).ok()) << spec;
   }
+  const std::vector<std::string> paro =
+      AlgorithmVariants("paro-NIG", *ParseStrategy("paro-NIG", mesh),
+                        {GroupKind::kBoth}, /*sharp=*/false);
+  EXPECT_EQ(paro.size(), 5u);
+  EXPECT_EQ(std::count(paro.begin(), paro.end(), "paro-NIG@both=ring"), 1);
+  EXPECT_EQ(CountPrefix(paro, "paro-NIG@both=horing"), 0);
 }
 
 // Two GPUs of one node, 100 GB/s NVSwitch ports, fractions 1 but the best

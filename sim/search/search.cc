@@ -74,8 +74,8 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
         }
       }
       Results out;
-      for (const std::string& variant :
-           AlgorithmVariants(spec, kinds, job.platform.network().sharp())) {
+      for (const std::string& variant : AlgorithmVariants(
+               spec, p->strategy, kinds, job.platform.network().sharp())) {
         absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
         if (!strategy.ok()) return strategy.status();
         Schedule schedule = *p->schedule;

@@ -49,13 +49,14 @@ std::vector<std::string> CandidateSpecs(const Mesh& mesh) {
 }
 
 std::vector<std::string> AlgorithmVariants(const std::string& base,
+                                           const Strategy& strategy,
                                            const std::set<GroupKind>& kinds,
                                            bool sharp) {
   std::vector<std::string> specs = {base};
   for (GroupKind kind : kinds) {
     std::vector<std::string> more;
     for (Algorithm a : AlgorithmChoices(kind)) {
-      if (a == RING || (a == SHARP && !sharp)) continue;
+      if (a == AlgorithmOf(strategy, kind) || (a == SHARP && !sharp)) continue;
       for (const std::string& spec : specs) {
         more.push_back(absl::StrCat(spec, "@", GroupKindName(kind), "=",
                                     absl::AsciiStrToLower(Algorithm_Name(a))));

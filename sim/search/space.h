@@ -24,11 +24,13 @@ std::vector<std::string> ShardFactors(const Mesh& mesh);
 // is not written here again.
 std::vector<std::string> CandidateSpecs(const Mesh& mesh);
 
-// The specs of `base` with every choice of algorithm (AlgorithmChoices)
-// for each group kind in `kinds`, base's own first: `base` itself runs
-// rings everywhere; the others add @KIND=ALGO for each kind not on RING.
-// SHARP only where the platform has it (`sharp`).
+// The specs of `base` (parsed: `strategy`) with every choice of algorithm
+// (AlgorithmChoices) for each group kind in `kinds`, `base` itself first
+// with its own choices (AlgorithmOf); the others add @KIND=ALGO for each
+// kind where they differ from it. SHARP only where the platform has it
+// (`sharp`).
 std::vector<std::string> AlgorithmVariants(const std::string& base,
+                                           const Strategy& strategy,
                                            const std::set<GroupKind>& kinds,
                                            bool sharp);
 

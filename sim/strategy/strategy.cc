@@ -581,9 +581,9 @@ std::vector<Algorithm> AlgorithmChoices(GroupKind kind) {
   return {RING};
 }
 
-Algorithm AlgorithmFor(const Strategy& strategy, const Group& group) {
+Algorithm AlgorithmOf(const Strategy& strategy, GroupKind kind) {
   Algorithm a = ALGORITHM_UNSPECIFIED;
-  switch (KindOf(group)) {
+  switch (kind) {
     case GroupKind::kIntra:
       a = strategy.intra_algorithm();
       break;

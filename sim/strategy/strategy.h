@@ -50,9 +50,12 @@ const char* GroupKindName(GroupKind kind);  // "intra", "inter", "both"
 std::vector<Algorithm> AlgorithmChoices(GroupKind kind);
 
 // The algorithm `strategy` runs a collective of `group` with (every one
-// but qgZ's all-to-all): the one its spec chose for the group's kind, RING
-// if none.
-Algorithm AlgorithmFor(const Strategy& strategy, const Group& group);
+// but qgZ's all-to-all): the one its spec or system chose for the group's
+// kind (AlgorithmOf), RING if none.
+Algorithm AlgorithmOf(const Strategy& strategy, GroupKind kind);
+inline Algorithm AlgorithmFor(const Strategy& strategy, const Group& group) {
+  return AlgorithmOf(strategy, KindOf(group));
+}
 
 // Lins' rule on each mesh axis: 1 <= s_p <= s_g <= s_os <= dp, every factor
 // divides the axis, an inter factor > 1 needs the intra factor to fill the
