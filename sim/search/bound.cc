@@ -49,26 +49,31 @@ Speeds FastestSpeeds(const Platform& p) {
 
 }  // namespace
 
-absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
-                                      const Mesh& mesh,
-                                      const Platform& platform) {
-  const Speeds speed = FastestSpeeds(platform);
-  PlanCache<double> least(
-      mesh, platform, [&](const CollectiveCall& call, Plan plan) {
-        // Every member sends through its own port and (at most) its own
-        // NIC: the busiest one sends at least the mean.
-        const PlanVolume v = CountVolume(plan);
-        const double members = GroupSize(call.group());
-        const double volume = std::max(v.intra_node / members / speed.intra,
-                                       v.inter_node / members / speed.inter);
-        // The engine runs the call with the protocol of least estimate,
-        // and never faster than that estimate (estimate.h).
-        double estimate = 0;
-        FastestProtocol(Summarize(plan), platform,
-                        IntraInflation(call.algorithm(), platform), &estimate);
-        return absl::StatusOr<double>(std::max(volume, estimate) *
-                                      (1 - kSolverSlack));
-      });
+StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
+    : platform_(platform),
+      least_(mesh, platform, [this](const CollectiveCall& call, Plan plan) {
+        return absl::StatusOr<double>(LeastCallTime(call, plan));
+      }) {}
+
+double StepBounder::LeastCallTime(const CollectiveCall& call,
+                                  const Plan& plan) const {
+  const Speeds speed = FastestSpeeds(platform_);
+  // Every member sends through its own port and (at most) its own NIC:
+  // the busiest one sends at least the mean.
+  const PlanVolume v = CountVolume(plan);
+  const double members = GroupSize(call.group());
+  const double volume = std::max(v.intra_node / members / speed.intra,
+                                 v.inter_node / members / speed.inter);
+  // The engine runs the call with the protocol of least estimate, and
+  // never faster than that estimate (estimate.h).
+  double estimate = 0;
+  FastestProtocol(Summarize(plan), platform_,
+                  IntraInflation(call.algorithm(), platform_), &estimate);
+  return std::max(volume, estimate) * (1 - kSolverSlack);
+}
+
+absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
+  const Platform& platform = platform_;
   const std::vector<double> host_cost = HostCosts(schedule, platform);
   // The least time of every constraint the replay obeys
   // (sim/engine/replay.h), in issue order: the host issues the ops one
@@ -113,7 +118,7 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
       const CollectiveCall& c = op.collective();
       // One element per byte, as the engine plans it.
       absl::StatusOr<const double*> s =
-          least.Get(c, c.bytes(), platform.channels());
+          least_.Get(c, c.bytes(), platform.channels());
       if (!s.ok()) return s.status();
       t = **s;
     }
@@ -123,6 +128,12 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
     bound = std::max(bound, end[id]);
   }
   return bound;
+}
+
+absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
+                                      const Mesh& mesh,
+                                      const Platform& platform) {
+  return StepBounder(mesh, platform).Bound(schedule);
 }
 
 }  // namespace shardsim

@@ -6,6 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
+#include "sim/collective/plan.h"
+#include "sim/collective/plan_cache.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -30,6 +32,23 @@ namespace shardsim {
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
                                       const Mesh& mesh,
                                       const Platform& platform);
+
+// StepLowerBound for many schedules on one mesh and platform (a strategy's
+// algorithm variants): each call's least time is worked out once.
+class StepBounder {
+ public:
+  StepBounder(const Mesh& mesh, const Platform& platform);
+  StepBounder(const StepBounder&) = delete;
+  StepBounder& operator=(const StepBounder&) = delete;
+
+  absl::StatusOr<double> Bound(const Schedule& schedule);
+
+ private:
+  double LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
+
+  const Platform& platform_;
+  PlanCache<double> least_;
+};
 
 }  // namespace shardsim
 

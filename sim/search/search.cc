@@ -74,14 +74,14 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
         }
       }
       Results out;
+      StepBounder bounder(p->mesh, job.platform);
       for (const std::string& variant : AlgorithmVariants(
                spec, p->strategy, kinds, job.platform.network().sharp())) {
         absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
         if (!strategy.ok()) return strategy.status();
         Schedule schedule = *p->schedule;
         UseAlgorithms(*strategy, &schedule);
-        absl::StatusOr<double> b =
-            StepLowerBound(schedule, p->mesh, job.platform);
+        absl::StatusOr<double> b = bounder.Bound(schedule);
         if (!b.ok() && variant == spec) return b.status();
         ResultRow* row = out.add_rows();
         row->set_strategy(variant);

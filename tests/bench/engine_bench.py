@@ -3,6 +3,7 @@
 
 usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
                                          [--with-reports] [--with-16k]
+                                         [--with-plan]
 
 Prints one markdown row per benchmark: wall seconds and peak resident memory
 of the largest process (shardsim runs each simulation in a child process).
@@ -81,6 +82,15 @@ def main():
         benches.append(("reports/regenerate [< 45 s]",
                         [sys.executable, regenerate, "/tmp/bench_full",
                          "--shardsim", shardsim]))
+    if "--with-plan" in sys.argv:
+        # `shardsim plan`, pruned, every algorithm per group kind; the
+        # filtered, pruned and simulated counts are in its first line.
+        lins = "scenarios/paper/lins_7b.textproto"
+        benches.append(("plan, quickstart (LLaMA-7B), 32 dgx_a100 GPUs",
+                        [shardsim, "plan", quick, "--gpus", "32"]))
+        benches.append(("plan, Lins set-up (LLaMA-7B, seq 4096, 4M tokens), "
+                        "1024 a800_lins GPUs [< 60 s]",
+                        [shardsim, "plan", lins, "--gpus", "1024"]))
     print("| benchmark | wall s | peak MB |")
     print("|---|---|---|")
     for name, argv in benches:
