@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,52 +53,77 @@ bool Dominated(double bound, int64_t peak,
   return false;
 }
 
-// Every point of each spec (its algorithm variants) with its
-// StepLowerBound, each spec lowered once, in children --jobs at a time (a
-// large model's schedule takes a while to lower). A variant whose plans
-// refuse a call comes back without a bound; the spec itself (rings) must
-// plan.
+// The points of `spec` (its algorithm variants), each with its
+// StepLowerBound, from one lowering. A variant whose plans refuse a call
+// gets no bound; the spec itself must plan.
+absl::Status BoundVariants(const Job& job, const std::string& spec,
+                           const SearchOptions& options,
+                           std::unique_ptr<StepBounder>* bounder,
+                           Results* out) {
+  absl::StatusOr<Point> p = AnalyzePoint(job, spec, job.scenario.gpus(0));
+  if (!p.ok()) return p.status();
+  std::set<GroupKind> kinds;
+  for (const Op& op : p->schedule->ops()) {
+    if (options.algorithms && op.has_collective() &&
+        op.collective().algorithm() != DIRECT) {
+      kinds.insert(KindOf(op.collective().group()));
+    }
+  }
+  if (*bounder == nullptr) {
+    *bounder = std::make_unique<StepBounder>(p->mesh, job.platform);
+  }
+  for (const std::string& variant : AlgorithmVariants(
+           spec, p->strategy, kinds, job.platform.network().sharp())) {
+    absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
+    if (!strategy.ok()) return strategy.status();
+    Schedule schedule = *p->schedule;
+    UseAlgorithms(*strategy, &schedule);
+    absl::StatusOr<double> b = (*bounder)->Bound(schedule);
+    if (!b.ok() && variant == spec) return b.status();
+    ResultRow* row = out->add_rows();
+    row->set_strategy(variant);
+    if (b.ok()) row->set_step_lower_bound_s(*b);
+  }
+  return absl::OkStatus();
+}
+
+// BoundVariants of every spec, per spec in spec order. The specs are dealt
+// round-robin to --jobs children (a large model's schedule takes a while
+// to lower); each keeps one StepBounder, since the specs share most calls
+// and a large group's plan takes a while to build.
 absl::StatusOr<std::vector<Results>> LowerBounds(
     const Job& job, const std::vector<std::string>& specs,
     const SearchOptions& options) {
-  const int gpus = job.scenario.gpus(0);
+  const int children =
+      std::max(1, std::min<int>(options.engine.jobs, specs.size()));
   std::vector<ChildTask> tasks;
-  for (const std::string& spec : specs) {
-    tasks.push_back([&, spec]() -> absl::StatusOr<std::string> {
-      absl::StatusOr<Point> p = AnalyzePoint(job, spec, gpus);
-      if (!p.ok()) return p.status();
-      std::set<GroupKind> kinds;
-      for (const Op& op : p->schedule->ops()) {
-        if (options.algorithms && op.has_collective() &&
-            op.collective().algorithm() != DIRECT) {
-          kinds.insert(KindOf(op.collective().group()));
-        }
-      }
+  for (int k = 0; k < children; ++k) {
+    tasks.push_back([&, k]() -> absl::StatusOr<std::string> {
+      std::unique_ptr<StepBounder> bounder;
       Results out;
-      StepBounder bounder(p->mesh, job.platform);
-      for (const std::string& variant : AlgorithmVariants(
-               spec, p->strategy, kinds, job.platform.network().sharp())) {
-        absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
-        if (!strategy.ok()) return strategy.status();
-        Schedule schedule = *p->schedule;
-        UseAlgorithms(*strategy, &schedule);
-        absl::StatusOr<double> b = bounder.Bound(schedule);
-        if (!b.ok() && variant == spec) return b.status();
-        ResultRow* row = out.add_rows();
-        row->set_strategy(variant);
-        if (b.ok()) row->set_step_lower_bound_s(*b);
+      for (size_t i = k; i < specs.size(); i += children) {
+        absl::Status st = BoundVariants(job, specs[i], options, &bounder, &out);
+        if (!st.ok()) return st;
       }
       return out.SerializeAsString();
     });
   }
-  std::vector<Results> out;
+  // A row's spec is its strategy up to its first '@'.
+  std::map<std::string, Results> by_spec;
   for (absl::StatusOr<std::string>& r :
        RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
     if (!r.ok()) return r.status();
-    if (!out.emplace_back().ParseFromString(*r)) {
+    Results rows;
+    if (!rows.ParseFromString(*r)) {
       return absl::InternalError("a lower bound came back unreadable");
     }
+    for (ResultRow& row : *rows.mutable_rows()) {
+      const std::string& name = row.strategy();
+      *by_spec[name.substr(0, name.find('@'))].add_rows() = std::move(row);
+    }
   }
+  std::vector<Results> out;
+  for (const std::string& spec : specs) out.push_back(by_spec[spec]);
   return out;
 }
 
