@@ -58,16 +58,17 @@ StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
 double StepBounder::LeastCallTime(const CollectiveCall& call,
                                   const Plan& plan) const {
   const Speeds speed = FastestSpeeds(platform_);
+  const PlanSummary summary = Summarize(plan);
   // Every member sends through its own port and (at most) its own NIC:
   // the busiest one sends at least the mean.
-  const PlanVolume v = CountVolume(plan);
+  const PlanVolume& v = summary.volume;
   const double members = GroupSize(call.group());
   const double volume = std::max(v.intra_node / members / speed.intra,
                                  v.inter_node / members / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
   // never faster than that estimate (estimate.h).
   double estimate = 0;
-  FastestProtocol(Summarize(plan), platform_,
+  FastestProtocol(summary, platform_,
                   IntraInflation(call.algorithm(), platform_), &estimate);
   return std::max(volume, estimate) * (1 - kSolverSlack);
 }
