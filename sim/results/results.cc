@@ -64,24 +64,29 @@ std::string FormatVolumeTable(const Results& results, bool detail) {
 }
 
 std::string FormatRunTable(const Results& results) {
+  // The strategy column fits the longest name (34 at least).
+  int w = 34;
+  for (const ResultRow& r : results.rows()) {
+    w = std::max(w, static_cast<int>(r.strategy().size()));
+  }
   std::string out = absl::StrFormat(
       "one training step per strategy and GPU count; MFU and TFLOP/s count "
       "model FLOPs (forward + backward, no recomputation)\n"
-      "%-34s %6s %9s %12s %8s %6s %9s %9s %9s %8s\n",
-      "strategy", "gpus", "step s", "tokens/s/GPU", "TFLOP/s", "MFU",
+      "%-*s %6s %9s %12s %8s %6s %9s %9s %9s %8s\n",
+      w, "strategy", "gpus", "step s", "tokens/s/GPU", "TFLOP/s", "MFU",
       "exposed s", "intra GB", "inter GB", "mem GB");
   for (const ResultRow& r : results.rows()) {
     if (r.oom() || !r.has_step_time_s()) {
       absl::StrAppendFormat(
-          &out, "%-34s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n",
+          &out, "%-*s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n", w,
           r.strategy(), r.gpus(), "-", "-", "-", "-", "-",
           GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
           GB(r.peak_memory_bytes()));
       continue;
     }
     absl::StrAppendFormat(
-        &out, "%-34s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f\n",
-        r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
+        &out, "%-*s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f\n",
+        w, r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
         r.tflops_per_gpu(), 100 * r.mfu(), r.exposed_comm_s(),
         GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
         GB(r.peak_memory_bytes()));
