@@ -516,19 +516,15 @@ absl::Status ParseAlgorithms(absl::string_view list, Strategy* s) {
                                   "\" after @ is not KIND=ALGORITHM with KIND "
                                   "intra, inter or both"));
     }
-    auto names = [&] {
-      std::vector<std::string> out;
-      for (Algorithm a : AlgorithmChoices(*kind)) {
-        out.push_back(absl::AsciiStrToLower(Algorithm_Name(a)));
-      }
-      return absl::StrJoin(out, ", ");
-    };
-    Algorithm a = ALGORITHM_UNSPECIFIED;
     const std::vector<Algorithm> choices = AlgorithmChoices(*kind);
+    Algorithm a = ALGORITHM_UNSPECIFIED;
     if (!Algorithm_Parse(absl::AsciiStrToUpper(kv.second), &a) ||
         std::find(choices.begin(), choices.end(), a) == choices.end()) {
-      return Invalid(absl::StrCat("algorithm \"", kv.second, "\" for ",
-                                  kv.first, " groups; known: ", names()));
+      return Invalid(absl::StrCat(
+          "algorithm \"", kv.second, "\" for ", kv.first, " groups; known: ",
+          absl::StrJoin(choices, ", ", [](std::string* out, Algorithm c) {
+            out->append(absl::AsciiStrToLower(Algorithm_Name(c)));
+          })));
     }
     if (!chosen.emplace(*kind, a).second) {
       return Invalid(absl::StrCat("@", kv.first, "= given twice"));
