@@ -16,11 +16,6 @@
 namespace shardsim {
 namespace {
 
-// The fastest a byte can leave a GPU inside its node and between nodes, in
-// bytes/s of payload: the links' rates (sim/scenario/bandwidth.h), direct
-// patterns at nvlink_direct_fraction instead of nvlink_fraction (through
-// their inflated bytes, collective_engine.h), and every wire protocol
-// sending payload / bandwidth_fraction bytes.
 // SimGrid's max-min solver shares links to maxmin/precision (1e-5 of a
 // rate by default, SimGrid 3.32's documented configuration), so a flow may
 // finish that much sooner than its bytes over its link allow; the engine's
@@ -28,6 +23,11 @@ namespace {
 // the solver's precision in hand.
 constexpr double kSolverSlack = 1e-4;
 
+// The fastest a byte can leave a GPU inside its node and between nodes, in
+// bytes/s of payload: the links' rates (sim/scenario/bandwidth.h), direct
+// patterns at nvlink_direct_fraction instead of nvlink_fraction (through
+// their inflated bytes, collective_engine.h), and every wire protocol
+// sending payload / bandwidth_fraction bytes.
 struct Speeds {
   double intra = 0;
   double inter = 0;

@@ -25,8 +25,9 @@ namespace shardsim {
 //   port or NIC at full speed (the bytes its group sends, over the
 //   members, at the largest efficiency and wire-protocol fraction) and its
 //   alpha-beta estimate with the protocol the engine picks
-//   (sim/collective/estimate.h), which adds latencies. The engine adds
-//   contention and slower NVSwitch ports under compute;
+//   (sim/collective/estimate.h), which adds latencies, less 1e-4 for
+//   SimGrid's solver precision (bound.cc). The engine adds contention and
+//   slower NVSwitch ports under compute;
 // - a memory op: nothing.
 // Errors: a call the plans refuse (plan_cache.h).
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
