@@ -77,8 +77,8 @@ std::string PointName(const Job& job, const std::string& spec, int gpus) {
                       " GPUs: ");
 }
 
-absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus) {
+absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
+                                 int gpus) {
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
   absl::StatusOr<OwnedSchedule> schedule =
@@ -87,15 +87,21 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
     return absl::InvalidArgumentError(
         absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
   }
+  return Point{std::move(r->scenario), std::move(r->strategy), r->mesh,
+               *std::move(schedule), std::move(r->row)};
+}
+
+absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
+                                   int gpus) {
+  absl::StatusOr<Point> point = LowerPoint(job, spec, gpus);
+  if (!point.ok()) return point.status();
   absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(**schedule, r->mesh, job.platform);
+      CountTraffic(*point->schedule, point->mesh, job.platform);
   if (!traffic.ok()) {
     return absl::InternalError(
         absl::StrCat(PointName(job, spec, gpus), traffic.status().message()));
   }
-  Point point{std::move(r->scenario), std::move(r->strategy), r->mesh,
-              *std::move(schedule), std::move(r->row)};
-  ResultRow& row = point.row;
+  ResultRow& row = point->row;
   for (TrafficEntry& e : *traffic) {
     row.set_intra_node_bytes(row.intra_node_bytes() + e.intra_node_bytes());
     row.set_inter_node_bytes(row.inter_node_bytes() + e.inter_node_bytes());

@@ -29,6 +29,11 @@ struct Point {
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
                                    int gpus);
 
+// AnalyzePoint without counting traffic (which plans every call): for
+// users that plan the calls their own way (plan's lower bound).
+absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
+                                 int gpus);
+
 // "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
 // errors.
 std::string PointName(const Job& job, const std::string& spec, int gpus);

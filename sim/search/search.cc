@@ -60,9 +60,9 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const SearchOptions& options,
                            std::unique_ptr<StepBounder>* bounder,
                            Results* out) {
-  absl::StatusOr<Point> p = AnalyzePoint(job, spec, job.scenario.gpus(0));
+  absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
-  std::set<GroupKind> kinds;
+  std::set<GroupKind> kinds;  // none: the spec's own algorithms only
   for (const Op& op : p->schedule->ops()) {
     if (options.algorithms && op.has_collective() &&
         op.collective().algorithm() != DIRECT) {
