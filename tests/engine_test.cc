@@ -885,5 +885,134 @@ TEST(EngineProtocol, NoFiniteEstimateIsAnErrorNotACrash) {
       << r.status();
 }
 
+// ---- g. a lone inter-node stage replayed, and disturbed ---------------------
+//
+// A ring all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
+// 10e9 B/s: every hop's flow carries 3S/4 = 3e8 B over its own NIC pair,
+// 30 ms, then 3 x 20 us of alpha: 30.06 ms, base 0. Run 1 is recorded, run 2
+// replays it. Run 3 is replayed until a second identical call B starts 10 ms
+// into it: X's flows then have 2e8 B left and share every up-link with B's
+// at 5e9 B/s, so X's end after 40 ms more (50 ms in all); B's have moved
+// 2e8 by then and take their last 1e8 alone, 10 ms: 50 ms too. Both calls
+// take 50.06 ms, with the replays and without.
+TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  for (bool replay : {true, false}) {
+    SCOPED_TRACE(replay ? "replays" : "no replays");
+    absl::StatusOr<std::string> r = RunIsolated(
+        {[&]() -> absl::StatusOr<std::string> {
+          StartSimGrid();
+          const Mesh mesh{1, 4};
+          absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
+          if (!f.ok()) return f.status();
+          CollectiveEngine engine(**f, FlowMode::kFast, 1);
+          engine.set_replay_stages(replay);
+          CollectiveCall call;
+          call.set_op(ALL_GATHER);
+          call.set_algorithm(RING);
+          call.set_bytes(400'000'000);
+          *call.mutable_group() = GlobalGroup(mesh);
+          if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+          std::vector<double> t(4);
+          auto timed = [&](double* out) {
+            const double start = sg4::Engine::get_clock();
+            engine.Run(call);
+            *out = sg4::Engine::get_clock() - start;
+          };
+          sg4::Actor::create("x", (*f)->gpu(0), [&] {
+            timed(&t[0]);
+            timed(&t[1]);
+            const double third = sg4::Engine::get_clock();
+            sg4::Actor::create("b", (*f)->gpu(0), [&, third] {
+              sg4::this_actor::sleep_until(third + 0.010);
+              timed(&t[3]);
+            });
+            timed(&t[2]);
+          });
+          sg4::Engine::get_instance()->run();
+          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+          return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
+                                 t[2], t[3], c.recorded, c.replayed,
+                                 c.disturbed);
+        }},
+        1)[0];
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<double> v = ParseDoubles(*r);
+    ASSERT_EQ(v.size(), 7u);
+    EXPECT_NEAR(v[0], 0.03006, 1e-9);
+    EXPECT_NEAR(v[1], 0.03006, 1e-9);
+    EXPECT_NEAR(v[2], 0.05006, 1e-9);
+    EXPECT_NEAR(v[3], 0.05006, 1e-9);
+    // Recorded once (run 1), replayed twice (runs 2 and 3), run 3 disturbed.
+    EXPECT_EQ(v[4], replay ? 1 : 0);
+    EXPECT_EQ(v[5], replay ? 2 : 0);
+    EXPECT_EQ(v[6], replay ? 1 : 0);
+  }
+}
+
+// Whole steps, replays against none: every named strategy at 64 GPUs and
+// ZeRO++ (qgZ's inter-node all-to-all) at 256, LLaMA-7B cut to 2 layers,
+// 3 micro-batches on dgx_a100. The same step to 1e-9 and the same breakdown.
+TEST(EngineLoneStages, StepsAreTheSameWithoutReplays) {
+  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int gpus : {64, 256}) {
+    Scenario sc;
+    sc.set_name("lone_stages");
+    *sc.mutable_model_def() = *model;
+    sc.mutable_model_def()->set_layers(2);
+    sc.set_platform("dgx_a100");
+    if (gpus == 64) {
+      for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
+    } else {
+      sc.add_strategies("zeropp");
+    }
+    sc.add_gpus(gpus);
+    sc.set_micro_batch_size(1);
+    sc.set_micro_batches(3);
+    sc.set_seq_len(512);
+    sc.set_flash_attention(true);
+    sc.set_optimizer_bytes_per_param(12);
+    absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EngineOptions options;
+    absl::StatusOr<Results> with = SimulateJob(*job, options);
+    options.replay_stages = false;
+    absl::StatusOr<Results> without = SimulateJob(*job, options);
+    ASSERT_TRUE(with.ok()) << with.status();
+    ASSERT_TRUE(without.ok()) << without.status();
+    ASSERT_EQ(with->rows_size(), without->rows_size());
+    int64_t replayed = 0;
+    for (int i = 0; i < with->rows_size(); ++i) {
+      const ResultRow& a = with->rows(i);
+      const ResultRow& b = without->rows(i);
+      SCOPED_TRACE(absl::StrCat(a.strategy(), " at ", gpus, " GPUs"));
+      ASSERT_TRUE(b.has_step_time_s());
+      EXPECT_NEAR(a.step_time_s(), b.step_time_s(), 1e-9 * b.step_time_s());
+      const double tol = 1e-9 * b.step_time_s();
+      const Breakdown& x = a.breakdown();
+      const Breakdown& y = b.breakdown();
+      EXPECT_NEAR(x.compute_slowdown_s(), y.compute_slowdown_s(), tol);
+      EXPECT_NEAR(x.bandwidth_s(), y.bandwidth_s(), tol);
+      EXPECT_NEAR(x.latency_s(), y.latency_s(), tol);
+      EXPECT_NEAR(x.prefetch_wait_s(), y.prefetch_wait_s(), tol);
+      ASSERT_EQ(x.by_collective_size(), y.by_collective_size());
+      for (int c = 0; c < y.by_collective_size(); ++c) {
+        EXPECT_EQ(x.by_collective(c).collective(),
+                  y.by_collective(c).collective());
+        EXPECT_NEAR(x.by_collective(c).seconds(), y.by_collective(c).seconds(),
+                    tol);
+      }
+      EXPECT_EQ(b.replay().stages_replayed(), 0);
+      replayed += a.replay().stages_replayed();
+      if (a.strategy() == "zeropp") EXPECT_GT(a.replay().stages_replayed(), 0);
+    }
+    EXPECT_GT(replayed, 0);
+  }
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -52,6 +52,9 @@ ABSL_FLAG(bool, breakdown, false,
 ABSL_FLAG(bool, collapse, true,
           "run: simulate repeating micro-batches until their state repeats, "
           "then extrapolate exactly (false: every micro-batch)");
+ABSL_FLAG(bool, replay_stages, true,
+          "run: a stage of inter-node flows alone on the fat tree replays its "
+          "first lone run, exactly (false: every flow runs)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 
 // run and collective: the engine
@@ -327,6 +330,7 @@ absl::Status Run(const std::string& command, const std::string& path,
     options.mode = *mode;
     options.jobs = absl::GetFlag(FLAGS_jobs);
     options.collapse = absl::GetFlag(FLAGS_collapse);
+    options.replay_stages = absl::GetFlag(FLAGS_replay_stages);
     options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     options.trace_path = absl::GetFlag(FLAGS_trace);
     if (ranks != nullptr) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <simgrid/s4u.hpp>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective/estimate.h"
 #include "sim/collective/group.h"
@@ -33,7 +34,9 @@ CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
       plans_(fabric.mesh(), fabric.platform(),
              [this](const CollectiveCall& call, Plan plan) {
                return MakeEntry(call, std::move(plan));
-             }) {}
+             }) {
+  set_replay_stages(true);
+}
 
 CollectiveEngine::~CollectiveEngine() = default;
 
@@ -125,11 +128,7 @@ void CollectiveEngine::Progress::AppendState(double now,
                                              std::vector<double>* out) const {
   out->push_back(part);
   if (until >= 0) out->push_back(until - now);
-  if (flows == nullptr) return;
-  for (const Flow& f : *flows) {
-    out->push_back(f.comm == nullptr ? static_cast<double>(f.bytes)
-                                     : f.comm->get_remaining());
-  }
+  AppendFlowsLeft(now, out);
 }
 
 void CollectiveEngine::EndRun() { workers_.reset(); }
@@ -168,66 +167,104 @@ class CollectiveEngine::FlowWorkers {
   FlowWorkers()
       : mutex_(sg4::Mutex::create()), work_(sg4::ConditionVariable::create()) {}
 
+  // Flows started together and not all done yet.
+  struct Join {
+    int pending = 0;
+    sg4::ConditionVariablePtr done = sg4::ConditionVariable::create();
+  };
+
   // From an actor: starts every flow at once, returns when all are done.
-  void Run(std::vector<Flow>* flows) {
+  // `on_end`, if given, is called as each flow ends (at its end).
+  void Run(std::vector<Flow>* flows,
+           const std::function<void()>& on_end = nullptr) {
     if (flows->size() <= kBatch) {
-      RunBatch(flows, 0, flows->size());
+      RunBatch(flows, 0, flows->size(), on_end);
       return;
     }
-    Join join{0, sg4::ConditionVariable::create()};
+    Join join;
+    Start(flows, &on_end, &join);
+    Wait(&join);
+  }
+
+  // From an actor: starts every flow at once; Wait(join) returns when they
+  // are done. `flows` and `on_end` (may be null) must outlive the wait.
+  void Start(std::vector<Flow>* flows, const std::function<void()>* on_end,
+             Join* join) {
     std::unique_lock<sg4::Mutex> lock(*mutex_);
     for (size_t first = 0; first < flows->size(); first += kBatch) {
-      queue_.push_back(
-          {flows, first, std::min(flows->size(), first + kBatch), &join});
-      ++join.pending;
+      queue_.push_back({flows, first, std::min(flows->size(), first + kBatch),
+                        on_end, join});
+      ++join->pending;
     }
+    // Every batch queued must find a worker now: one that waits for its
+    // turn would start its flows late. Several calls can queue batches at
+    // one instant before any worker wakes, so the count is of the queue.
     // Workers that finish a batch go back to the queue; daemons, so that
     // the simulation ends when the last real actor does.
-    for (int i = idle_; i < join.pending; ++i) {
+    while (idle_ < static_cast<int>(queue_.size())) {
       sg4::Actor::create("flows", sg4::this_actor::get_host(), [this] {
         Work();
       })->daemonize();
+      ++idle_;  // idle from its creation: it takes a batch when it runs
     }
     work_->notify_all();
-    join.done->wait(lock, [&] { return join.pending == 0; });
+  }
+
+  void Wait(Join* join) {
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    join->done->wait(lock, [&] { return join->pending == 0; });
   }
 
  private:
-  struct Join {
-    int pending;
-    sg4::ConditionVariablePtr done;
-  };
   struct Batch {
     std::vector<Flow>* flows;
     size_t first;
     size_t last;
+    const std::function<void()>* on_end;
     Join* join;
   };
 
-  static void RunBatch(std::vector<Flow>* flows, size_t first, size_t last) {
+  static void RunBatch(std::vector<Flow>* flows, size_t first, size_t last,
+                       const std::function<void()>& on_end) {
     std::vector<sg4::CommPtr> comms;
     for (size_t i = first; i < last; ++i) {
       const Flow& f = (*flows)[i];
       comms.push_back(sg4::Comm::sendto_async(f.from, f.to, f.bytes));
       (*flows)[i].comm = comms.back();
     }
-    for (size_t i = first; i < last; ++i) {
-      comms[i - first]->wait();
-      (*flows)[i].finish = comms[i - first]->get_finish_time();
+    if (!on_end) {
+      for (size_t i = first; i < last; ++i) {
+        comms[i - first]->wait();
+        (*flows)[i].finish = comms[i - first]->get_finish_time();
+      }
+      return;
+    }
+    // In the order they end, so that on_end sees each end when it happens.
+    std::vector<size_t> index(comms.size());
+    for (size_t j = 0; j < index.size(); ++j) index[j] = first + j;
+    while (!comms.empty()) {
+      const size_t j = static_cast<size_t>(sg4::Comm::wait_any(comms));
+      (*flows)[index[j]].finish = comms[j]->get_finish_time();
+      on_end();
+      comms[j] = comms.back();
+      comms.pop_back();
+      index[j] = index.back();
+      index.pop_back();
     }
   }
 
   void Work() {
     std::unique_lock<sg4::Mutex> lock(*mutex_);
     for (;;) {
-      ++idle_;
       work_->wait(lock, [this] { return !queue_.empty(); });
       --idle_;
       const Batch b = queue_.front();
       queue_.pop_front();
       lock.unlock();
-      RunBatch(b.flows, b.first, b.last);
+      RunBatch(b.flows, b.first, b.last,
+               b.on_end != nullptr ? *b.on_end : nullptr);
       lock.lock();
+      ++idle_;
       if (--b.join->pending == 0) b.join->done->notify_all();
     }
   }
@@ -235,8 +272,147 @@ class CollectiveEngine::FlowWorkers {
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr work_;
   std::deque<Batch> queue_;
-  int idle_ = 0;  // workers waiting for a batch
+  int idle_ = 0;  // workers not running a batch
 };
+
+// Inter-node flows share only the fat tree's links: NVSwitch ports are other
+// links, and the only ones whose bandwidth ever changes (SetNvlinkScale). So
+// a stage's flows on the fat tree (all of an inter-node stage, the network
+// hops of a ring across nodes) unfold the same way, flow for flow, every
+// time they run while nothing else is on the tree. Their first lone run is
+// recorded: each flow's bytes left at every instant one of them ends.
+// Max-min rates change only when a flow on the tree starts or ends, so
+// between two such instants every rate is constant and the bytes left are
+// linear in time. Later lone runs replay the record without flows: each
+// flow ends when it did. Flows reaching the tree during a replay disturb
+// it: every replayed flow not yet done starts then as a real one with the
+// bytes the record leaves it (rounded to whole bytes), so that from that
+// instant SimGrid shares the links as it would have. This is issue 12's
+// shortcut for direct all-to-alls (qgZ): a 1024-GPU inter-node all-to-all
+// is 127 steps of 1024 flows per call, the same steps call after call.
+
+// A lone run, from its start: when each flow ended, and at each instant a
+// flow ended (at[0] = 0), every flow's bytes left.
+struct CollectiveEngine::LoneRecord {
+  std::vector<double> finish;
+  std::vector<double> at;
+  std::vector<std::vector<double>> left;
+
+  // Flow i's bytes left `t` seconds after the start.
+  double Left(size_t i, double t) const {
+    const size_t k = std::upper_bound(at.begin(), at.end(), t) - at.begin();
+    if (k == at.size()) return 0;
+    const double x = (t - at[k - 1]) / (at[k] - at[k - 1]);
+    return left[k - 1][i] + (left[k][i] - left[k - 1][i]) * x;
+  }
+  // Appends it as the flows' state, `t` seconds after the start.
+  void Snap(double t, const std::vector<Flow>& flows) {
+    if (!at.empty() && at.back() == t) return;
+    at.push_back(t);
+    left.emplace_back();
+    for (const Flow& f : flows) {
+      left.back().push_back(f.comm != nullptr ? f.comm->get_remaining()
+                                              : static_cast<double>(f.bytes));
+    }
+  }
+};
+
+class CollectiveEngine::LoneStages {
+ public:
+  using Record = LoneRecord;
+
+  LoneStages()
+      : mutex_(sg4::Mutex::create()), wake_(sg4::ConditionVariable::create()) {}
+
+  const Record* Find(const std::vector<Hop>* stage) const {
+    auto it = records_.find(stage);
+    return it == records_.end() ? nullptr : &it->second;
+  }
+  void Keep(const std::vector<Hop>* stage, Record record) {
+    ++counts_.recorded;
+    records_.emplace(stage, std::move(record));
+  }
+
+  // Nothing on the fat tree: no real flows, no replay.
+  bool Idle() const { return real_ == 0 && replay_ == nullptr; }
+
+  // Before flows reach the fat tree: a replay under way turns real (its
+  // owner starts its flows at this same instant, and counts as real).
+  void Disturb() {
+    if (replay_ == nullptr) return;
+    Replay* r = replay_;
+    replay_ = nullptr;
+    if (sg4::Engine::get_clock() >= r->end) return;  // its flows end now
+    r->disturbed_at = sg4::Engine::get_clock();
+    ++counts_.disturbed;
+    ++real_;
+    wake_->notify_all();
+  }
+
+  // Real flows on the tree from now until Stop(). Returns the number of
+  // starts so far: a run was alone if it is unchanged at its end.
+  uint64_t Start() {
+    ++real_;
+    return ++starts_;
+  }
+  void Stop() { --real_; }
+  uint64_t starts() const { return starts_; }
+  const ReplayCounts& counts() const { return counts_; }
+
+  struct Replay {
+    double end = 0;
+    double disturbed_at = -1;  // when it turned real, if it did
+  };
+  // From an Idle() tree: waits until `r` ends or is disturbed. Returns
+  // false if disturbed: its owner then starts its flows and calls Stop().
+  bool Wait(Replay* r) {
+    ++counts_.replayed;
+    replay_ = r;
+    ++starts_;
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    while (r->disturbed_at < 0 && sg4::Engine::get_clock() < r->end) {
+      wake_->wait_until(lock, r->end);
+    }
+    if (replay_ == r) replay_ = nullptr;
+    return r->disturbed_at < 0;
+  }
+
+ private:
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr wake_;
+  absl::flat_hash_map<const std::vector<Hop>*, Record> records_;
+  int real_ = 0;  // flow sets on the tree now (RunFlows calls)
+  uint64_t starts_ = 0;
+  Replay* replay_ = nullptr;
+  ReplayCounts counts_;
+};
+
+void CollectiveEngine::set_replay_stages(bool on) {
+  lone_ =
+      on && mode_ == FlowMode::kFast ? std::make_unique<LoneStages>() : nullptr;
+}
+
+CollectiveEngine::ReplayCounts CollectiveEngine::replay_counts() const {
+  return lone_ == nullptr ? ReplayCounts() : lone_->counts();
+}
+
+void CollectiveEngine::Progress::AppendFlowsLeft(
+    double now, std::vector<double>* out) const {
+  auto append = [&](const std::vector<Flow>& v, const LoneRecord* record) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const Flow& f = v[i];
+      if (f.comm != nullptr) {
+        out->push_back(f.comm->get_remaining());
+      } else if (record != nullptr) {
+        out->push_back(record->Left(i, now - replay_start));
+      } else {
+        out->push_back(static_cast<double>(f.bytes));
+      }
+    }
+  };
+  if (flows != nullptr) append(*flows, nullptr);
+  if (net != nullptr) append(*net, replay);
+}
 
 double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
                                   double floor, double floor_alpha,
@@ -244,6 +420,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   const int per_node = fabric_.mesh().gpus_per_node;
   std::vector<Flow> flows;
   std::vector<double> alphas;
+  std::vector<bool> inter;
   for (const std::vector<int>& group : e.groups) {
     for (const Hop& h : hops) {
       if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
@@ -254,14 +431,39 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
           h.inter ? h.elements : h.elements * e.intra_inflation;
       flows.push_back({r.from, r.to, WireBytes(bytes, *e.protocol)});
       alphas.push_back(h.steps * r.alpha);
+      inter.push_back(h.inter);
     }
   }
   const double start = sg4::Engine::get_clock();
   if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>();
   ++progress->part;
-  progress->flows = &flows;
-  workers_->Run(&flows);
-  progress->flows = nullptr;
+  if (lone_ == nullptr ||
+      std::find(inter.begin(), inter.end(), true) == inter.end()) {
+    progress->flows = &flows;
+    workers_->Run(&flows);
+    progress->flows = nullptr;
+  } else {
+    // NVSwitch flows and fat-tree flows share no link: the former run as
+    // ever, the latter as a stage of their own, alone or not.
+    std::vector<Flow> local;
+    std::vector<Flow> net;
+    for (size_t i = 0; i < flows.size(); ++i) {
+      (inter[i] ? net : local).push_back(flows[i]);
+    }
+    progress->flows = &local;
+    progress->net = &net;
+    FlowWorkers::Join join;
+    if (!local.empty()) workers_->Start(&local, nullptr, &join);
+    RunNet(&hops, start, &net, progress);
+    if (!local.empty()) workers_->Wait(&join);
+    progress->flows = nullptr;
+    progress->net = nullptr;
+    size_t l = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < flows.size(); ++i) {
+      flows[i].finish = inter[i] ? net[n++].finish : local[l++].finish;
+    }
+  }
   double end = start + floor;
   double latency = floor_alpha;
   for (size_t i = 0; i < flows.size(); ++i) {
@@ -276,6 +478,61 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   sg4::this_actor::sleep_until(end);
   progress->until = -1;
   return latency;
+}
+
+void CollectiveEngine::RunNet(const std::vector<Hop>* stage, double start,
+                              std::vector<Flow>* net, Progress* progress) {
+  lone_->Disturb();
+  const bool alone = lone_->Idle();
+  const LoneRecord* record = alone ? lone_->Find(stage) : nullptr;
+  if (record != nullptr) {
+    ReplayNet(start, *record, net, progress);
+    return;
+  }
+  const uint64_t starts = lone_->Start();
+  if (!alone) {
+    workers_->Run(net);
+    lone_->Stop();
+    return;
+  }
+  LoneRecord r;
+  r.Snap(0, *net);
+  workers_->Run(net, [&] { r.Snap(sg4::Engine::get_clock() - start, *net); });
+  lone_->Stop();
+  if (lone_->starts() == starts) {  // nothing else reached the tree
+    for (const Flow& f : *net) r.finish.push_back(f.finish - start);
+    lone_->Keep(stage, std::move(r));
+  }
+}
+
+void CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
+                                 std::vector<Flow>* net, Progress* progress) {
+  LoneStages::Replay r;
+  r.end = start + *std::max_element(record.finish.begin(), record.finish.end());
+  progress->replay = &record;
+  progress->replay_start = start;
+  const bool undisturbed = lone_->Wait(&r);
+  progress->replay = nullptr;
+  if (undisturbed) {
+    for (size_t i = 0; i < net->size(); ++i) {
+      (*net)[i].finish = start + record.finish[i];
+    }
+    return;
+  }
+  // Flows done by then run as empty ones: the collapse sees 0 bytes left,
+  // as it would, and they are one list of flows with the rest.
+  const double t = r.disturbed_at - start;
+  for (size_t i = 0; i < net->size(); ++i) {
+    Flow& f = (*net)[i];
+    f.bytes = record.finish[i] <= t
+                  ? 0
+                  : static_cast<uint64_t>(std::llround(record.Left(i, t)));
+  }
+  workers_->Run(net);
+  lone_->Stop();
+  for (size_t i = 0; i < net->size(); ++i) {
+    if (record.finish[i] <= t) (*net)[i].finish = start + record.finish[i];
+  }
 }
 
 double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {

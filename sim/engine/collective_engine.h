@@ -47,6 +47,8 @@ struct Flow {
 enum class FlowMode { kFast, kPerStep };
 
 class CollectiveEngine {
+  struct LoneRecord;  // a stage's lone run (collective_engine.cc)
+
  public:
   // `channels`: parallel rings for every call (the platform's by default).
   CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels);
@@ -75,7 +77,12 @@ class CollectiveEngine {
     friend class CollectiveEngine;
     int part = 0;  // waits begun so far (flows, sleeps)
     const std::vector<Flow>* flows = nullptr;  // in flight
+    const std::vector<Flow>* net = nullptr;    // on the fat tree, if apart
     double until = -1;                         // sleeping until
+    // Flows replayed rather than run (LoneStages, collective_engine.cc).
+    const LoneRecord* replay = nullptr;
+    double replay_start = 0;
+    void AppendFlowsLeft(double now, std::vector<double>* out) const;
   };
 
   // From a SimGrid actor: runs a prepared call for every group of its shape
@@ -93,6 +100,18 @@ class CollectiveEngine {
   void set_node_symmetry(bool on) { node_symmetry_ = on; }
   bool node_symmetry() const { return node_symmetry_; }
   bool AllIntraSymmetric() const;
+  // Stages of inter-node flows alone on the fat tree are replayed from
+  // their first lone run (collective_engine.cc, LoneStages): the same
+  // times, without their flows. On by default; fast mode only.
+  void set_replay_stages(bool on);
+  // What the replays did so far: stages recorded, replayed, and replays
+  // that other flows disturbed (and turned real).
+  struct ReplayCounts {
+    int64_t recorded = 0;
+    int64_t replayed = 0;
+    int64_t disturbed = 0;
+  };
+  ReplayCounts replay_counts() const;
   FlowMode mode() const { return mode_; }
 
   const PlanSummary& summary(const CollectiveCall& call) const;
@@ -118,6 +137,14 @@ class CollectiveEngine {
   // `floor_alpha` is latency). Returns the latency part of what it waited.
   double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
                   double floor_alpha, Progress* progress);
+  // A stage's flows on the fat tree (`net`), started at `start`: recorded
+  // if alone and new, replayed if alone and recorded, else run.
+  void RunNet(const std::vector<Hop>* stage, double start,
+              std::vector<Flow>* net, Progress* progress);
+  // A recorded lone stage from `start`: its flows end as they did then,
+  // unless disturbed; then those not done run for real from that instant.
+  void ReplayNet(double start, const LoneRecord& record, std::vector<Flow>* net,
+                 Progress* progress);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {
@@ -126,6 +153,7 @@ class CollectiveEngine {
     double alpha;
   };
   class FlowWorkers;
+  class LoneStages;
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 
@@ -136,6 +164,7 @@ class CollectiveEngine {
   // One element per byte: the wire sees bytes, whatever the dtype.
   PlanCache<Entry> plans_;
   std::unique_ptr<FlowWorkers> workers_;  // created in the first call
+  std::unique_ptr<LoneStages> lone_;      // null: no replays
 };
 
 }  // namespace shardsim

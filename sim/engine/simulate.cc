@@ -47,6 +47,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
+    collectives.set_replay_stages(options.replay_stages);
     absl::StatusOr<StepTiming> t = ReplayStep(*point->schedule, fabric->get(),
                                               &collectives, options.collapse);
     if (!t.ok()) {
@@ -67,6 +68,10 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
     *row.mutable_breakdown() = t->breakdown;
     *row.mutable_replay() = t->replay;
+    const CollectiveEngine::ReplayCounts counts = collectives.replay_counts();
+    row.mutable_replay()->set_stages_recorded(counts.recorded);
+    row.mutable_replay()->set_stages_replayed(counts.replayed);
+    row.mutable_replay()->set_replays_disturbed(counts.disturbed);
     if (!options.trace_path.empty()) {
       TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
       for (const OpTime& o : t->ops) {

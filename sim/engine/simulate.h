@@ -24,6 +24,8 @@ struct EngineOptions {
   std::string trace_path;   // Chrome trace of each point, if set
   double time_limit_s = 0;  // > 0: stop with an error when reached
   bool collapse = true;     // repeating micro-batches simulated once (replay.h)
+  // Lone inter-node stages replayed (CollectiveEngine::set_replay_stages).
+  bool replay_stages = true;
   // Runs the points; unset: RunIsolated on this machine. `shardsim run`
   // under mpirun or srun sets it to spread them over the ranks
   // (sim/runner/distribute.h); then only rank 0 gets rows back.
