@@ -52,12 +52,12 @@ ABSL_FLAG(bool, breakdown, false,
 ABSL_FLAG(bool, collapse, true,
           "run: simulate repeating micro-batches until their state repeats, "
           "then extrapolate exactly (false: every micro-batch)");
-ABSL_FLAG(bool, replay_stages, true,
-          "run: a stage of inter-node flows alone on the fat tree replays its "
-          "first lone run, exactly (false: every flow runs)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 
 // run and collective: the engine
+ABSL_FLAG(bool, replay_stages, true,
+          "network flows of a stage alone on the fat tree replay its first "
+          "lone run, exactly (false: every flow runs)");
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
@@ -152,6 +152,7 @@ absl::StatusOr<EngineOptions> CollectiveEngineOptions() {
   if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
   EngineOptions options;
   options.mode = *mode;
+  options.replay_stages = absl::GetFlag(FLAGS_replay_stages);
   options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   return options;
 }

@@ -178,7 +178,7 @@ class CollectiveEngine::FlowWorkers {
   void Run(std::vector<Flow>* flows,
            const std::function<void()>& on_end = nullptr) {
     if (flows->size() <= kBatch) {
-      RunBatch(flows, 0, flows->size(), on_end);
+      RunBatch(flows, 0, flows->size(), &on_end);
       return;
     }
     Join join;
@@ -224,15 +224,16 @@ class CollectiveEngine::FlowWorkers {
     Join* join;
   };
 
+  // `on_end`: null, or empty, for none.
   static void RunBatch(std::vector<Flow>* flows, size_t first, size_t last,
-                       const std::function<void()>& on_end) {
+                       const std::function<void()>* on_end) {
     std::vector<sg4::CommPtr> comms;
     for (size_t i = first; i < last; ++i) {
       const Flow& f = (*flows)[i];
       comms.push_back(sg4::Comm::sendto_async(f.from, f.to, f.bytes));
       (*flows)[i].comm = comms.back();
     }
-    if (!on_end) {
+    if (on_end == nullptr || !*on_end) {
       for (size_t i = first; i < last; ++i) {
         comms[i - first]->wait();
         (*flows)[i].finish = comms[i - first]->get_finish_time();
@@ -245,7 +246,7 @@ class CollectiveEngine::FlowWorkers {
     while (!comms.empty()) {
       const size_t j = static_cast<size_t>(sg4::Comm::wait_any(comms));
       (*flows)[index[j]].finish = comms[j]->get_finish_time();
-      on_end();
+      (*on_end)();
       comms[j] = comms.back();
       comms.pop_back();
       index[j] = index.back();
@@ -261,8 +262,7 @@ class CollectiveEngine::FlowWorkers {
       const Batch b = queue_.front();
       queue_.pop_front();
       lock.unlock();
-      RunBatch(b.flows, b.first, b.last,
-               b.on_end != nullptr ? *b.on_end : nullptr);
+      RunBatch(b.flows, b.first, b.last, b.on_end);
       lock.lock();
       ++idle_;
       if (--b.join->pending == 0) b.join->done->notify_all();
@@ -319,16 +319,14 @@ struct CollectiveEngine::LoneRecord {
 
 class CollectiveEngine::LoneStages {
  public:
-  using Record = LoneRecord;
-
   LoneStages()
       : mutex_(sg4::Mutex::create()), wake_(sg4::ConditionVariable::create()) {}
 
-  const Record* Find(const std::vector<Hop>* stage) const {
+  const LoneRecord* Find(const std::vector<Hop>* stage) const {
     auto it = records_.find(stage);
     return it == records_.end() ? nullptr : &it->second;
   }
-  void Keep(const std::vector<Hop>* stage, Record record) {
+  void Keep(const std::vector<Hop>* stage, LoneRecord record) {
     ++counts_.recorded;
     records_.emplace(stage, std::move(record));
   }
@@ -380,7 +378,7 @@ class CollectiveEngine::LoneStages {
  private:
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr wake_;
-  absl::flat_hash_map<const std::vector<Hop>*, Record> records_;
+  absl::flat_hash_map<const std::vector<Hop>*, LoneRecord> records_;
   int real_ = 0;  // flow sets on the tree now (RunFlows calls)
   uint64_t starts_ = 0;
   Replay* replay_ = nullptr;

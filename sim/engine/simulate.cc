@@ -167,6 +167,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
         Fabric::Build(platform, *mesh);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, options.mode, channels);
+    engine.set_replay_stages(options.replay_stages);
     CollectiveResults out;
     out.set_platform(platform.name());
     out.set_op(sweep.op());

@@ -38,7 +38,7 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
                                     const EngineOptions& options);
 
 // The sweep's sizes, each run alone over `gpus` GPUs, one after another in
-// one simulation (options: mode and time limit).
+// one simulation (options: mode, replay_stages and time limit).
 absl::StatusOr<CollectiveResults> SimulateCollective(
     const Platform& platform, int gpus, const CollectiveSweep& sweep,
     const EngineOptions& options);
