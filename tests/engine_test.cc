@@ -593,6 +593,27 @@ TEST(EngineDeterminism, JobIsIdenticalRunToRun) {
   EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
 }
 
+TEST(EngineRefusals, BadPointFailsBeforeAnyIsSimulated) {
+  // The bad strategy comes last: it must be refused before the first point
+  // is handed to the runner.
+  absl::StatusOr<Job> job = TwoLayerJob({"zero3", "zero9"}, 16, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EngineOptions options;
+  int runs = 0;
+  options.run_tasks = [&runs](const std::vector<ChildTask>& tasks,
+                              const IsolateOptions& isolate) {
+    ++runs;
+    return RunIsolated(tasks, isolate);
+  };
+  absl::StatusOr<Results> r = SimulateJob(*job, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(runs, 0);
+  EXPECT_NE(r.status().message().find("engine_test.textproto: field "
+                                      "strategies: \"zero9\" at 16 GPUs"),
+            absl::string_view::npos)
+      << r.status().message();
+}
+
 TEST(EngineRefusals, SharpOnAPlatformWithoutSharp) {
   absl::StatusOr<CollectiveResults> r = Sweep(
       Shipped("a800_lins"), ALL_REDUCE, SHARP, 16, 0, 1 << 20, 1 << 20, 2);

@@ -115,6 +115,11 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
       !s.ok()) {
     return s;
   }
+  // Every point resolved first (its memory only: cheap), so that a bad one
+  // fails before any other is simulated.
+  if (absl::StatusOr<Results> r = AnalyzeJob(job, Analysis::kMemory); !r.ok()) {
+    return r.status();
+  }
   const Scenario& sc = job.scenario;
   const bool single = sc.strategies_size() * sc.gpus_size() == 1;
   std::vector<ChildTask> tasks;
