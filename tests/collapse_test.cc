@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,8 +59,8 @@ void Put(double v, std::string* out) {
   out->append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
-                        const Schedule& schedule, bool collapse) {
+Replayed ReplaySchedule(const Job& job, const Mesh& mesh, const StepOps& step,
+                        bool collapse) {
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
@@ -67,7 +68,7 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, FlowMode::kFast, job.platform.channels());
     absl::StatusOr<StepTiming> t =
-        ReplayStep(schedule, fabric->get(), &engine, collapse);
+        ReplayStep(step, fabric->get(), &engine, collapse);
     if (!t.ok()) return t.status();
     std::string out;
     Put(t->step_time_s, &out);
@@ -79,7 +80,7 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
       Put(o.host_end, &out);
     }
     std::string text;
-    for (const OpTime& o : t->ops) absl::StrAppend(&text, o.cause, "\n");
+    for (const OpTime& o : t->ops) text.append(o.cause).append("\n");
     absl::StrAppend(&text, t->replay.full_because());
     Put(static_cast<double>(text.size()), &out);
     return out + text;
@@ -93,7 +94,7 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
     std::memcpy(&v, r->data() + i * sizeof v, sizeof v);
     return v;
   };
-  const size_t ops = schedule.ops_size();
+  const size_t ops = step.size();
   rep.step = get(0);
   rep.collapsed = get(1) != 0;
   for (size_t i = 0; i < 4 * ops; ++i) rep.times.push_back(get(2 + i));
@@ -106,11 +107,14 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh,
   return rep;
 }
 
+// Collapsed, the step as `run` gives it to the engine: folded where it can
+// be (analyze.h); in full, every op stored.
 Replayed ReplayPoint(const Job& job, const std::string& spec, bool collapse) {
-  absl::StatusOr<Point> point = AnalyzePoint(job, spec, 16);
+  absl::StatusOr<Point> point = AnalyzePoint(
+      job, spec, 16, collapse ? Storage::kFolded : Storage::kWhole);
   EXPECT_TRUE(point.ok()) << point.status();
   if (!point.ok()) return {};
-  return ReplaySchedule(job, point->mesh, *point->schedule, collapse);
+  return ReplaySchedule(job, point->mesh, point->ops(), collapse);
 }
 
 void ExpectSameTimes(const Replayed& fast, const Replayed& full) {
@@ -154,6 +158,57 @@ TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
       }
     }
   }
+}
+
+// A folded step is the step lowered whole: every op, byte for byte, and
+// the same repeating blocks and shortened schedule for the engine. Every
+// named strategy with enough micro-batches to fold, at two counts.
+TEST(Fold, EveryStrategyUnfoldsToTheWholeStep) {
+  for (int mb : {kFoldAt + 2, 33}) {
+    const Job job = SmallJob(mb);
+    int folded = 0;
+    for (const std::string& spec : NamedStrategies()) {
+      SCOPED_TRACE(absl::StrCat(spec, ", ", mb, " micro-batches"));
+      absl::StatusOr<Point> whole = LowerPoint(job, spec, 16);
+      absl::StatusOr<Point> fold = LowerPoint(job, spec, 16, Storage::kFolded);
+      ASSERT_TRUE(whole.ok() && fold.ok());
+      if (!fold->fold) continue;
+      ++folded;
+      EXPECT_EQ(fold->fold->copies, mb - kFoldAt);
+      EXPECT_EQ((*fold->schedule).ops_size() +
+                    (mb - kFoldAt) * fold->fold->r.period_ops,
+                (*whole->schedule).ops_size());
+      const StepOps step = fold->ops();
+      EXPECT_EQ(Unfold(step)->SerializeAsString(),
+                whole->schedule->SerializeAsString());
+      std::string why;
+      const std::optional<Repeats> r = FindRepeats(*whole->schedule, &why);
+      const std::optional<Repeats> rf = FindRepeats(step, &why);
+      ASSERT_TRUE(r && rf);
+      EXPECT_EQ(std::make_tuple(r->lo, r->hi, r->first_op, r->period_ops),
+                std::make_tuple(rf->lo, rf->hi, rf->first_op, rf->period_ops));
+      const int keep = r->lo + 1;
+      const std::optional<Shortened> a =
+          DropBlocks(*whole->schedule, *r, keep, &why);
+      const std::optional<Shortened> b = DropBlocks(step, *rf, keep, &why);
+      ASSERT_TRUE(a && b) << why;
+      EXPECT_EQ(a->schedule.SerializeAsString(),
+                b->schedule.SerializeAsString());
+      EXPECT_EQ(a->pinned, b->pinned);
+    }
+    // Every named strategy's micro-batches repeat from the third on.
+    EXPECT_EQ(folded, static_cast<int>(NamedStrategies().size()));
+  }
+}
+
+// Folding is refused, and the whole step lowered, below kFoldAt + 2
+// micro-batches: nothing would be saved.
+TEST(Fold, FewMicroBatchesAreLoweredWhole) {
+  const Job job = SmallJob(kFoldAt + 1);
+  absl::StatusOr<Point> p = LowerPoint(job, "zero3", 16, Storage::kFolded);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fold);
+  EXPECT_EQ(p->ops().size(), (*p->schedule).ops_size());
 }
 
 // A forward compute op on the compute stream, next in `s`, running kernel
@@ -212,8 +267,8 @@ std::pair<Replayed, Replayed> ReplayRunaway(int tail_launches) {
   EXPECT_TRUE(point.ok()) << point.status();
   if (!point.ok()) return {};
   const Schedule s = RunawayHost(job.platform, 17, tail_launches);
-  return {ReplaySchedule(job, point->mesh, s, true),
-          ReplaySchedule(job, point->mesh, s, false)};
+  return {ReplaySchedule(job, point->mesh, StepOps(s), true),
+          ReplaySchedule(job, point->mesh, StepOps(s), false)};
 }
 
 TEST(Collapse, HostThatRunsAheadCollapsesOnTheGpuState) {
@@ -266,6 +321,26 @@ TEST(Repeats, ChainRepeatsFromItsSecondMicroBatch) {
   EXPECT_EQ(r->first_op, 2);
   EXPECT_EQ(r->period_ops, 1);
   EXPECT_EQ(r->BlockStart(6), 7);
+}
+
+TEST(Fold, ChainFoldedIsTheLongerChain) {
+  // Chain(7) repeats blocks 1..5, one op each (ops 2..6). Folded by 3
+  // copies of block 5 (op 6): ops 7..9 are op 6 one, two, three blocks on,
+  // each on the op before it (shifted) and on the prologue (op 0, the same
+  // in every block); the tail (op 7 work, op 8 update) becomes ops 10, 11,
+  // micro-batch 6 + 3. That is Chain(10), op for op.
+  std::string why;
+  const Schedule base = Chain(7);
+  std::optional<Fold> f = FoldOf(base, 3, 0, &why);
+  ASSERT_TRUE(f.has_value()) << why;
+  const StepOps step(base, *f);
+  ASSERT_EQ(step.size(), 12);
+  EXPECT_EQ(step.micro_batch(9), 8);
+  EXPECT_EQ(step.deps(9), (StepOps::Refs{8, 0}));
+  EXPECT_EQ(step.micro_batch(10), 9);
+  EXPECT_EQ(step.deps(10), (StepOps::Refs{9, 0}));
+  EXPECT_EQ(step.deps(11), (StepOps::Refs{10}));
+  EXPECT_EQ(Unfold(step)->SerializeAsString(), Chain(10).SerializeAsString());
 }
 
 TEST(Repeats, DroppingBlocksShiftsTheTail) {

@@ -1,5 +1,6 @@
 #include "sim/analyze/analyze.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,38 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
   return r;
 }
 
+// The step lowered at kFoldAt micro-batches and folded to its own count,
+// where that fold one block on is exactly the step lowered at kFoldAt + 1:
+// the lowering then repeats a micro-batch the way Fold says. nullopt
+// otherwise, lowering errors included (the whole step's lowering reports
+// them).
+struct Folded {
+  OwnedSchedule base;
+  Fold fold;
+};
+std::optional<Folded> LowerFolded(const Resolved& r) {
+  const int micro_batches = r.scenario.micro_batches();
+  Scenario at = r.scenario;
+  at.set_micro_batches(kFoldAt);
+  absl::StatusOr<OwnedSchedule> base =
+      LowerStep(r.layers, r.strategy, r.mesh, at);
+  at.set_micro_batches(kFoldAt + 1);
+  absl::StatusOr<OwnedSchedule> next =
+      LowerStep(r.layers, r.strategy, r.mesh, at);
+  if (!base.ok() || !next.ok()) return std::nullopt;
+  // Tokens are per micro-batch times the count (checked with the rest).
+  const int64_t tokens = (*base)->tokens_per_step() / kFoldAt;
+  std::string why;
+  std::optional<Fold> f = FoldOf(**base, 1, tokens * (kFoldAt + 1), &why);
+  if (!f || Unfold(StepOps(**base, *f))->SerializeAsString() !=
+                (*next)->SerializeAsString()) {
+    return std::nullopt;
+  }
+  f->copies = micro_batches - kFoldAt;
+  f->tokens_per_step = tokens * micro_batches;
+  return Folded{*std::move(base), *f};
+}
+
 }  // namespace
 
 std::string PointName(const Job& job, const std::string& spec, int gpus) {
@@ -78,25 +111,37 @@ std::string PointName(const Job& job, const std::string& spec, int gpus) {
 }
 
 absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
-                                 int gpus) {
+                                 int gpus, Storage storage) {
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
+  if (storage == Storage::kFolded &&
+      r->scenario.micro_batches() > kFoldAt + 1) {
+    if (std::optional<Folded> f = LowerFolded(*r)) {
+      return Point{std::move(r->scenario),
+                   std::move(r->strategy),
+                   r->mesh,
+                   std::move(f->base),
+                   f->fold,
+                   std::move(r->row)};
+    }
+  }
   absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(r->layers, r->strategy, r->mesh, r->scenario);
   if (!schedule.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
   }
-  return Point{std::move(r->scenario), std::move(r->strategy), r->mesh,
-               *std::move(schedule), std::move(r->row)};
+  return Point{
+      std::move(r->scenario), std::move(r->strategy), r->mesh,
+      *std::move(schedule),   std::nullopt,           std::move(r->row)};
 }
 
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus) {
-  absl::StatusOr<Point> point = LowerPoint(job, spec, gpus);
+                                   int gpus, Storage storage) {
+  absl::StatusOr<Point> point = LowerPoint(job, spec, gpus, storage);
   if (!point.ok()) return point.status();
   absl::StatusOr<std::vector<TrafficEntry>> traffic =
-      CountTraffic(*point->schedule, point->mesh, job.platform);
+      CountTraffic(point->ops(), point->mesh, job.platform);
   if (!traffic.ok()) {
     return absl::InternalError(
         absl::StrCat(PointName(job, spec, gpus), traffic.status().message()));
@@ -121,7 +166,8 @@ absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
         *results.add_rows() = std::move(r->row);
         continue;
       }
-      absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+      absl::StatusOr<Point> point =
+          AnalyzePoint(job, spec, gpus, Storage::kFolded);
       if (!point.ok()) return point.status();
       *results.add_rows() = std::move(point->row);
     }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -20,19 +21,39 @@ struct Point {
   Scenario scenario;  // as it runs at this GPU count (ScenarioAt)
   Strategy strategy;
   Mesh mesh;
-  OwnedSchedule schedule;
-  ResultRow row;  // memory and traffic filled in
+  OwnedSchedule schedule;    // the whole step, or the base of `fold`
+  std::optional<Fold> fold;  // set only for Storage::kFolded
+  ResultRow row;             // memory and traffic filled in
+
+  // The step's ops, whether folded or not.
+  StepOps ops() const {
+    return fold ? StepOps(*schedule, *fold) : StepOps(*schedule);
+  }
 };
+
+enum class Storage {
+  kWhole,  // every op of the step stored
+  // A step of many micro-batches lowered at kFoldAt and folded
+  // (sim/schedule/periodic.h) where that fold is checked to hold; the
+  // whole step otherwise. For users that read the step through ops().
+  kFolded,
+};
+
+// Micro-batches a folded step is lowered at: enough for the engine's
+// collapse (sim/engine/replay.h), which keeps three blocks past the first
+// repeating one and a block before the tail, when micro-batches repeat
+// from the third on.
+inline constexpr int kFoldAt = 8;
 
 // Resolves, validates and lowers one point; fills memory and traffic.
 // Errors name the scenario file and the field at fault.
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
-                                   int gpus);
+                                   int gpus, Storage storage = Storage::kWhole);
 
 // AnalyzePoint without counting traffic (which plans every call): for
 // users that plan the calls their own way (plan's lower bound).
 absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
-                                 int gpus);
+                                 int gpus, Storage storage = Storage::kWhole);
 
 // "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
 // errors.

@@ -24,12 +24,13 @@ namespace {
 constexpr double kEps = 1e-12;
 
 // Per op, the op before it on its stream, or -1.
-std::vector<int> StreamPredecessors(const Schedule& s) {
+std::vector<int> StreamPredecessors(const StepOps& s) {
   std::vector<int> last(Stream_ARRAYSIZE, -1);
-  std::vector<int> prev(s.ops_size(), -1);
-  for (const Op& op : s.ops()) {
-    prev[op.id()] = last[op.stream()];
-    last[op.stream()] = op.id();
+  std::vector<int> prev(s.size(), -1);
+  for (int id = 0; id < s.size(); ++id) {
+    const Stream stream = s.op(id).stream();
+    prev[id] = last[stream];
+    last[stream] = id;
   }
   return prev;
 }
@@ -331,21 +332,21 @@ const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
 
 class PathWalk {
  public:
-  PathWalk(const Schedule& s, std::vector<OpTime>* t)
+  PathWalk(const StepOps& s, std::vector<OpTime>* t)
       : s_(s), t_(*t), stream_prev_(StreamPredecessors(s)) {}
 
   Breakdown Walk() {
     int cur = -1;
-    for (int i = 0; i < s_.ops_size(); ++i) {
+    for (int i = 0; i < s_.size(); ++i) {
       if (cur < 0 || t_[i].end >= t_[cur].end) cur = i;
     }
     double t = cur >= 0 ? t_[cur].end : 0;
     while (cur >= 0 && t > kEps) {
-      const Op& op = s_.ops(cur);
+      const Op& op = s_.op(cur);
       const OpTime& ot = t_[cur];
       // What let it start: the latest of its GPU predecessors, or the host.
       int pred = -1;
-      for (int d : op.deps()) {
+      for (int d : s_.deps(cur)) {
         if (pred < 0 || t_[d].end > t_[pred].end) pred = d;
       }
       const int sp = stream_prev_[cur];
@@ -388,9 +389,8 @@ class PathWalk {
   // until an op the host waited for; returns that op, or -1 at the start.
   int HostChain(int id, double* t) {
     for (int h = id; h >= 0; --h) {
-      const Op& op = s_.ops(h);
       int wait = -1;
-      for (int w : op.host_waits()) {
+      for (int w : s_.host_waits(h)) {
         if (wait < 0 || t_[w].end > t_[wait].end) wait = w;
       }
       if (wait >= 0 && t_[wait].end >= t_[h].host_start - kEps) {
@@ -420,7 +420,7 @@ class PathWalk {
   void Charge(int id, double from, double to, bool by_host) {
     const double d = to - from;
     if (d <= 0) return;
-    const Op& op = s_.ops(id);
+    const Op& op = s_.op(id);
     const OpTime& ot = t_[id];
     if (op.has_compute()) {
       const double whole = ot.end - ot.start;
@@ -456,7 +456,7 @@ class PathWalk {
     }
   }
 
-  const Schedule& s_;
+  const StepOps& s_;
   std::vector<OpTime>& t_;
   std::vector<int> stream_prev_;
   Breakdown b_;
@@ -465,9 +465,14 @@ class PathWalk {
 
 }  // namespace
 
+Breakdown CriticalPathBreakdown(const StepOps& ops,
+                                std::vector<OpTime>* times) {
+  return PathWalk(ops, times).Walk();
+}
+
 Breakdown CriticalPathBreakdown(const Schedule& schedule,
                                 std::vector<OpTime>* times) {
-  return PathWalk(schedule, times).Walk();
+  return CriticalPathBreakdown(StepOps(schedule), times);
 }
 
 namespace {
@@ -558,15 +563,15 @@ std::string NoRepeatBecause(const Schedule& s,
 
 // The host's times from the GPU's: what Replayer::Host does, as sums. For
 // a state that repeats on the GPU only, whose host times do not repeat.
-void RecomputeHost(const Schedule& s, const Platform& p,
+void RecomputeHost(const StepOps& s, const Platform& p,
                    std::vector<OpTime>* times) {
   const std::vector<double> cost = HostCosts(s, p);
   double host = 0;
-  for (const Op& op : s.ops()) {
-    for (int w : op.host_waits()) host = std::max(host, (*times)[w].end);
-    OpTime& t = (*times)[op.id()];
+  for (int id = 0; id < s.size(); ++id) {
+    for (int w : s.host_waits(id)) host = std::max(host, (*times)[w].end);
+    OpTime& t = (*times)[id];
     t.host_start = host;
-    host += cost[op.id()];
+    host += cost[id];
     t.host_end = host;
   }
 }
@@ -576,19 +581,19 @@ void RecomputeHost(const Schedule& s, const Platform& p,
 // its stream are done or, if later, when the host issues it; a compute op
 // ends when its work is done or, if later, when the host has launched its
 // last kernel. Returns the first op that does not, or -1.
-int HostDisagrees(const Schedule& s, const std::vector<OpTime>& gpu,
+int HostDisagrees(const StepOps& s, const std::vector<OpTime>& gpu,
                   const std::vector<OpTime>& host, int from) {
   auto same = [](double a, double b) {
     return NotAfter(a, b) && NotAfter(b, a);
   };
   const std::vector<int> stream_prev = StreamPredecessors(s);
-  for (const Op& op : s.ops()) {
-    const int prev = stream_prev[op.id()];
-    if (op.id() < from) continue;
-    const OpTime& g = gpu[op.id()];
-    const OpTime& h = host[op.id()];
+  for (int id = from; id < s.size(); ++id) {
+    const Op& op = s.op(id);
+    const int prev = stream_prev[id];
+    const OpTime& g = gpu[id];
+    const OpTime& h = host[id];
     double ready = prev >= 0 ? gpu[prev].end : 0;
-    for (int d : op.deps()) ready = std::max(ready, gpu[d].end);
+    for (int d : s.deps(id)) ready = std::max(ready, gpu[d].end);
     const double issue = op.has_compute() ? h.host_start : h.host_end;
     bool ok = NotAfter(issue, g.start) &&
               (NotAfter(g.start, ready) || same(g.start, issue));
@@ -597,7 +602,7 @@ int HostDisagrees(const Schedule& s, const std::vector<OpTime>& gpu,
       ok = ok && NotAfter(h.host_end, g.end) &&
            (same(g.end, work_done) || same(g.end, h.host_end));
     }
-    if (!ok) return op.id();
+    if (!ok) return id;
   }
   return -1;
 }
@@ -618,12 +623,12 @@ OpTime Shifted(OpTime t, double by) {
 // The collapsed replay (replay.h). Returns the full schedule's op times, or
 // nullopt with the reason when the state did not repeat in time.
 absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
-    const Schedule& schedule, const Repeats& r, Fabric* fabric,
+    const StepOps& step, const Repeats& r, Fabric* fabric,
     CollectiveEngine* collectives, StepReplay* info) {
   const int keep = r.lo + kKeptBlocks;
   const int P = r.period_ops;
   std::string why;
-  std::optional<Shortened> cut = DropBlocks(schedule, r, keep, &why);
+  std::optional<Shortened> cut = DropBlocks(step, r, keep, &why);
   if (!cut) {
     info->set_full_because(why);
     return std::nullopt;
@@ -662,7 +667,7 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   for (int x = 0; x < near; ++x) {
     if (!Before((*t)[x], tail_start)) {
       info->set_full_because(absl::StrCat(
-          "op ", x, " (", schedule.ops(x).label(),
+          "op ", x, " (", step.op(x).label(),
           ") still runs when the tail begins: the repeating state needs "
           "more micro-batches before the tail"));
       return std::nullopt;
@@ -679,28 +684,28 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   // block j + 1; the last keep - j blocks and the tail are the simulated
   // ones, later by the dropped blocks.
   const int dropped = r.hi - keep;
-  std::vector<OpTime> full(schedule.ops_size());
+  std::vector<OpTime> full;
+  full.reserve(step.size());
   const int far_end = r.BlockStart(r.hi - (keep - j) + 1);
-  for (int y = 0; y < schedule.ops_size(); ++y) {
+  for (int y = 0; y < step.size(); ++y) {
     if (y < r.BlockStart(j + 1)) {
-      full[y] = (*t)[y];
+      full.push_back((*t)[y]);
     } else if (y < far_end) {
       const int b = r.lo + (y - r.first_op) / P;
       const int k = b - (j + 1);
-      full[y] = Shifted((*t)[y - k * P], k * period);
+      full.push_back(Shifted((*t)[y - k * P], k * period));
     } else {
-      full[y] = Shifted((*t)[y - dropped * P], dropped * period);
+      full.push_back(Shifted((*t)[y - dropped * P], dropped * period));
     }
   }
   if (on_gpu) {
     std::vector<OpTime> host = full;
-    RecomputeHost(schedule, fabric->platform(), &host);
-    if (const int x = HostDisagrees(schedule, full, host, r.BlockStart(j + 1));
+    RecomputeHost(step, fabric->platform(), &host);
+    if (const int x = HostDisagrees(step, full, host, r.BlockStart(j + 1));
         x >= 0) {
       info->set_full_because(absl::StrCat(
           "the state repeats on the GPU only, and the host issues op ", x, " (",
-          schedule.ops(x).label(),
-          ") at another point of it in the full step"));
+          step.op(x).label(), ") at another point of it in the full step"));
       return std::nullopt;
     }
     full = std::move(host);
@@ -713,10 +718,17 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
 
 }  // namespace
 
-absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
+absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse) {
-  for (const Op& op : schedule.ops()) {
+  if (const std::optional<Fold>& f = step.fold();
+      f && f->r.hi <= f->r.lo + kKeptBlocks) {
+    // Too few repeating blocks stored to collapse from: the whole step.
+    const OwnedSchedule whole = Unfold(step);
+    return ReplayStep(StepOps(*whole), fabric, collectives, collapse);
+  }
+  // Copies of a block make no call the base does not.
+  for (const Op& op : step.base().ops()) {
     if (op.body_case() != Op::kCollective) continue;
     if (absl::Status s = collectives->Prepare(op.collective()); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -728,8 +740,8 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
   collectives->set_node_symmetry(collectives->AllIntraSymmetric());
   StepTiming out;
   int micro_batches = 0;
-  for (const Op& op : schedule.ops()) {
-    micro_batches = std::max(micro_batches, op.micro_batch() + 1);
+  for (int id = 0; id < step.size(); ++id) {
+    micro_batches = std::max(micro_batches, step.micro_batch(id) + 1);
   }
   out.replay.set_micro_batches(micro_batches);
   out.replay.set_micro_batches_simulated(micro_batches);
@@ -740,33 +752,42 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
     out.replay.set_full_because("collapsing was turned off");
   } else if (collectives->mode() != FlowMode::kFast) {
     out.replay.set_full_because("per-step flows");
-  } else if (r = FindRepeats(schedule, &why); !r) {
+  } else if (r = FindRepeats(step, &why); !r) {
     out.replay.set_full_because(why);
   } else if (r->hi - r->lo <= kKeptBlocks) {
     out.replay.set_full_because(absl::StrCat(
         r->hi - r->lo + 1, " repeating micro-batches: too few to collapse"));
   } else {
     absl::StatusOr<std::optional<std::vector<OpTime>>> c =
-        ReplayCollapsed(schedule, *r, fabric, collectives, &out.replay);
+        ReplayCollapsed(step, *r, fabric, collectives, &out.replay);
     if (!c.ok()) return c.status();
     times = *std::move(c);
   }
   if (!times) {
+    // A full replay needs every op stored.
+    std::optional<OwnedSchedule> whole;
+    if (step.fold()) whole = Unfold(step);
     absl::StatusOr<std::vector<OpTime>> t =
-        Replay(schedule, fabric, collectives, {}, nullptr);
+        Replay(whole ? **whole : step.base(), fabric, collectives, {}, nullptr);
     if (!t.ok()) return t.status();
     times = *std::move(t);
   }
   for (const OpTime& o : *times)
     out.step_time_s = std::max(out.step_time_s, o.end);
-  for (const Op& op : schedule.ops()) {
-    if (op.stream() == COMPUTE) {
-      out.compute_busy_s += (*times)[op.id()].end - (*times)[op.id()].start;
+  for (int id = 0; id < step.size(); ++id) {
+    if (step.op(id).stream() == COMPUTE) {
+      out.compute_busy_s += (*times)[id].end - (*times)[id].start;
     }
   }
   out.ops = *std::move(times);
-  out.breakdown = CriticalPathBreakdown(schedule, &out.ops);
+  out.breakdown = CriticalPathBreakdown(step, &out.ops);
   return out;
+}
+
+absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
+                                      CollectiveEngine* collectives,
+                                      bool collapse) {
+  return ReplayStep(StepOps(schedule), fabric, collectives, collapse);
 }
 
 }  // namespace shardsim

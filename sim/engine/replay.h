@@ -20,11 +20,13 @@
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/fabric.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -39,8 +41,8 @@ struct OpTime {
   double gpu_s = 0;       // compute: on the GPU, interference included
   double latency_s = 0;   // collective: its latency part
   // On the critical path: the cause its time was charged to ("compute",
-  // "bandwidth", ...); empty if it is not on the path.
-  std::string cause;
+  // "bandwidth", ...: a literal); empty if it is not on the path.
+  std::string_view cause;
 };
 
 struct StepTiming {
@@ -79,6 +81,12 @@ struct StepTiming {
 // j+1..hi-(keep-j) are block j+1's, b-j-1 periods later (they end before
 // the tail begins, which is checked); the last keep-j blocks and the tail
 // are the simulated ones, hi-keep periods later.
+//
+// A folded step (sim/schedule/periodic.h) is replayed as the step it stands
+// for: collapsed from its base, or unfolded for a full replay.
+absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
+                                      CollectiveEngine* collectives,
+                                      bool collapse = true);
 absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse = true);
@@ -86,6 +94,7 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
 // Charges each second of a replayed step to a cause by walking its critical
 // path back from the op that ends last, and marks the ops it passes with
 // their cause. Exposed for tests; ReplayStep calls it.
+Breakdown CriticalPathBreakdown(const StepOps& ops, std::vector<OpTime>* times);
 Breakdown CriticalPathBreakdown(const Schedule& schedule,
                                 std::vector<OpTime>* times);
 

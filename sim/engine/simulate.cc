@@ -37,7 +37,12 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
                                           const std::string& spec, int gpus,
                                           const EngineOptions& options,
                                           bool single) {
-  absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+  // Folded where the engine collapses the step anyway: it never needs the
+  // repeating micro-batches stored.
+  absl::StatusOr<Point> point = AnalyzePoint(
+      job, spec, gpus,
+      options.collapse && options.mode == FlowMode::kFast ? Storage::kFolded
+                                                          : Storage::kWhole);
   if (!point.ok()) return point.status();
   ResultRow& row = point->row;
   if (!row.oom()) {
@@ -48,8 +53,9 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
     collectives.set_replay_stages(options.replay_stages);
-    absl::StatusOr<StepTiming> t = ReplayStep(*point->schedule, fabric->get(),
-                                              &collectives, options.collapse);
+    const StepOps step = point->ops();
+    absl::StatusOr<StepTiming> t =
+        ReplayStep(step, fabric->get(), &collectives, options.collapse);
     if (!t.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(job.path, ": \"", spec, "\" at ", gpus,
@@ -59,7 +65,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
         ModelFlopsPerMicroBatch(job.model, ScenarioBatch(point->scenario)) *
         point->scenario.micro_batches();
     row.set_step_time_s(t->step_time_s);
-    row.set_tokens_per_gpu_per_s(point->schedule->tokens_per_step() /
+    row.set_tokens_per_gpu_per_s(step.tokens_per_step() /
                                  static_cast<double>(gpus) / t->step_time_s);
     row.set_tflops_per_gpu(flops_per_gpu / t->step_time_s / 1e12);
     row.set_mfu(flops_per_gpu / t->step_time_s /
@@ -77,10 +83,11 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
       for (const OpTime& o : t->ops) {
         gpu.times.push_back({o.start, o.end});
         gpu.host.push_back({o.host_start, o.host_end});
-        gpu.causes.push_back(o.cause);
+        gpu.causes.emplace_back(o.cause);
       }
+      const OwnedSchedule whole = Unfold(step);
       if (absl::Status s = WriteChromeTrace(
-              *point->schedule, {gpu},
+              *whole, {gpu},
               absl::StrCat(job.model.name(), " ", spec, " on ", gpus,
                            " GPUs of ", job.platform.name()),
               TracePathFor(options.trace_path, spec, gpus, single));

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "sim/schedule/periodic.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -14,6 +15,7 @@ namespace shardsim {
 // Host seconds per op, by op id: a compute op's kernel launches
 // (KernelModel.host_launch_s each; a memory kernel counts its launches), a
 // collective's launch_overhead_s, nothing for a memory op.
+std::vector<double> HostCosts(const StepOps& ops, const Platform& platform);
 std::vector<double> HostCosts(const Schedule& schedule,
                               const Platform& platform);
 

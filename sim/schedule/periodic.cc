@@ -163,4 +163,127 @@ std::optional<Shortened> DropBlocks(const Schedule& s, const Repeats& r,
   return out;
 }
 
+std::optional<Fold> FoldOf(const Schedule& base, int copies,
+                           int64_t tokens_per_step, std::string* why) {
+  std::optional<Repeats> r = FindRepeats(base, why);
+  if (!r) return std::nullopt;
+  return Fold{*r, copies, tokens_per_step};
+}
+
+int StepOps::Base(int id) const {
+  if (!fold_) return id;
+  const int first = fold_->r.BlockStart(fold_->r.hi);
+  const int period = fold_->r.period_ops;
+  const int copies_end = first + (fold_->copies + 1) * period;
+  if (id < first + period) return id;
+  if (id < copies_end) return first + (id - first) % period;
+  return id - fold_->copies * period;
+}
+
+bool StepOps::InTail(int id) const {
+  return fold_ && id >= fold_->r.BlockStart(fold_->r.hi) +
+                            (fold_->copies + 1) * fold_->r.period_ops;
+}
+
+int StepOps::Copies(int id) const {
+  if (!fold_) return 0;
+  const int first = fold_->r.BlockStart(fold_->r.hi);
+  const int period = fold_->r.period_ops;
+  if (id < first + period) return 0;
+  return std::min((id - first) / period, fold_->copies);
+}
+
+// A copy's reference shifts with it unless the block before (the base
+// block's image one block back) made the same one; the tail's references
+// into the repeating blocks shift with the tail.
+int StepOps::ShiftRef(int id, int ref, int ref_a_block_before) const {
+  const int k = Copies(id);
+  if (k == 0) return ref;
+  const int period = fold_->r.period_ops;
+  if (InTail(id)) return ref >= fold_->r.first_op ? ref + k * period : ref;
+  return ref == ref_a_block_before ? ref : ref + k * period;
+}
+
+StepOps::Refs StepOps::Shift(int id, Field field) const {
+  const int b = Base(id);
+  const auto& refs = (s_->ops(b).*field)();
+  Refs out(refs.begin(), refs.end());
+  if (Copies(id) == 0) return out;
+  for (int i = 0; i < refs.size(); ++i) {
+    const int before =
+        InTail(id) ? -1 : (s_->ops(b - fold_->r.period_ops).*field)()[i];
+    out[i] = ShiftRef(id, refs[i], before);
+  }
+  return out;
+}
+
+int StepOps::micro_batch(int id) const {
+  const int mb = op(id).micro_batch();
+  return mb < 0 ? mb : mb + Copies(id);
+}
+
+int StepOps::frees(int id) const {
+  const int b = Base(id);
+  const int ref = s_->ops(b).memory().frees();
+  if (Copies(id) == 0) return ref;
+  const int before =
+      InTail(id) ? -1 : s_->ops(b - fold_->r.period_ops).memory().frees();
+  return ShiftRef(id, ref, before);
+}
+
+OwnedSchedule Unfold(const StepOps& ops) {
+  OwnedSchedule out;
+  Schedule& o = *out.mutable_schedule();
+  const Schedule& s = ops.base();
+  o.set_strategy(s.strategy());
+  o.set_gpus(s.gpus());
+  o.set_gpus_per_node(s.gpus_per_node());
+  o.set_tokens_per_step(ops.tokens_per_step());
+  *o.mutable_kernel_lists() = s.kernel_lists();
+  o.mutable_ops()->Reserve(ops.size());
+  for (int id = 0; id < ops.size(); ++id) {
+    Op* n = o.add_ops();
+    *n = ops.op(id);
+    n->set_id(id);
+    n->set_micro_batch(ops.micro_batch(id));
+    const StepOps::Refs deps = ops.deps(id);
+    n->mutable_deps()->Assign(deps.begin(), deps.end());
+    const StepOps::Refs waits = ops.host_waits(id);
+    n->mutable_host_waits()->Assign(waits.begin(), waits.end());
+    if (n->has_memory() && n->memory().delta_bytes() < 0) {
+      n->mutable_memory()->set_frees(ops.frees(id));
+    }
+  }
+  return out;
+}
+
+std::optional<Repeats> FindRepeats(const StepOps& ops, std::string* why) {
+  if (!ops.fold()) return FindRepeats(ops.base(), why);
+  Repeats r = ops.fold()->r;
+  r.hi += ops.fold()->copies;
+  return r;
+}
+
+std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
+                                    int keep, std::string* why) {
+  if (!ops.fold()) return DropBlocks(ops.base(), r, keep, why);
+  const Fold& f = *ops.fold();
+  if (keep >= f.r.hi) {
+    *why = absl::StrCat("block ", keep, " is not below the folded step's ",
+                        f.r.hi);
+    return std::nullopt;
+  }
+  std::optional<Shortened> out = DropBlocks(ops.base(), f.r, keep, why);
+  if (!out) return out;
+  // The tail is the step's: its micro-batches `copies` on.
+  Schedule& s = out->schedule;
+  s.set_tokens_per_step(f.tokens_per_step);
+  for (int i = r.BlockStart(keep + 1); i < s.ops_size(); ++i) {
+    Op* op = s.mutable_ops(i);
+    if (op->micro_batch() >= 0)
+      op->set_micro_batch(op->micro_batch() + f.copies);
+  }
+  return out;
+}
+
 }  // namespace shardsim

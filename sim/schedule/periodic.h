@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "sim/schedule/lower.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -47,6 +49,77 @@ struct Shortened {
 // nullopt (and `why`) when a tail op depends on a dropped block with no
 // kept image.
 std::optional<Shortened> DropBlocks(const Schedule& schedule, const Repeats& r,
+                                    int keep, std::string* why);
+
+// A step stored folded: `base`, the step lowered at fewer micro-batches,
+// stands for it with its last repeating block (r.hi) repeated `copies`
+// more times. Copy k of that block is the block k blocks on: ids, micro-
+// batches and every reference that shifts between blocks r.hi - 1 and
+// r.hi shift by k blocks; references that stay, stay. The tail follows
+// the last copy, its ids, micro-batches and references into blocks
+// r.lo.. shifted by `copies` blocks. This is how the lowering repeats a
+// micro-batch; LowerFolded (sim/analyze) checks it on every fold it makes
+// against the step lowered at one more micro-batch, and falls back to the
+// full step where it does not hold.
+struct Fold {
+  Repeats r;  // of the base
+  int copies = 0;
+  int64_t tokens_per_step = 0;  // of the whole step
+};
+
+// The fold of `base` by `copies` (>= 1) blocks: nullopt, with the reason
+// in `why`, when base has no two repeating blocks.
+std::optional<Fold> FoldOf(const Schedule& base, int copies,
+                           int64_t tokens_per_step, std::string* why);
+
+// A step's ops, stored whole or folded. Op `id` of the step is the base op
+// op(id) (whose own id and references are the base's: read the step's
+// through this class).
+class StepOps {
+ public:
+  using Refs = absl::InlinedVector<int, 4>;
+
+  explicit StepOps(const Schedule& whole) : s_(&whole) {}
+  StepOps(const Schedule& base, const Fold& fold) : s_(&base), fold_(fold) {}
+
+  int size() const {
+    return s_->ops_size() + (fold_ ? fold_->copies * fold_->r.period_ops : 0);
+  }
+  const Op& op(int id) const { return s_->ops(Base(id)); }
+  int micro_batch(int id) const;
+  Refs deps(int id) const { return Shift(id, &Op::deps); }
+  Refs host_waits(int id) const { return Shift(id, &Op::host_waits); }
+  // The op a freeing memory op frees.
+  int frees(int id) const;
+  int64_t tokens_per_step() const {
+    return fold_ ? fold_->tokens_per_step : s_->tokens_per_step();
+  }
+  const Schedule& base() const { return *s_; }
+  const std::optional<Fold>& fold() const { return fold_; }
+
+ private:
+  using Field = const google::protobuf::RepeatedField<int32_t>& (Op::*)() const;
+  // The base op step op `id` is, and how many blocks on (0: itself, and
+  // `copies` for the tail).
+  int Base(int id) const;
+  int Copies(int id) const;
+  bool InTail(int id) const;  // after the last copy
+  int ShiftRef(int id, int ref, int ref_a_block_before) const;
+  Refs Shift(int id, Field field) const;
+
+  const Schedule* s_;
+  std::optional<Fold> fold_;
+};
+
+// The step `ops` stands for, every op stored.
+OwnedSchedule Unfold(const StepOps& ops);
+
+// FindRepeats and DropBlocks of the step `ops` stands for, without
+// unfolding it: the same as on Unfold(ops). A folded step's repeats are
+// its base's, longer by the copies; DropBlocks needs keep < the base's
+// last repeating block (nullopt and `why` otherwise).
+std::optional<Repeats> FindRepeats(const StepOps& ops, std::string* why);
+std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
                                     int keep, std::string* why);
 
 }  // namespace shardsim

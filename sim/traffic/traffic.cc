@@ -26,12 +26,17 @@ CallKey RowKeyOf(const Op& op) {
 }  // namespace
 
 absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
-    const Schedule& schedule, const Mesh& mesh, const Platform& platform) {
-  std::map<CallKey, std::pair<const Op*, int64_t>> calls;
-  for (const Op& op : schedule.ops()) {
+    const StepOps& ops, const Mesh& mesh, const Platform& platform) {
+  struct Calls {
+    int first;  // the first call's op id
+    int64_t n;
+  };
+  std::map<CallKey, Calls> calls;
+  for (int id = 0; id < ops.size(); ++id) {
+    const Op& op = ops.op(id);
     if (op.body_case() != Op::kCollective) continue;
-    auto [it, fresh] = calls.try_emplace(RowKeyOf(op), &op, 0);
-    ++it->second.second;
+    auto [it, fresh] = calls.try_emplace(RowKeyOf(op), Calls{id, 0});
+    ++it->second.n;
   }
   // A plan depends on neither phase nor tensor: count each once. Elements
   // are bytes here; the wire does not care about the dtype.
@@ -41,12 +46,13 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
       });
   std::vector<TrafficEntry> entries;
   for (const auto& [key, value] : calls) {
-    const auto& [op, n] = value;
+    const Op* op = &ops.op(value.first);
+    const int64_t n = value.n;
     const CollectiveCall& c = op->collective();
     absl::StatusOr<const PlanVolume*> volume = volumes.Get(c, c.bytes(), 1);
     if (!volume.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("schedule op ", op->id(), " (", op->label(),
+          absl::StrCat("schedule op ", value.first, " (", op->label(),
                        "): ", volume.status().message()));
     }
     // Every GPU is in one group of this shape, and all groups are alike.
@@ -64,6 +70,11 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
     entries.push_back(std::move(e));
   }
   return entries;
+}
+
+absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
+    const Schedule& schedule, const Mesh& mesh, const Platform& platform) {
+  return CountTraffic(StepOps(schedule), mesh, platform);
 }
 
 }  // namespace shardsim

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
@@ -18,6 +19,8 @@ namespace shardsim {
 // sends back are not counted: the switch is not a GPU. Every call is
 // checked against the mesh and the platform as the engine checks it
 // (plan_cache.h).
+absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
+    const StepOps& ops, const Mesh& mesh, const Platform& platform);
 absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
     const Schedule& schedule, const Mesh& mesh, const Platform& platform);
 
