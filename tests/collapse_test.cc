@@ -343,6 +343,39 @@ TEST(Fold, ChainFoldedIsTheLongerChain) {
   EXPECT_EQ(Unfold(step)->SerializeAsString(), Chain(10).SerializeAsString());
 }
 
+// A collapsed replay's times, stored for the simulated ops only: 6 of 9,
+// blocks of one op from op 1, block 2 (op 3) repeated by ops 4..6 at 10 s
+// a block, and the tail (ops 4, 5 simulated) 3 blocks later as ops 7, 8.
+TEST(StepTimes, RepeatedOpsAreTheSimulatedOnesLater) {
+  std::vector<OpTime> simulated(6);
+  for (int i = 0; i < 6; ++i) {
+    simulated[i].start = i;
+    simulated[i].end = i + 0.5;
+  }
+  StepTimes::Repeat r;
+  r.near_end = 3;
+  r.far_end = 7;
+  r.first_op = 1;
+  r.period_ops = 1;
+  r.lo = 0;
+  r.first_repeated = 2;
+  r.dropped = 3;
+  r.period_s = 10;
+  StepTimes t(simulated, 9, r);
+  ASSERT_EQ(t.size(), 9);
+  const double start[] = {0, 1, 2, 3, 13, 23, 33, 34, 35};
+  for (int id = 0; id < 9; ++id) {
+    EXPECT_DOUBLE_EQ(t[id].start, start[id]) << id;
+    EXPECT_DOUBLE_EQ(t[id].end, start[id] + 0.5) << id;
+  }
+  t.set_cause(5, "bandwidth");
+  EXPECT_EQ(t[5].cause, "bandwidth");
+  EXPECT_TRUE(t[4].cause.empty());
+  int n = 0;
+  for (const OpTime& o : t) EXPECT_DOUBLE_EQ(o.start, start[n++]);
+  EXPECT_EQ(n, 9);
+}
+
 TEST(Repeats, DroppingBlocksShiftsTheTail) {
   std::string why;
   const Schedule s = Chain(7);  // ops: 0 prologue, 1..7 work, 8 update

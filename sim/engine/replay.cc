@@ -326,13 +326,80 @@ class Replayer {
   int completed_ = 0;
 };
 
+}  // namespace
+
+// ---- op times ----
+
+namespace {
+
+// Every cause the critical path charges (PathWalk); index 0: none.
+constexpr std::string_view kCauses[] = {"",
+                                        "compute",
+                                        "optimizer",
+                                        "launch overhead",
+                                        "waiting on prefetch",
+                                        "memory-limited prefetch depth",
+                                        "bandwidth",
+                                        "latency"};
+
+}  // namespace
+
+StepTimes::StepTimes(std::vector<OpTime> all)
+    : simulated_(std::move(all)),
+      size_(static_cast<int>(simulated_.size())),
+      cause_(size_, 0) {}
+
+StepTimes::StepTimes(std::vector<OpTime> simulated, int size,
+                     const Repeat& repeat)
+    : simulated_(std::move(simulated)),
+      repeat_(repeat),
+      size_(size),
+      cause_(size, 0) {}
+
+OpTime StepTimes::operator[](int id) const {
+  OpTime t;
+  if (!repeat_ || id < repeat_->near_end) {
+    t = simulated_[id];
+  } else {
+    const Repeat& r = *repeat_;
+    int blocks = r.dropped;  // the last blocks and the tail
+    if (id < r.far_end) {
+      blocks = r.lo + (id - r.first_op) / r.period_ops - r.first_repeated;
+    }
+    t = simulated_[id - blocks * r.period_ops];
+    const double by = blocks * r.period_s;
+    t.start += by;
+    t.end += by;
+    t.host_start += by;
+    t.host_end += by;
+  }
+  t.cause = kCauses[cause_[id]];
+  return t;
+}
+
+std::string_view StepTimes::cause(int id) const { return kCauses[cause_[id]]; }
+
+void StepTimes::set_cause(int id, std::string_view cause) {
+  for (size_t i = 0; i < std::size(kCauses); ++i) {
+    if (kCauses[i] == cause) {
+      cause_[id] = static_cast<uint8_t>(i);
+      return;
+    }
+  }
+  std::fprintf(stderr, "shardsim: StepTimes: cause \"%.*s\" is not listed\n",
+               static_cast<int>(cause.size()), cause.data());
+  std::abort();
+}
+
+namespace {
+
 // ---- the critical path ----
 
 const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
 
 class PathWalk {
  public:
-  PathWalk(const StepOps& s, std::vector<OpTime>* t)
+  PathWalk(const StepOps& s, StepTimes* t)
       : s_(s), t_(*t), stream_prev_(StreamPredecessors(s)) {}
 
   Breakdown Walk() {
@@ -413,7 +480,7 @@ class PathWalk {
   }
 
   void Mark(int id, const char* cause) {
-    if (t_[id].cause.empty()) t_[id].cause = cause;
+    if (t_.cause(id).empty()) t_.set_cause(id, cause);
   }
 
   // Charges op `id`'s time in [from, to].
@@ -457,7 +524,7 @@ class PathWalk {
   }
 
   const StepOps& s_;
-  std::vector<OpTime>& t_;
+  StepTimes& t_;
   std::vector<int> stream_prev_;
   Breakdown b_;
   std::map<std::string, double> by_collective_;
@@ -465,14 +532,8 @@ class PathWalk {
 
 }  // namespace
 
-Breakdown CriticalPathBreakdown(const StepOps& ops,
-                                std::vector<OpTime>* times) {
+Breakdown CriticalPathBreakdown(const StepOps& ops, StepTimes* times) {
   return PathWalk(ops, times).Walk();
-}
-
-Breakdown CriticalPathBreakdown(const Schedule& schedule,
-                                std::vector<OpTime>* times) {
-  return CriticalPathBreakdown(StepOps(schedule), times);
 }
 
 namespace {
@@ -612,17 +673,9 @@ bool Before(const OpTime& t, double limit) {
          t.host_end < limit;
 }
 
-OpTime Shifted(OpTime t, double by) {
-  t.start += by;
-  t.end += by;
-  t.host_start += by;
-  t.host_end += by;
-  return t;
-}
-
 // The collapsed replay (replay.h). Returns the full schedule's op times, or
 // nullopt with the reason when the state did not repeat in time.
-absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
+absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     const StepOps& step, const Repeats& r, Fabric* fabric,
     CollectiveEngine* collectives, StepReplay* info) {
   const int keep = r.lo + kKeptBlocks;
@@ -684,21 +737,19 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
   // block j + 1; the last keep - j blocks and the tail are the simulated
   // ones, later by the dropped blocks.
   const int dropped = r.hi - keep;
-  std::vector<OpTime> full;
-  full.reserve(step.size());
-  const int far_end = r.BlockStart(r.hi - (keep - j) + 1);
-  for (int y = 0; y < step.size(); ++y) {
-    if (y < r.BlockStart(j + 1)) {
-      full.push_back((*t)[y]);
-    } else if (y < far_end) {
-      const int b = r.lo + (y - r.first_op) / P;
-      const int k = b - (j + 1);
-      full.push_back(Shifted((*t)[y - k * P], k * period));
-    } else {
-      full.push_back(Shifted((*t)[y - dropped * P], dropped * period));
-    }
-  }
+  StepTimes::Repeat repeat;
+  repeat.near_end = r.BlockStart(j + 1);
+  repeat.far_end = r.BlockStart(r.hi - (keep - j) + 1);
+  repeat.first_op = r.first_op;
+  repeat.period_ops = P;
+  repeat.lo = r.lo;
+  repeat.first_repeated = j + 1;
+  repeat.dropped = dropped;
+  repeat.period_s = period;
+  StepTimes times(*std::move(t), step.size(), repeat);
   if (on_gpu) {
+    // The host's times do not repeat: every op's stored.
+    const std::vector<OpTime> full(times.begin(), times.end());
     std::vector<OpTime> host = full;
     RecomputeHost(step, fabric->platform(), &host);
     if (const int x = HostDisagrees(step, full, host, r.BlockStart(j + 1));
@@ -708,12 +759,12 @@ absl::StatusOr<std::optional<std::vector<OpTime>>> ReplayCollapsed(
           step.op(x).label(), ") at another point of it in the full step"));
       return std::nullopt;
     }
-    full = std::move(host);
+    times = StepTimes(std::move(host));
   }
   info->set_collapsed(true);
   info->set_period_s(period);
   info->set_micro_batches_simulated(info->micro_batches() - dropped);
-  return full;
+  return times;
 }
 
 }  // namespace
@@ -745,7 +796,7 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
   }
   out.replay.set_micro_batches(micro_batches);
   out.replay.set_micro_batches_simulated(micro_batches);
-  std::optional<std::vector<OpTime>> times;
+  std::optional<StepTimes> times;
   std::string why;
   std::optional<Repeats> r;
   if (!collapse) {
@@ -758,7 +809,7 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
     out.replay.set_full_because(absl::StrCat(
         r->hi - r->lo + 1, " repeating micro-batches: too few to collapse"));
   } else {
-    absl::StatusOr<std::optional<std::vector<OpTime>>> c =
+    absl::StatusOr<std::optional<StepTimes>> c =
         ReplayCollapsed(step, *r, fabric, collectives, &out.replay);
     if (!c.ok()) return c.status();
     times = *std::move(c);
@@ -770,13 +821,14 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
     absl::StatusOr<std::vector<OpTime>> t =
         Replay(whole ? **whole : step.base(), fabric, collectives, {}, nullptr);
     if (!t.ok()) return t.status();
-    times = *std::move(t);
+    times = StepTimes(*std::move(t));
   }
   for (const OpTime& o : *times)
     out.step_time_s = std::max(out.step_time_s, o.end);
   for (int id = 0; id < step.size(); ++id) {
     if (step.op(id).stream() == COMPUTE) {
-      out.compute_busy_s += (*times)[id].end - (*times)[id].start;
+      const OpTime t = (*times)[id];
+      out.compute_busy_s += t.end - t.start;
     }
   }
   out.ops = *std::move(times);

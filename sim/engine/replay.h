@@ -19,6 +19,9 @@
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
 
+#include <cstddef>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,11 +48,69 @@ struct OpTime {
   std::string_view cause;
 };
 
+// A replayed step's op times, by op id: every op's stored, or, for a
+// collapsed replay, the simulated ops' and the rule that repeats them
+// (ReplayStep's expansion), so that a step of many micro-batches stores
+// those of a few.
+class StepTimes {
+ public:
+  // Op `id` of the step is simulated op Source(id), `periods` later.
+  struct Repeat {
+    int near_end = 0;  // ops before it are as simulated
+    int far_end = 0;   // ops before it repeat block `first_repeated`
+    int first_op = 0;  // Repeats::first_op, period_ops, lo
+    int period_ops = 0;
+    int lo = 0;
+    int first_repeated = 0;  // the block the far blocks repeat
+    int dropped = 0;         // blocks dropped before the tail
+    double period_s = 0;
+  };
+
+  StepTimes() = default;
+  explicit StepTimes(std::vector<OpTime> all);
+  StepTimes(std::vector<OpTime> simulated, int size, const Repeat& repeat);
+
+  int size() const { return size_; }
+  OpTime operator[](int id) const;  // its cause included
+  std::string_view cause(int id) const;
+  void set_cause(int id, std::string_view cause);  // a literal
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = OpTime;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = OpTime;
+
+    Iterator(const StepTimes* t, int id) : t_(t), id_(id) {}
+    OpTime operator*() const { return (*t_)[id_]; }
+    Iterator& operator++() {
+      ++id_;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return id_ == o.id_; }
+    bool operator!=(const Iterator& o) const { return id_ != o.id_; }
+
+   private:
+    const StepTimes* t_;
+    int id_;
+  };
+  Iterator begin() const { return Iterator(this, 0); }
+  Iterator end() const { return Iterator(this, size_); }
+
+ private:
+  std::vector<OpTime> simulated_;
+  std::optional<Repeat> repeat_;
+  int size_ = 0;
+  std::vector<uint8_t> cause_;  // index into the causes, 0: none
+};
+
 struct StepTiming {
   double step_time_s = 0;
   double compute_busy_s = 0;  // time the compute stream is busy
-  std::vector<OpTime> ops;    // by op id
-  Breakdown breakdown;        // adds up to step_time_s
+  StepTimes ops;
+  Breakdown breakdown;  // adds up to step_time_s
   // How it was replayed. Collapsed: the micro-batches that repeat
   // (sim/schedule/periodic.h) were simulated until the state at a boundary
   // between two of them came back (every op in flight, with its work,
@@ -94,9 +155,7 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
 // Charges each second of a replayed step to a cause by walking its critical
 // path back from the op that ends last, and marks the ops it passes with
 // their cause. Exposed for tests; ReplayStep calls it.
-Breakdown CriticalPathBreakdown(const StepOps& ops, std::vector<OpTime>* times);
-Breakdown CriticalPathBreakdown(const Schedule& schedule,
-                                std::vector<OpTime>* times);
+Breakdown CriticalPathBreakdown(const StepOps& ops, StepTimes* times);
 
 }  // namespace shardsim
 
