@@ -22,6 +22,7 @@
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/periodic.h"
 #include "sim/strategy/strategy.h"
+#include "sim/traffic/traffic.h"
 
 namespace shardsim {
 namespace {
@@ -195,6 +196,16 @@ TEST(Fold, EveryStrategyUnfoldsToTheWholeStep) {
       EXPECT_EQ(a->schedule.SerializeAsString(),
                 b->schedule.SerializeAsString());
       EXPECT_EQ(a->pinned, b->pinned);
+      // The same traffic, row for row.
+      absl::StatusOr<std::vector<TrafficEntry>> ta =
+          CountTraffic(*whole->schedule, whole->mesh, job.platform);
+      absl::StatusOr<std::vector<TrafficEntry>> tb =
+          CountTraffic(step, fold->mesh, job.platform);
+      ASSERT_TRUE(ta.ok() && tb.ok());
+      ASSERT_EQ(ta->size(), tb->size());
+      for (size_t i = 0; i < ta->size(); ++i) {
+        EXPECT_EQ((*ta)[i].SerializeAsString(), (*tb)[i].SerializeAsString());
+      }
     }
     // Every named strategy's micro-batches repeat from the third on.
     EXPECT_EQ(folded, static_cast<int>(NamedStrategies().size()));

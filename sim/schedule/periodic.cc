@@ -217,6 +217,22 @@ StepOps::Refs StepOps::Shift(int id, Field field) const {
   return out;
 }
 
+int StepOps::Multiplicity(int base_id) const {
+  if (!fold_) return 1;
+  const int first = fold_->r.BlockStart(fold_->r.hi);
+  const bool repeated =
+      base_id >= first && base_id < first + fold_->r.period_ops;
+  return repeated ? 1 + fold_->copies : 1;
+}
+
+int StepOps::FirstId(int base_id) const {
+  if (!fold_ ||
+      base_id < fold_->r.BlockStart(fold_->r.hi) + fold_->r.period_ops) {
+    return base_id;
+  }
+  return base_id + fold_->copies * fold_->r.period_ops;
+}
+
 int StepOps::micro_batch(int id) const {
   const int mb = op(id).micro_batch();
   return mb < 0 ? mb : mb + Copies(id);

@@ -94,6 +94,9 @@ class StepOps {
   int64_t tokens_per_step() const {
     return fold_ ? fold_->tokens_per_step : s_->tokens_per_step();
   }
+  // How many step ops base op `base_id` stands for, and the first of them.
+  int Multiplicity(int base_id) const;
+  int FirstId(int base_id) const;
   const Schedule& base() const { return *s_; }
   const std::optional<Fold>& fold() const { return fold_; }
 

@@ -31,12 +31,16 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
     int first;  // the first call's op id
     int64_t n;
   };
+  // A folded step's repeated block counts once per copy; its first calls
+  // come first in the base as in the step.
   std::map<CallKey, Calls> calls;
-  for (int id = 0; id < ops.size(); ++id) {
-    const Op& op = ops.op(id);
+  const Schedule& base = ops.base();
+  for (int b = 0; b < base.ops_size(); ++b) {
+    const Op& op = base.ops(b);
     if (op.body_case() != Op::kCollective) continue;
-    auto [it, fresh] = calls.try_emplace(RowKeyOf(op), Calls{id, 0});
-    ++it->second.n;
+    auto [it, fresh] =
+        calls.try_emplace(RowKeyOf(op), Calls{ops.FirstId(b), 0});
+    it->second.n += ops.Multiplicity(b);
   }
   // A plan depends on neither phase nor tensor: count each once. Elements
   // are bytes here; the wire does not care about the dtype.
