@@ -54,7 +54,10 @@ struct OpTime {
 // those of a few.
 class StepTimes {
  public:
-  // Op `id` of the step is simulated op Source(id), `periods` later.
+  // Where the collapsed replay's expansion takes each op's times from:
+  // ops before near_end as simulated; ops of block b before far_end are
+  // block first_repeated's, b - first_repeated periods later; the rest
+  // are the simulated ones `dropped` periods later.
   struct Repeat {
     int near_end = 0;  // ops before it are as simulated
     int far_end = 0;   // ops before it repeat block `first_repeated`

@@ -171,26 +171,15 @@ std::optional<Fold> FoldOf(const Schedule& base, int copies,
 }
 
 int StepOps::Base(int id) const {
-  if (!fold_) return id;
-  const int first = fold_->r.BlockStart(fold_->r.hi);
-  const int period = fold_->r.period_ops;
-  const int copies_end = first + (fold_->copies + 1) * period;
-  if (id < first + period) return id;
-  if (id < copies_end) return first + (id - first) % period;
-  return id - fold_->copies * period;
-}
-
-bool StepOps::InTail(int id) const {
-  return fold_ && id >= fold_->r.BlockStart(fold_->r.hi) +
-                            (fold_->copies + 1) * fold_->r.period_ops;
+  if (id < block_end_) return id;
+  if (id < tail_) return block_ + (id - block_) % period_;
+  return id - copies_ * period_;
 }
 
 int StepOps::Copies(int id) const {
-  if (!fold_) return 0;
-  const int first = fold_->r.BlockStart(fold_->r.hi);
-  const int period = fold_->r.period_ops;
-  if (id < first + period) return 0;
-  return std::min((id - first) / period, fold_->copies);
+  if (id < block_end_) return 0;
+  if (id < tail_) return (id - block_) / period_;
+  return copies_;
 }
 
 // A copy's reference shifts with it unless the block before (the base
@@ -199,9 +188,8 @@ int StepOps::Copies(int id) const {
 int StepOps::ShiftRef(int id, int ref, int ref_a_block_before) const {
   const int k = Copies(id);
   if (k == 0) return ref;
-  const int period = fold_->r.period_ops;
-  if (InTail(id)) return ref >= fold_->r.first_op ? ref + k * period : ref;
-  return ref == ref_a_block_before ? ref : ref + k * period;
+  if (InTail(id)) return ref >= fold_->r.first_op ? ref + k * period_ : ref;
+  return ref == ref_a_block_before ? ref : ref + k * period_;
 }
 
 StepOps::Refs StepOps::Shift(int id, Field field) const {
@@ -210,27 +198,18 @@ StepOps::Refs StepOps::Shift(int id, Field field) const {
   Refs out(refs.begin(), refs.end());
   if (Copies(id) == 0) return out;
   for (int i = 0; i < refs.size(); ++i) {
-    const int before =
-        InTail(id) ? -1 : (s_->ops(b - fold_->r.period_ops).*field)()[i];
+    const int before = InTail(id) ? -1 : (s_->ops(b - period_).*field)()[i];
     out[i] = ShiftRef(id, refs[i], before);
   }
   return out;
 }
 
 int StepOps::Multiplicity(int base_id) const {
-  if (!fold_) return 1;
-  const int first = fold_->r.BlockStart(fold_->r.hi);
-  const bool repeated =
-      base_id >= first && base_id < first + fold_->r.period_ops;
-  return repeated ? 1 + fold_->copies : 1;
+  return base_id >= block_ && base_id < block_end_ ? 1 + copies_ : 1;
 }
 
 int StepOps::FirstId(int base_id) const {
-  if (!fold_ ||
-      base_id < fold_->r.BlockStart(fold_->r.hi) + fold_->r.period_ops) {
-    return base_id;
-  }
-  return base_id + fold_->copies * fold_->r.period_ops;
+  return base_id < block_end_ ? base_id : base_id + copies_ * period_;
 }
 
 int StepOps::micro_batch(int id) const {
@@ -242,8 +221,7 @@ int StepOps::frees(int id) const {
   const int b = Base(id);
   const int ref = s_->ops(b).memory().frees();
   if (Copies(id) == 0) return ref;
-  const int before =
-      InTail(id) ? -1 : s_->ops(b - fold_->r.period_ops).memory().frees();
+  const int before = InTail(id) ? -1 : s_->ops(b - period_).memory().frees();
   return ShiftRef(id, ref, before);
 }
 

@@ -79,12 +79,18 @@ class StepOps {
  public:
   using Refs = absl::InlinedVector<int, 4>;
 
-  explicit StepOps(const Schedule& whole) : s_(&whole) {}
-  StepOps(const Schedule& base, const Fold& fold) : s_(&base), fold_(fold) {}
+  explicit StepOps(const Schedule& whole)
+      : s_(&whole), block_end_(whole.ops_size()), tail_(block_end_) {}
+  StepOps(const Schedule& base, const Fold& fold)
+      : s_(&base),
+        fold_(fold),
+        period_(fold.r.period_ops),
+        copies_(fold.copies),
+        block_(fold.r.BlockStart(fold.r.hi)),
+        block_end_(block_ + period_),
+        tail_(block_end_ + copies_ * period_) {}
 
-  int size() const {
-    return s_->ops_size() + (fold_ ? fold_->copies * fold_->r.period_ops : 0);
-  }
+  int size() const { return s_->ops_size() + copies_ * period_; }
   const Op& op(int id) const { return s_->ops(Base(id)); }
   int micro_batch(int id) const;
   Refs deps(int id) const { return Shift(id, &Op::deps); }
@@ -106,12 +112,20 @@ class StepOps {
   // `copies` for the tail).
   int Base(int id) const;
   int Copies(int id) const;
-  bool InTail(int id) const;  // after the last copy
+  bool InTail(int id) const { return copies_ > 0 && id >= tail_; }
   int ShiftRef(int id, int ref, int ref_a_block_before) const;
   Refs Shift(int id, Field field) const;
 
   const Schedule* s_;
   std::optional<Fold> fold_;
+  // Derived from fold_ (all 0 or past the end for a whole step): the
+  // repeated block is base ops [block_, block_end_); the tail starts at
+  // step op tail_.
+  int period_ = 0;
+  int copies_ = 0;
+  int block_ = 0;
+  int block_end_ = 0;
+  int tail_ = 0;
 };
 
 // The step `ops` stands for, every op stored.
