@@ -127,15 +127,23 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   if (absl::StatusOr<Results> r = AnalyzeJob(job, Analysis::kMemory); !r.ok()) {
     return r.status();
   }
-  const Scenario& sc = job.scenario;
-  const bool single = sc.strategies_size() * sc.gpus_size() == 1;
+  std::vector<JobPoint> points;
+  for (const std::string& spec : job.scenario.strategies()) {
+    for (int gpus : job.scenario.gpus()) points.push_back({&job, spec, gpus});
+  }
+  absl::StatusOr<Results> results = SimulatePoints(points, options);
+  if (results.ok()) results->set_scenario(job.path);
+  return results;
+}
+
+absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
+                                       const EngineOptions& options) {
+  const bool single = points.size() == 1;
   std::vector<ChildTask> tasks;
-  for (const std::string& spec : sc.strategies()) {
-    for (int gpus : sc.gpus()) {
-      tasks.push_back([&job, &options, spec, gpus, single] {
-        return SimulatePoint(job, spec, gpus, options, single);
-      });
-    }
+  for (const JobPoint& p : points) {
+    tasks.push_back([p, &options, single] {
+      return SimulatePoint(*p.job, p.spec, p.gpus, options, single);
+    });
   }
   // A progress line, on a terminal only (sim/runner/progress.h); under MPI,
   // rank 0 shows its own points (sim/runner/distribute.h).
@@ -144,7 +152,6 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   isolate.time_limit_s = options.time_limit_s;
   isolate.progress = true;
   Results results;
-  results.set_scenario(job.path);
   for (absl::StatusOr<std::string>& r : options.run_tasks
                                             ? options.run_tasks(tasks, isolate)
                                             : RunIsolated(tasks, isolate)) {

@@ -4,6 +4,7 @@
 #define SHARDSIM_SIM_ENGINE_SIMULATE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
@@ -36,6 +37,19 @@ struct EngineOptions {
 // points that fit in memory, the simulated step. OOM rows are not timed.
 absl::StatusOr<Results> SimulateJob(const Job& job,
                                     const EngineOptions& options);
+
+// One point of a sweep: a strategy spec of a job at a GPU count.
+struct JobPoint {
+  const Job* job;  // validated (SimulateJob's checks), outliving the call
+  std::string spec;
+  int gpus = 0;
+};
+
+// The points, each simulated as SimulateJob's are, their rows in order
+// (under MPI, on rank 0 only). The jobs may differ: `shardsim plan` runs
+// one spec with several settings side by side.
+absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
+                                       const EngineOptions& options);
 
 // The sweep's sizes, each run alone over `gpus` GPUs, one after another in
 // one simulation (options: mode, replay_stages and time limit).

@@ -196,27 +196,32 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
     job.platform = *std::move(platform);
   }
   for (int gpus : s.gpus()) {
-    if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
-      return FieldError(path, "gpus", mesh.status().message());
-    }
-    absl::StatusOr<Scenario> at = ScenarioAt(s, gpus);
-    if (!at.ok()) {
-      return FieldError(path, "global_batch_tokens", at.status().message());
-    }
-    // The schedule holds every layer's passes of every micro-batch.
-    const int64_t passes =
-        (int64_t{job.model.layers()} + 2) * at->micro_batches();
-    if (passes > limits::kMaxLayerPasses) {
-      return FieldError(
-          path, "micro_batches",
-          absl::StrCat(at->micro_batches(), " micro-batches of ",
-                       job.model.layers(), " layers (+ embedding and head) ",
-                       "at ", gpus, " GPUs are ", passes,
-                       " layer passes, beyond the limit of ",
-                       limits::kMaxLayerPasses));
-    }
+    if (absl::Status v = CheckGpuCount(job, gpus); !v.ok()) return v;
   }
   return job;
+}
+
+absl::Status CheckGpuCount(const Job& job, int gpus) {
+  if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
+    return FieldError(job.path, "gpus", mesh.status().message());
+  }
+  absl::StatusOr<Scenario> at = ScenarioAt(job.scenario, gpus);
+  if (!at.ok()) {
+    return FieldError(job.path, "global_batch_tokens", at.status().message());
+  }
+  // The schedule holds every layer's passes of every micro-batch.
+  const int64_t passes =
+      (int64_t{job.model.layers()} + 2) * at->micro_batches();
+  if (passes > limits::kMaxLayerPasses) {
+    return FieldError(
+        job.path, "micro_batches",
+        absl::StrCat(at->micro_batches(), " micro-batches of ",
+                     job.model.layers(), " layers (+ embedding and head) ",
+                     "at ", gpus, " GPUs are ", passes,
+                     " layer passes, beyond the limit of ",
+                     limits::kMaxLayerPasses));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {

@@ -61,6 +61,11 @@ absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus);
 // global_batch_tokens where that is given.
 absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus);
 
+// Whether `job` can run on `gpus` GPUs: a mesh of whole nodes, a whole
+// number of micro-batches (global_batch_tokens), and a schedule within
+// limits::kMaxLayerPasses. Errors name job.path and the field at fault.
+absl::Status CheckGpuCount(const Job& job, int gpus);
+
 // The micro-batch one GPU runs.
 Batch ScenarioBatch(const Scenario& scenario);
 
