@@ -256,7 +256,17 @@ assert speeds == sorted(speeds, reverse=True), speeds
 assert p["points"] == p["unplannable"] + p["pruned"] + p["simulated"], p
 assert p["points"] >= p["candidates"] - p["filtered"], p
 assert all(r["tokens_per_gpu_per_s"] <= speeds[0] for r in p["presets"])
+# Recomputation off and on; micro-batches fixed by the scenario: 10 x 2.
+assert p["settings"] == 2 and p["candidates"] == 2 * p["specs"], p
+assert all(r["settings"]["micro_batch_size"] == 10 and
+           r["settings"]["micro_batches"] == 2 for r in p["best"]), p["best"]
+assert all(not r["settings"].get("recompute", False) for r in p["presets"])
 PY
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 --top 3 \
+  --nosettings --json "$tmp/plan1.json" >/dev/null &&
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1]));
+assert p["settings"] == 1 and p["candidates"] == p["specs"], p' \
+  "$tmp/plan1.json" && ok || fail "plan --nosettings"
 "$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
   --figure "$tmp/front.png" >/dev/null 2>"$tmp/err" &&
   [ -s "$tmp/front.png" ] && [ -s "$tmp/front.png.json" ] && ok \

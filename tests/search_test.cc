@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
+#include "sim/results/results.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
@@ -209,6 +210,69 @@ Job TinyJob(int gpus) {
       gpus, 2, 2, 64);
 }
 
+// Sequences of `seq_len` tokens, `tokens` per step over `gpus` GPUs, the
+// scenario's micro-batch size `size`.
+Job BatchJob(int gpus, int64_t tokens, int seq_len, int size) {
+  Scenario s;
+  s.set_name("settings test");
+  s.set_model("llama-7b");  // 32 layers: 34 layer passes per micro-batch
+  s.set_platform("dgx_a100");
+  s.add_strategies("zero3");
+  s.add_gpus(gpus);
+  s.set_micro_batch_size(size);
+  s.set_global_batch_tokens(tokens);
+  s.set_seq_len(seq_len);
+  s.set_optimizer_bytes_per_param(12);
+  absl::StatusOr<Job> job = ResolveJob("settings_test.textproto", s);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+std::vector<std::string> Names(const std::vector<PlanSettings>& settings) {
+  std::vector<std::string> out;
+  for (const PlanSettings& p : settings) {
+    ResultRow r;
+    r.set_strategy("s");
+    *r.mutable_settings() = p;
+    out.push_back(PlanPointName(r));
+  }
+  return out;
+}
+
+// Lins' set-up at 128 GPUs: 2^22 tokens in sequences of 4096 are 8
+// sequences per GPU, in micro-batches of 1, 2, 4 or 8 (8, 4, 2 or 1 of
+// them), each with recomputation off (the scenario's) and on. The
+// scenario's own size comes first.
+TEST(SearchSpace, EveryMicroBatchSizeThatDividesTheBatch) {
+  EXPECT_EQ(Names(SettingsChoices(BatchJob(128, 1 << 22, 4096, 1), 128)),
+            (std::vector<std::string>{"s [1 x 8]", "s [1 x 8, recompute]",
+                                      "s [2 x 4]", "s [2 x 4, recompute]",
+                                      "s [4 x 2]", "s [4 x 2, recompute]",
+                                      "s [8 x 1]", "s [8 x 1, recompute]"}));
+  EXPECT_EQ(Names(SettingsChoices(BatchJob(128, 1 << 22, 4096, 4), 128))[0],
+            "s [4 x 2]");
+  // A fixed micro-batch count: the scenario's size alone.
+  EXPECT_EQ(Names(SettingsChoices(SearchJob("llama-7b", 16, 10, 3, 512), 16)),
+            (std::vector<std::string>{"s [10 x 3]", "s [10 x 3, recompute]"}));
+}
+
+// 8 GPUs, 2^22 tokens in sequences of 512: 1024 sequences per GPU, so 11
+// sizes (1, 2, 4 .. 1024); the smallest, 1, is 1024 micro-batches of 34
+// layer passes, 34,816, within the 65,536 a schedule holds: 22 settings.
+// At 2^26 tokens, 16,384 sequences per GPU, sizes up to 2^20 tokens / 512
+// = 2048 (12): 1 and 2 are over 4096 micro-batches; 4 is 4096 x 34 =
+// 139,264 layer passes and 8 is 2048 x 34 = 69,632, over 65,536; 16 is
+// 1024 x 34 = 34,816. 16 .. 2048 stay: 8 sizes, 16 settings.
+TEST(SearchSpace, SizesBeyondTheLimitsAreLeftOut) {
+  EXPECT_EQ(SettingsChoices(BatchJob(8, 1 << 22, 512, 1), 8).size(), 22u);
+  const std::vector<std::string> big =
+      Names(SettingsChoices(BatchJob(8, int64_t{1} << 26, 512, 16), 8));
+  ASSERT_EQ(big.size(), 16u);
+  EXPECT_EQ(big[0], "s [16 x 1024]");
+  EXPECT_EQ(big[2], "s [32 x 512]");
+  EXPECT_EQ(big[14], "s [2048 x 8]");
+}
+
 TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
   SearchOptions options;
   options.top = 5;
@@ -259,17 +323,18 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
   ASSERT_TRUE(some.ok()) << some.status();
   EXPECT_GT(some->pruned(), 0);
   EXPECT_EQ(some->pruned() + some->simulated(), all->simulated());
-  EXPECT_EQ(some->best(0).strategy(), all->best(0).strategy());
+  EXPECT_EQ(PlanPointName(some->best(0)), PlanPointName(all->best(0)));
   ASSERT_EQ(some->pareto_size(), all->pareto_size());
   for (int i = 0; i < some->pareto_size(); ++i) {
-    EXPECT_EQ(some->pareto(i).strategy(), all->pareto(i).strategy()) << i;
+    EXPECT_EQ(PlanPointName(some->pareto(i)), PlanPointName(all->pareto(i)))
+        << i;
   }
   EXPECT_EQ(some->presets_size() + some->pruned_presets_size(),
             all->presets_size());
   for (const ResultRow& p : some->pruned_presets()) {
     EXPECT_GT(p.step_lower_bound_s(), some->best(0).step_time_s());
     for (const ResultRow& q : all->presets()) {
-      if (q.strategy() == p.strategy()) {
+      if (PlanPointName(q) == PlanPointName(p)) {
         EXPECT_EQ(q.step_lower_bound_s(), p.step_lower_bound_s());
         EXPECT_EQ(q.peak_memory_bytes(), p.peak_memory_bytes());
       }
@@ -288,30 +353,76 @@ TEST(Search, WithEveryAlgorithmToo) {
   ExpectPruningKeepsTheAnswer(TinyJob(16), /*algorithms=*/true);
 }
 
-TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {
-  const Job job = TinyJob(16);
-  // The smallest peak of the candidates, from the memory model.
-  Job all = job;
+// The smallest peak of the candidates of `job` on `mesh` at `settings`,
+// from the memory model, named as the plan names it.
+ResultRow SmallestPeak(const Job& job, const Mesh& mesh,
+                       const PlanSettings& settings) {
+  Job all = JobWith(job, settings);
   all.scenario.clear_strategies();
-  for (const std::string& s : CandidateSpecs(Mesh{8, 2})) {
+  for (const std::string& s : CandidateSpecs(mesh)) {
     all.scenario.add_strategies(s);
   }
   absl::StatusOr<Results> memory = AnalyzeJob(all, Analysis::kMemory);
-  ASSERT_TRUE(memory.ok()) << memory.status();
-  const ResultRow* smallest = &memory->rows(0);
+  EXPECT_TRUE(memory.ok()) << memory.status();
+  ResultRow smallest = memory->rows(0);
   for (const ResultRow& r : memory->rows()) {
-    if (r.peak_memory_bytes() < smallest->peak_memory_bytes()) smallest = &r;
+    if (r.peak_memory_bytes() < smallest.peak_memory_bytes()) smallest = r;
   }
+  *smallest.mutable_settings() = settings;
+  return smallest;
+}
+
+PlanSettings Settings(int size, int micro_batches, bool recompute) {
+  PlanSettings s;
+  s.set_micro_batch_size(size);
+  s.set_micro_batches(micro_batches);
+  s.set_recompute(recompute);
+  return s;
+}
+
+TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {
+  const Job job = TinyJob(16);
+  // Recomputation keeps fewer activations: the smallest peak of all.
+  const ResultRow smallest =
+      SmallestPeak(job, Mesh{8, 2}, Settings(2, 2, true));
+  ASSERT_LT(
+      smallest.peak_memory_bytes(),
+      SmallestPeak(job, Mesh{8, 2}, Settings(2, 2, false)).peak_memory_bytes());
   SearchOptions options;
-  options.memory_cap_bytes = smallest->peak_memory_bytes() - 1;
+  options.memory_cap_bytes = smallest.peak_memory_bytes() - 1;
   absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
   ASSERT_FALSE(plan.ok());
   const std::string message(plan.status().message());
   EXPECT_NE(message.find("no strategy fits at 16 GPUs under the cap"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("(" + smallest->strategy() + ")"), std::string::npos)
+  EXPECT_NE(message.find("(" + smallest.strategy() + " [2 x 2, recompute])"),
+            std::string::npos)
       << message;
+}
+
+// Under a cap that every point at the scenario's own settings exceeds,
+// only recomputation fits: the plan's points all recompute, and there is
+// no preset to compare (presets run the scenario's settings). With
+// --nosettings the same cap leaves nothing.
+TEST(Search, RecomputationFitsWhereTheScenarioDoesNot) {
+  const Job job = TinyJob(16);
+  const int64_t own =
+      SmallestPeak(job, Mesh{8, 2}, Settings(2, 2, false)).peak_memory_bytes();
+  SearchOptions options;
+  options.memory_cap_bytes = own - 1;
+  absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->settings(), 2);
+  ASSERT_GT(plan->best_size(), 0);
+  for (const ResultRow& r : plan->best()) {
+    EXPECT_TRUE(r.settings().recompute()) << PlanPointName(r);
+    EXPECT_LE(r.peak_memory_bytes(), own - 1);
+  }
+  EXPECT_EQ(plan->presets_size() + plan->pruned_presets_size(), 0);
+
+  options.settings = false;
+  EXPECT_FALSE(SearchStrategies(job, options).ok());
 }
 
 TEST(Search, OneGpuCountOnly) {

@@ -81,6 +81,10 @@ ABSL_FLAG(bool, exhaustive, false,
 ABSL_FLAG(bool, algorithms, true,
           "plan: search every algorithm for each group kind "
           "(--noalgorithms: rings only)");
+ABSL_FLAG(bool, settings, true,
+          "plan: search recomputation on and off and, where the scenario "
+          "gives global_batch_tokens, every micro-batch size that divides "
+          "it (--nosettings: the scenario's own)");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -113,9 +117,11 @@ constexpr char kUsage[] =
     "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
     "            [--json FILE]: predicted vs measured, per file\n"
     "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]\n"
-    "            [--exhaustive] [--noalgorithms] [--figure FILE]: every\n"
-    "            strategy of the search space (presets, PaRO codes, Lins'\n"
-    "            triples, each with every algorithm per group kind) that\n"
+    "            [--exhaustive] [--noalgorithms] [--nosettings]\n"
+    "            [--figure FILE]: every strategy of the search space\n"
+    "            (presets, PaRO codes, Lins' triples, each with every\n"
+    "            algorithm per group kind, recomputation on and off, and\n"
+    "            every micro-batch size global_batch_tokens allows) that\n"
     "            fits in memory, simulated and ranked by\n"
     "            tokens/s per GPU; the presets and the Pareto front beside\n"
     "            them\n"
@@ -280,6 +286,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   options.top = absl::GetFlag(FLAGS_top);
   options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
   options.algorithms = absl::GetFlag(FLAGS_algorithms);
+  options.settings = absl::GetFlag(FLAGS_settings);
   FieldCheck check("command line");
   check.Count("top", options.top, 1, 100000);
   if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {

@@ -94,26 +94,39 @@ std::string FormatRunTable(const Results& results) {
   return out;
 }
 
+std::string PlanPointName(const ResultRow& row) {
+  if (!row.has_settings()) return row.strategy();
+  const PlanSettings& s = row.settings();
+  return absl::StrFormat("%s [%d x %d%s]", row.strategy(), s.micro_batch_size(),
+                         s.micro_batches(), s.recompute() ? ", recompute" : "");
+}
+
 std::string FormatPlanTable(const PlanResults& plan) {
   auto table = [](const google::protobuf::RepeatedPtrField<ResultRow>& rows) {
     Results r;
-    *r.mutable_rows() = rows;
+    for (const ResultRow& row : rows) {
+      ResultRow* named = r.add_rows();
+      *named = row;
+      named->set_strategy(PlanPointName(row));
+    }
     return FormatRunTable(r);
   };
   std::string out = absl::StrFormat(
-      "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates, %d filtered by "
-      "memory; with their algorithms %d points, %d unplannable, %d pruned by "
-      "the lower bound, %d simulated\n\nbest first (tokens/s per GPU):\n",
+      "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates (%d specs x %d "
+      "settings), %d filtered by memory; with their algorithms %d points, %d "
+      "unplannable, %d pruned by the lower bound, %d simulated\n"
+      "a point is its strategy [sequences per micro-batch x micro-batches, "
+      "recompute]\n\nbest first (tokens/s per GPU):\n",
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
-      plan.candidates(), plan.filtered(), plan.points(), plan.unplannable(),
-      plan.pruned(), plan.simulated());
+      plan.candidates(), plan.specs(), plan.settings(), plan.filtered(),
+      plan.points(), plan.unplannable(), plan.pruned(), plan.simulated());
   absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
                   table(plan.presets()));
   for (const ResultRow& r : plan.pruned_presets()) {
     absl::StrAppendFormat(&out,
                           "%-34s %6d  pruned: step >= %.4f s (its lower "
                           "bound), %.1f GB\n",
-                          r.strategy(), r.gpus(), r.step_lower_bound_s(),
+                          PlanPointName(r), r.gpus(), r.step_lower_bound_s(),
                           r.peak_memory_bytes() / 1e9);
   }
   absl::StrAppend(&out,

@@ -26,8 +26,14 @@ std::string FormatRunTable(const Results& results);
 std::string FormatBreakdownTable(const Results& results);
 
 // `shardsim plan`: the counts, then the best rows, the presets and the
-// Pareto front, each as FormatRunTable lays rows out.
+// Pareto front, each as FormatRunTable lays rows out, each point named by
+// PlanPointName.
 std::string FormatPlanTable(const PlanResults& plan);
+
+// A plan row's strategy with its settings, if set: "zero3 [10 x 4]" runs
+// 4 micro-batches of 10 sequences, "zero3 [10 x 4, recompute]" recomputes
+// activations too.
+std::string PlanPointName(const ResultRow& row);
 
 // nccl-tests' table layout, so it can be laid beside a real log.
 std::string FormatCollectiveTable(const CollectiveResults& results);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/analyze/analyze.h"
+#include "sim/results/results.h"
 #include "sim/runner/isolate.h"
 #include "sim/schedule/lower.h"
 #include "sim/search/bound.h"
@@ -57,6 +58,7 @@ bool Dominated(double bound, int64_t peak,
 // StepLowerBound, from one lowering. A variant whose plans refuse a call
 // gets no bound; the spec itself must plan.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
+                           const PlanSettings& settings,
                            const SearchOptions& options,
                            std::unique_ptr<StepBounder>* bounder,
                            Results* out) {
@@ -82,34 +84,53 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     if (!b.ok() && variant == spec) return b.status();
     ResultRow* row = out->add_rows();
     row->set_strategy(variant);
+    *row->mutable_settings() = settings;
     if (b.ok()) row->set_step_lower_bound_s(*b);
   }
   return absl::OkStatus();
 }
 
-// BoundVariants of every spec, per spec in spec order. The specs are dealt
-// round-robin to --jobs children (a large model's schedule takes a while
-// to lower); each keeps one StepBounder, since the specs share most calls
-// and a large group's plan takes a while to build.
+// A spec with one of the settings (an index into them).
+struct Candidate {
+  int setting = 0;
+  std::string spec;
+};
+
+// BoundVariants of every candidate, per candidate in order. The candidates
+// are dealt round-robin to --jobs children (a large model's schedule takes
+// a while to lower); each keeps one StepBounder, since the candidates share
+// most calls and a large group's plan takes a while to build.
 absl::StatusOr<std::vector<Results>> LowerBounds(
-    const Job& job, const std::vector<std::string>& specs,
-    const SearchOptions& options) {
+    const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
+    const std::vector<Candidate>& candidates, const SearchOptions& options) {
   const int children =
-      std::max(1, std::min<int>(options.engine.jobs, specs.size()));
+      std::max(1, std::min<int>(options.engine.jobs, candidates.size()));
   std::vector<ChildTask> tasks;
   for (int k = 0; k < children; ++k) {
     tasks.push_back([&, k]() -> absl::StatusOr<std::string> {
       std::unique_ptr<StepBounder> bounder;
       Results out;
-      for (size_t i = k; i < specs.size(); i += children) {
-        absl::Status st = BoundVariants(job, specs[i], options, &bounder, &out);
+      for (size_t i = k; i < candidates.size(); i += children) {
+        const Candidate& c = candidates[i];
+        absl::Status st =
+            BoundVariants(jobs[c.setting], c.spec, settings[c.setting], options,
+                          &bounder, &out);
         if (!st.ok()) return st;
       }
       return out.SerializeAsString();
     });
   }
-  // A row's spec is its strategy up to its first '@'.
-  std::map<std::string, Results> by_spec;
+  // A row's candidate: its settings, and its strategy up to its first '@'.
+  auto setting_of = [&](const PlanSettings& p) {
+    for (size_t k = 0; k < settings.size(); ++k) {
+      if (settings[k].micro_batch_size() == p.micro_batch_size() &&
+          settings[k].recompute() == p.recompute()) {
+        return static_cast<int>(k);
+      }
+    }
+    return -1;
+  };
+  std::map<std::pair<int, std::string>, Results> by_candidate;
   for (absl::StatusOr<std::string>& r :
        RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
     if (!r.ok()) return r.status();
@@ -119,11 +140,15 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
     }
     for (ResultRow& row : *rows.mutable_rows()) {
       const std::string& name = row.strategy();
-      *by_spec[name.substr(0, name.find('@'))].add_rows() = std::move(row);
+      *by_candidate[{setting_of(row.settings()),
+                     name.substr(0, name.find('@'))}]
+           .add_rows() = std::move(row);
     }
   }
   std::vector<Results> out;
-  for (const std::string& spec : specs) out.push_back(by_spec[spec]);
+  for (const Candidate& c : candidates) {
+    out.push_back(by_candidate[{c.setting, c.spec}]);
+  }
   return out;
 }
 
@@ -163,25 +188,31 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     return absl::InvalidArgumentError(
         absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
   }
-  const std::vector<std::string> candidates = CandidateSpecs(*mesh);
+  const std::vector<std::string> specs = CandidateSpecs(*mesh);
+  std::vector<PlanSettings> settings = SettingsChoices(job, gpus);
+  if (!options.settings) settings.resize(1);  // the scenario's own
+  std::vector<Job> jobs;
+  for (const PlanSettings& p : settings) jobs.push_back(JobWith(job, p));
 
   // 1. Memory: the model's estimate, no schedule lowered.
-  absl::StatusOr<Results> memory =
-      AnalyzeJob(WithStrategies(job, candidates), Analysis::kMemory);
-  if (!memory.ok()) return memory.status();
-  std::vector<std::string> fit;
-  std::map<std::string, int64_t> memory_of;  // peak bytes of what fits
-  const ResultRow* smallest = nullptr;
-  for (const ResultRow& r : memory->rows()) {
-    if (smallest == nullptr ||
-        r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
-      smallest = &r;
-    }
-    const bool under_cap = !options.memory_cap_bytes ||
-                           r.peak_memory_bytes() <= *options.memory_cap_bytes;
-    if (!r.oom() && under_cap) {
-      fit.push_back(r.strategy());
-      memory_of[r.strategy()] = r.peak_memory_bytes();
+  std::vector<Candidate> fit;
+  std::vector<int64_t> fit_peak;  // peak bytes of each that fits
+  std::optional<ResultRow> smallest;
+  for (size_t k = 0; k < settings.size(); ++k) {
+    absl::StatusOr<Results> memory =
+        AnalyzeJob(WithStrategies(jobs[k], specs), Analysis::kMemory);
+    if (!memory.ok()) return memory.status();
+    for (ResultRow& r : *memory->mutable_rows()) {
+      *r.mutable_settings() = settings[k];
+      if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
+        smallest = r;
+      }
+      const bool under_cap = !options.memory_cap_bytes ||
+                             r.peak_memory_bytes() <= *options.memory_cap_bytes;
+      if (!r.oom() && under_cap) {
+        fit.push_back({static_cast<int>(k), r.strategy()});
+        fit_peak.push_back(r.peak_memory_bytes());
+      }
     }
   }
   if (fit.empty()) {
@@ -193,17 +224,17 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
             ? absl::StrFormat(" under the cap of %.2f GiB",
                               *options.memory_cap_bytes / kGiB)
             : std::string(" in GPU memory"),
-        smallest == nullptr ? 0.0 : smallest->peak_memory_bytes() / kGiB,
-        smallest == nullptr ? "none" : smallest->strategy()));
+        smallest ? smallest->peak_memory_bytes() / kGiB : 0.0,
+        smallest ? PlanPointName(*smallest) : "none"));
   }
 
   // 2. Every algorithm choice of what fits is a point with its lower
   // bound; the points in order of their bounds, a wave at a time, each
   // wave pruning the rest.
   absl::StatusOr<std::vector<Results>> variants =
-      LowerBounds(job, fit, options);
+      LowerBounds(jobs, settings, fit, options);
   if (!variants.ok()) return variants.status();
-  std::vector<std::string> points;
+  std::vector<Candidate> points;
   std::vector<double> bounds;
   std::vector<int64_t> peaks;
   int unplannable = 0;
@@ -213,13 +244,17 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         ++unplannable;
         continue;
       }
-      points.push_back(v.strategy());
+      points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
-      peaks.push_back(memory_of.at(fit[b]));
+      peaks.push_back(fit_peak[b]);
     }
   }
   const std::vector<std::string> named = NamedStrategies();
   const std::set<std::string> presets(named.begin(), named.end());
+  // The named presets as the scenario runs them: its own settings.
+  auto is_preset = [&](const Candidate& c) {
+    return c.setting == 0 && presets.count(c.spec) > 0;
+  };
   // Under MPI the ranks must agree on every wave, and only rank 0 gets the
   // rows back: there, every point is simulated.
   const bool prune = !options.exhaustive && !options.engine.run_tasks;
@@ -239,29 +274,32 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       const int i = order[next];
       if (prune && Dominated(bounds[i], peaks[i], done)) {
         ++pruned;
-        if (presets.count(points[i])) {
+        if (is_preset(points[i])) {
           ResultRow* r = out.add_pruned_presets();
-          r->set_strategy(points[i]);
+          r->set_strategy(points[i].spec);
           r->set_gpus(gpus);
           r->set_peak_memory_bytes(peaks[i]);
           r->set_step_lower_bound_s(bounds[i]);
+          *r->mutable_settings() = settings[points[i].setting];
         }
         continue;
       }
       batch.push_back(i);
     }
     if (batch.empty()) continue;
-    std::vector<std::string> specs;
-    for (int i : batch) specs.push_back(points[i]);
-    absl::StatusOr<Results> rows =
-        SimulateJob(WithStrategies(job, specs), options.engine);
+    std::vector<JobPoint> run;
+    for (int i : batch)
+      run.push_back({&jobs[points[i].setting], points[i].spec, gpus});
+    absl::StatusOr<Results> rows = SimulatePoints(run, options.engine);
     if (!rows.ok()) return rows.status();
     if (rows->rows_size() != static_cast<int>(batch.size())) continue;
     for (size_t k = 0; k < batch.size(); ++k) {
+      const int i = batch[k];
       ResultRow r = rows->rows(static_cast<int>(k));
-      r.set_step_lower_bound_s(bounds[batch[k]]);
-      timed[batch[k]] = std::move(r);
-      done.push_back(&*timed[batch[k]]);
+      r.set_step_lower_bound_s(bounds[i]);
+      *r.mutable_settings() = settings[points[i].setting];
+      timed[i] = std::move(r);
+      done.push_back(&*timed[i]);
     }
   }
   out.set_scenario(job.path);
@@ -269,21 +307,28 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   out.set_memory_cap_bytes(options.memory_cap_bytes
                                ? *options.memory_cap_bytes
                                : job.platform.gpu().memory_bytes());
-  out.set_candidates(static_cast<int>(candidates.size()));
-  out.set_filtered(static_cast<int>(candidates.size() - fit.size()));
+  out.set_specs(static_cast<int>(specs.size()));
+  out.set_settings(static_cast<int>(settings.size()));
+  const int candidates = static_cast<int>(specs.size() * settings.size());
+  out.set_candidates(candidates);
+  out.set_filtered(candidates - static_cast<int>(fit.size()));
   out.set_points(static_cast<int>(points.size()) + unplannable);
   out.set_unplannable(unplannable);
   out.set_pruned(pruned);
   out.set_simulated(static_cast<int>(points.size()) - pruned);
   std::vector<ResultRow> rows;  // in candidate order
-  for (const std::optional<ResultRow>& r : timed) {
-    if (r && r->has_step_time_s()) rows.push_back(*r);
+  std::vector<bool> row_is_preset;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    if (timed[i] && timed[i]->has_step_time_s()) {
+      rows.push_back(*timed[i]);
+      row_is_preset.push_back(is_preset(points[i]));
+    }
   }
   if (rows.empty()) return out;  // an MPI rank other than 0
 
   // 3. Ranked, the presets beside them, and the front.
-  for (const ResultRow& r : rows) {
-    if (presets.count(r.strategy())) *out.add_presets() = r;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (row_is_preset[i]) *out.add_presets() = rows[i];
   }
   for (const ResultRow& r : ParetoFront(rows)) *out.add_pareto() = r;
   RankBySpeed(&rows);

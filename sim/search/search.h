@@ -1,12 +1,14 @@
 // `shardsim plan`: the best strategy for a model on a cluster, found by
-// simulation. The candidates of space.h that fit in memory (under the cap)
-// are lowered once each; every algorithm choice for their group kinds is a
-// point, bounded (bound.h) on that schedule with its algorithms
-// (UseAlgorithms). The points are simulated in order of their bounds, a
-// wave at a time; a point whose bound proves a simulated point beats it on both
-// speed and memory is pruned: it can be neither the best nor on the Pareto
-// front, which come out as --exhaustive finds them. A pruned named preset
-// is reported with its bound (PlanResults.pruned_presets).
+// simulation. The candidates of space.h (each spec with each setting) that
+// fit in memory (under the cap) are lowered once each; every algorithm
+// choice for their group kinds is a point, bounded (bound.h) on that
+// schedule with its algorithms (UseAlgorithms). The points are simulated
+// in order of their bounds, a wave at a time; a point whose bound proves a
+// simulated point beats it on both speed and memory is pruned: it can be
+// neither the best nor on the Pareto front, which come out as --exhaustive
+// finds them. The named presets are compared at the scenario's own
+// settings; a pruned one is reported with its bound
+// (PlanResults.pruned_presets).
 // The rows are ranked by tokens/s per GPU (every candidate runs the same
 // tokens per step, so shorter steps rank first); below rank 1, `best`
 // ranks the simulated points only.
@@ -32,6 +34,9 @@ struct SearchOptions {
   bool exhaustive = false;
   // Every algorithm for each group kind (AlgorithmVariants); false: rings.
   bool algorithms = true;
+  // Every setting of each spec (SettingsChoices: micro-batch size,
+  // recomputation); false: the scenario's own.
+  bool settings = true;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "sim/schema/limits.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -65,6 +66,40 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
     specs.insert(specs.end(), more.begin(), more.end());
   }
   return specs;
+}
+
+std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus) {
+  const Scenario& s = job.scenario;
+  std::vector<int64_t> sizes = {s.micro_batch_size()};
+  if (s.global_batch_tokens() > 0) {
+    // Sequences per GPU per step (whole: CheckGpuCount holds), in
+    // micro-batches of at most kMaxTokensPerMicroBatch tokens.
+    const int64_t sequences = s.global_batch_tokens() / gpus / s.seq_len();
+    const int64_t largest = limits::kMaxTokensPerMicroBatch / s.seq_len();
+    for (int64_t d = 1; d <= sequences && d <= largest; ++d) {
+      if (sequences % d == 0 && d != s.micro_batch_size()) sizes.push_back(d);
+    }
+  }
+  std::vector<PlanSettings> out;
+  for (const int64_t size : sizes) {
+    for (const bool recompute : {s.recompute(), !s.recompute()}) {
+      PlanSettings p;
+      p.set_micro_batch_size(static_cast<int32_t>(size));
+      p.set_recompute(recompute);
+      const Job at = JobWith(job, p);
+      if (!CheckGpuCount(at, gpus).ok()) continue;
+      p.set_micro_batches(ScenarioAt(at.scenario, gpus)->micro_batches());
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+Job JobWith(const Job& job, const PlanSettings& settings) {
+  Job out = job;
+  out.scenario.set_micro_batch_size(settings.micro_batch_size());
+  out.scenario.set_recompute(settings.recompute());
+  return out;
 }
 
 }  // namespace shardsim

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "sim/collective/group.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schema/results.pb.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -33,6 +35,19 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
                                            const Strategy& strategy,
                                            const std::set<GroupKind>& kinds,
                                            bool sharp);
+
+// The settings `plan` runs each candidate spec with on `gpus` GPUs, the
+// scenario's own first. Activation recomputation on and off. Where the
+// scenario fixes global_batch_tokens, every micro-batch size that divides
+// the sequences each GPU runs per step, the scenario's first and then
+// smallest first, each with the micro-batch count that follows; those
+// CheckGpuCount refuses (too many micro-batches to hold) are left out.
+// Otherwise the scenario's micro-batch size and count alone.
+// Precondition: CheckGpuCount(job, gpus) holds.
+std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus);
+
+// `job` with `settings` in its scenario.
+Job JobWith(const Job& job, const PlanSettings& settings);
 
 }  // namespace shardsim
 
