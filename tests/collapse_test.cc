@@ -188,14 +188,19 @@ TEST(Fold, EveryStrategyUnfoldsToTheWholeStep) {
       ASSERT_TRUE(r && rf);
       EXPECT_EQ(std::make_tuple(r->lo, r->hi, r->first_op, r->period_ops),
                 std::make_tuple(rf->lo, rf->hi, rf->first_op, rf->period_ops));
-      const int keep = r->lo + 1;
-      const std::optional<Shortened> a =
-          DropBlocks(*whole->schedule, *r, keep, &why);
-      const std::optional<Shortened> b = DropBlocks(step, *rf, keep, &why);
-      ASSERT_TRUE(a && b) << why;
-      EXPECT_EQ(a->schedule.SerializeAsString(),
-                b->schedule.SerializeAsString());
-      EXPECT_EQ(a->pinned, b->pinned);
+      // Kept blocks within the base's repeating ones, the collapse's
+      // (lo + 3: past the base's at kFoldAt), and up to the step's last.
+      for (int keep : {r->lo, r->lo + 1, r->lo + 3, r->hi - 1}) {
+        if (keep >= r->hi) continue;
+        SCOPED_TRACE(absl::StrCat("keep ", keep));
+        const std::optional<Shortened> a =
+            DropBlocks(*whole->schedule, *r, keep, &why);
+        const std::optional<Shortened> b = DropBlocks(step, *rf, keep, &why);
+        ASSERT_TRUE(a && b) << why;
+        EXPECT_EQ(a->schedule.SerializeAsString(),
+                  b->schedule.SerializeAsString());
+        EXPECT_EQ(a->pinned, b->pinned);
+      }
       // The same traffic, row for row.
       absl::StatusOr<std::vector<TrafficEntry>> ta =
           CountTraffic(*whole->schedule, whole->mesh, job.platform);

@@ -39,11 +39,13 @@ enum class Storage {
   kFolded,
 };
 
-// Micro-batches a folded step is lowered at: enough for the engine's
-// collapse (sim/engine/replay.h), which keeps three blocks past the first
-// repeating one and a block before the tail, when micro-batches repeat
-// from the third on.
-inline constexpr int kFoldAt = 8;
+// Micro-batches a folded step is lowered at: the fewest at which every
+// named strategy has the two repeating blocks a Fold needs. DeepSpeed
+// stage 3's (ZeRO-3, MiCS, ZeRO++) repeat from the fourth micro-batch on
+// and the last is the tail's, so 6 (tests/collapse_test.cc). The engine's
+// collapse reads the blocks it keeps past these through the fold
+// (DropBlocks).
+inline constexpr int kFoldAt = 6;
 
 // Resolves, validates and lowers one point; fills memory and traffic.
 // Errors name the scenario file and the field at fault.

@@ -775,12 +775,6 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
 absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse) {
-  if (const std::optional<Fold>& f = step.fold();
-      f && f->r.hi <= f->r.lo + kKeptBlocks) {
-    // Too few repeating blocks stored to collapse from: the whole step.
-    const OwnedSchedule whole = Unfold(step);
-    return ReplayStep(StepOps(*whole), fabric, collectives, collapse);
-  }
   // Copies of a block make no call the base does not.
   for (const Op& op : step.base().ops()) {
     if (op.body_case() != Op::kCollective) continue;

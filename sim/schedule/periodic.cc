@@ -120,47 +120,7 @@ std::optional<Repeats> FindRepeats(const Schedule& s, std::string* why) {
 
 std::optional<Shortened> DropBlocks(const Schedule& s, const Repeats& r,
                                     int keep, std::string* why) {
-  const int drop_from = r.BlockStart(keep + 1);
-  const int tail = r.BlockStart(r.hi + 1);
-  const int shift = tail - drop_from;
-  Shortened out;
-  Schedule& o = out.schedule;
-  o.set_strategy(s.strategy());
-  o.set_gpus(s.gpus());
-  o.set_gpus_per_node(s.gpus_per_node());
-  o.set_tokens_per_step(s.tokens_per_step());
-  *o.mutable_kernel_lists() = s.kernel_lists();  // indices stay valid
-  bool ok = true;
-  auto map = [&](int ref, bool in_tail) {
-    if (!in_tail || ref < drop_from) {
-      if (in_tail) out.pinned.push_back(ref);
-      return ref;
-    }
-    const int mapped = ref - shift;
-    if (mapped < r.first_op) {
-      *why = absl::StrCat("op ", ref, " is ", r.hi - keep,
-                          " or more blocks before the tail");
-      ok = false;
-    }
-    return mapped;
-  };
-  for (const Op& op : s.ops()) {
-    if (op.id() >= drop_from && op.id() < tail) continue;
-    const bool in_tail = op.id() >= tail;
-    Op* n = o.add_ops();
-    *n = op;
-    n->set_id(in_tail ? op.id() - shift : op.id());
-    for (int& d : *n->mutable_deps()) d = map(d, in_tail);
-    for (int& w : *n->mutable_host_waits()) w = map(w, in_tail);
-    if (n->has_memory() && n->memory().delta_bytes() < 0) {
-      n->mutable_memory()->set_frees(map(n->memory().frees(), in_tail));
-    }
-  }
-  if (!ok) return std::nullopt;
-  std::sort(out.pinned.begin(), out.pinned.end());
-  out.pinned.erase(std::unique(out.pinned.begin(), out.pinned.end()),
-                   out.pinned.end());
-  return out;
+  return DropBlocks(StepOps(s), r, keep, why);
 }
 
 std::optional<Fold> FoldOf(const Schedule& base, int copies,
@@ -260,23 +220,58 @@ std::optional<Repeats> FindRepeats(const StepOps& ops, std::string* why) {
 
 std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
                                     int keep, std::string* why) {
-  if (!ops.fold()) return DropBlocks(ops.base(), r, keep, why);
-  const Fold& f = *ops.fold();
-  if (keep >= f.r.hi) {
-    *why = absl::StrCat("block ", keep, " is not below the folded step's ",
-                        f.r.hi);
+  if (keep >= r.hi) {
+    *why =
+        absl::StrCat("block ", keep, " is not below the last repeating ", r.hi);
     return std::nullopt;
   }
-  std::optional<Shortened> out = DropBlocks(ops.base(), f.r, keep, why);
-  if (!out) return out;
-  // The tail is the step's: its micro-batches `copies` on.
-  Schedule& s = out->schedule;
-  s.set_tokens_per_step(f.tokens_per_step);
-  for (int i = r.BlockStart(keep + 1); i < s.ops_size(); ++i) {
-    Op* op = s.mutable_ops(i);
-    if (op->micro_batch() >= 0)
-      op->set_micro_batch(op->micro_batch() + f.copies);
-  }
+  const int drop_from = r.BlockStart(keep + 1);
+  const int tail = r.BlockStart(r.hi + 1);
+  const int shift = tail - drop_from;
+  const Schedule& s = ops.base();
+  Shortened out;
+  Schedule& o = out.schedule;
+  o.set_strategy(s.strategy());
+  o.set_gpus(s.gpus());
+  o.set_gpus_per_node(s.gpus_per_node());
+  o.set_tokens_per_step(ops.tokens_per_step());
+  *o.mutable_kernel_lists() = s.kernel_lists();  // indices stay valid
+  bool ok = true;
+  auto map = [&](int ref, bool in_tail) {
+    if (!in_tail || ref < drop_from) {
+      if (in_tail) out.pinned.push_back(ref);
+      return ref;
+    }
+    const int mapped = ref - shift;
+    if (mapped < r.first_op) {
+      *why = absl::StrCat("op ", ref, " is ", r.hi - keep,
+                          " or more blocks before the tail");
+      ok = false;
+    }
+    return mapped;
+  };
+  // Read through `ops`: a folded step's copies are never stored.
+  auto add = [&](int id) {
+    const bool in_tail = id >= tail;
+    Op* n = o.add_ops();
+    *n = ops.op(id);
+    n->set_id(in_tail ? id - shift : id);
+    n->set_micro_batch(ops.micro_batch(id));
+    n->clear_deps();
+    for (int d : ops.deps(id)) n->add_deps(map(d, in_tail));
+    n->clear_host_waits();
+    for (int w : ops.host_waits(id)) n->add_host_waits(map(w, in_tail));
+    if (n->has_memory() && n->memory().delta_bytes() < 0) {
+      n->mutable_memory()->set_frees(map(ops.frees(id), in_tail));
+    }
+  };
+  o.mutable_ops()->Reserve(drop_from + ops.size() - tail);
+  for (int id = 0; id < drop_from; ++id) add(id);
+  for (int id = tail; id < ops.size(); ++id) add(id);
+  if (!ok) return std::nullopt;
+  std::sort(out.pinned.begin(), out.pinned.end());
+  out.pinned.erase(std::unique(out.pinned.begin(), out.pinned.end()),
+                   out.pinned.end());
   return out;
 }
 

@@ -133,8 +133,8 @@ OwnedSchedule Unfold(const StepOps& ops);
 
 // FindRepeats and DropBlocks of the step `ops` stands for, without
 // unfolding it: the same as on Unfold(ops). A folded step's repeats are
-// its base's, longer by the copies; DropBlocks needs keep < the base's
-// last repeating block (nullopt and `why` otherwise).
+// its base's, longer by the copies; DropBlocks reads the blocks it keeps
+// through the fold (keep >= r.hi: nullopt and `why`).
 std::optional<Repeats> FindRepeats(const StepOps& ops, std::string* why);
 std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
                                     int keep, std::string* why);
