@@ -2,9 +2,11 @@
 #include "sim/search/search.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
 #include "sim/results/results.h"
@@ -273,6 +275,52 @@ TEST(SearchSpace, SizesBeyondTheLimitsAreLeftOut) {
   EXPECT_EQ(big[14], "s [2048 x 8]");
 }
 
+std::vector<std::string> KnobNames(const std::string& spec,
+                                   const Execution& fixed) {
+  std::vector<std::string> out;
+  const Mesh mesh{8, 4};
+  for (const Execution& e :
+       KnobChoices(*ParseStrategy(spec, mesh), 4096, fixed)) {
+    ResultRow r;
+    r.set_strategy("s");
+    r.mutable_settings()->set_micro_batch_size(1);
+    r.mutable_settings()->set_micro_batches(1);
+    *r.mutable_settings()->mutable_execution() = e;
+    out.push_back(PlanPointName(r));
+  }
+  return out;
+}
+
+// At hidden 4096, HF's "auto" buckets are 4096^2 = 16,777,216 elements
+// (reduce) and 0.9 x that = 15,099,494 (prefetch, truncated). ZeRO-3 has
+// both knobs (4 choices), ZeRO-2 the reduce bucket only; FSDP prefetches
+// one unit in backward (its default), none, or forward too. A knob the
+// scenario sets stays as it is.
+TEST(SearchSpace, EachFrameworksKnobs) {
+  EXPECT_EQ(KnobNames("zero3", {}),
+            (std::vector<std::string>{
+                "s [1 x 1]", "s [1 x 1, reduce bucket 16777216]",
+                "s [1 x 1, prefetch bucket 15099494]",
+                "s [1 x 1, reduce bucket 16777216, prefetch bucket "
+                "15099494]"}));
+  EXPECT_EQ(KnobNames("zero2", {}),
+            (std::vector<std::string>{"s [1 x 1]",
+                                      "s [1 x 1, reduce bucket 16777216]"}));
+  EXPECT_EQ(KnobNames("fsdp:FULL_SHARD", {}),
+            (std::vector<std::string>{"s [1 x 1]", "s [1 x 1, prefetch 0]",
+                                      "s [1 x 1, forward prefetch]"}));
+  EXPECT_EQ(KnobNames("ddp", {}).size(), 1u);
+  EXPECT_EQ(KnobNames("paro-NIG", {}).size(), 1u);
+  EXPECT_EQ(KnobNames("lins:p=1x1:g=1x1:os=8x1", {}).size(), 1u);
+  Execution fixed;
+  fixed.set_reduce_bucket_elements(1000);
+  EXPECT_EQ(KnobNames("zero3", fixed),
+            (std::vector<std::string>{"s [1 x 1]",
+                                      "s [1 x 1, prefetch bucket 15099494]"}));
+  fixed.set_forward_prefetch(true);
+  EXPECT_EQ(KnobNames("fsdp:FULL_SHARD", fixed).size(), 1u);
+}
+
 TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
   SearchOptions options;
   options.top = 5;
@@ -353,23 +401,30 @@ TEST(Search, WithEveryAlgorithmToo) {
   ExpectPruningKeepsTheAnswer(TinyJob(16), /*algorithms=*/true);
 }
 
-// The smallest peak of the candidates of `job` on `mesh` at `settings`,
-// from the memory model, named as the plan names it.
+// The smallest peak of the candidates of `job` on `mesh` with
+// `settings` (micro-batches, recomputation), each spec with each of its
+// framework's knobs, from the memory model; its settings set as the plan
+// sets them.
 ResultRow SmallestPeak(const Job& job, const Mesh& mesh,
-                       const PlanSettings& settings) {
-  Job all = JobWith(job, settings);
-  all.scenario.clear_strategies();
-  for (const std::string& s : CandidateSpecs(mesh)) {
-    all.scenario.add_strategies(s);
+                       PlanSettings settings) {
+  std::optional<ResultRow> smallest;
+  for (const std::string& spec : CandidateSpecs(mesh)) {
+    for (const Execution& e :
+         KnobChoices(*ParseStrategy(spec, mesh), job.model.hidden(), {})) {
+      *settings.mutable_execution() = e;
+      Job one = JobWith(job, settings);
+      one.scenario.clear_strategies();
+      one.scenario.add_strategies(spec);
+      absl::StatusOr<Results> memory = AnalyzeJob(one, Analysis::kMemory);
+      EXPECT_TRUE(memory.ok()) << memory.status();
+      if (!smallest ||
+          memory->rows(0).peak_memory_bytes() < smallest->peak_memory_bytes()) {
+        smallest = memory->rows(0);
+        *smallest->mutable_settings() = settings;
+      }
+    }
   }
-  absl::StatusOr<Results> memory = AnalyzeJob(all, Analysis::kMemory);
-  EXPECT_TRUE(memory.ok()) << memory.status();
-  ResultRow smallest = memory->rows(0);
-  for (const ResultRow& r : memory->rows()) {
-    if (r.peak_memory_bytes() < smallest.peak_memory_bytes()) smallest = r;
-  }
-  *smallest.mutable_settings() = settings;
-  return smallest;
+  return *smallest;
 }
 
 PlanSettings Settings(int size, int micro_batches, bool recompute) {
@@ -396,15 +451,19 @@ TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {
   EXPECT_NE(message.find("no strategy fits at 16 GPUs under the cap"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("(" + smallest.strategy() + " [2 x 2, recompute])"),
+  EXPECT_NE(message.find(absl::StrFormat(
+                "the smallest peak is %.2f GiB (%s "
+                "[2 x 2, recompute",
+                smallest.peak_memory_bytes() / (1024.0 * 1024 * 1024),
+                smallest.strategy())),
             std::string::npos)
       << message;
 }
 
-// Under a cap that every point at the scenario's own settings exceeds,
-// only recomputation fits: the plan's points all recompute, and there is
-// no preset to compare (presets run the scenario's settings). With
-// --nosettings the same cap leaves nothing.
+// Under a cap that every point without recomputation exceeds, whatever
+// its knobs, only recomputation fits: the plan's points all recompute, and
+// there is no preset to compare (presets run the scenario's settings).
+// With --nosettings the same cap leaves nothing.
 TEST(Search, RecomputationFitsWhereTheScenarioDoesNot) {
   const Job job = TinyJob(16);
   const int64_t own =
@@ -413,7 +472,9 @@ TEST(Search, RecomputationFitsWhereTheScenarioDoesNot) {
   options.memory_cap_bytes = own - 1;
   absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->settings(), 2);
+  // 2 x (defaults; DeepSpeed's reduce bucket, prefetch bucket and both;
+  // FSDP without prefetch and with forward prefetch): 12.
+  EXPECT_EQ(plan->settings(), 12);
   ASSERT_GT(plan->best_size(), 0);
   for (const ResultRow& r : plan->best()) {
     EXPECT_TRUE(r.settings().recompute()) << PlanPointName(r);

@@ -97,8 +97,25 @@ std::string FormatRunTable(const Results& results) {
 std::string PlanPointName(const ResultRow& row) {
   if (!row.has_settings()) return row.strategy();
   const PlanSettings& s = row.settings();
+  std::string knobs = s.recompute() ? ", recompute" : "";
+  const Execution& e = s.execution();
+  if (e.has_reduce_bucket_elements()) {
+    absl::StrAppendFormat(&knobs, ", reduce bucket %d",
+                          e.reduce_bucket_elements());
+  }
+  if (e.has_prefetch_bucket_elements()) {
+    absl::StrAppendFormat(&knobs, ", prefetch bucket %d",
+                          e.prefetch_bucket_elements());
+  }
+  if (e.has_prefetch_units()) {
+    absl::StrAppendFormat(&knobs, ", prefetch %d", e.prefetch_units());
+  }
+  if (e.has_forward_prefetch()) {
+    absl::StrAppend(&knobs, e.forward_prefetch() ? ", forward prefetch"
+                                                 : ", no forward prefetch");
+  }
   return absl::StrFormat("%s [%d x %d%s]", row.strategy(), s.micro_batch_size(),
-                         s.micro_batches(), s.recompute() ? ", recompute" : "");
+                         s.micro_batches(), knobs);
 }
 
 std::string FormatPlanTable(const PlanResults& plan) {
@@ -112,11 +129,13 @@ std::string FormatPlanTable(const PlanResults& plan) {
     return FormatRunTable(r);
   };
   std::string out = absl::StrFormat(
-      "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates (%d specs x %d "
-      "settings), %d filtered by memory; with their algorithms %d points, %d "
+      "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates (%d specs, "
+      "each with those of %d settings its framework has), %d filtered by "
+      "memory; with their algorithms %d points, %d "
       "unplannable, %d pruned by the lower bound, %d simulated\n"
       "a point is its strategy [sequences per micro-batch x micro-batches, "
-      "recompute]\n\nbest first (tokens/s per GPU):\n",
+      "recompute, execution knobs away from the framework's defaults]\n\n"
+      "best first (tokens/s per GPU):\n",
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
       plan.candidates(), plan.specs(), plan.settings(), plan.filtered(),
       plan.points(), plan.unplannable(), plan.pruned(), plan.simulated());

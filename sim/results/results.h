@@ -32,7 +32,8 @@ std::string FormatPlanTable(const PlanResults& plan);
 
 // A plan row's strategy with its settings, if set: "zero3 [10 x 4]" runs
 // 4 micro-batches of 10 sequences, "zero3 [10 x 4, recompute]" recomputes
-// activations too.
+// activations too, "zero3 [10 x 4, reduce bucket 16777216]" sets that
+// execution knob away from its default.
 std::string PlanPointName(const ResultRow& row);
 
 // nccl-tests' table layout, so it can be laid beside a real log.

@@ -121,14 +121,12 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
     });
   }
   // A row's candidate: its settings, and its strategy up to its first '@'.
+  std::map<std::string, int> setting_index;
+  for (size_t k = 0; k < settings.size(); ++k) {
+    setting_index[settings[k].SerializeAsString()] = static_cast<int>(k);
+  }
   auto setting_of = [&](const PlanSettings& p) {
-    for (size_t k = 0; k < settings.size(); ++k) {
-      if (settings[k].micro_batch_size() == p.micro_batch_size() &&
-          settings[k].recompute() == p.recompute()) {
-        return static_cast<int>(k);
-      }
-    }
-    return -1;
+    return setting_index.at(p.SerializeAsString());
   };
   std::map<std::pair<int, std::string>, Results> by_candidate;
   for (absl::StatusOr<std::string>& r :
@@ -148,6 +146,54 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
   std::vector<Results> out;
   for (const Candidate& c : candidates) {
     out.push_back(by_candidate[{c.setting, c.spec}]);
+  }
+  return out;
+}
+
+// The settings the search runs, the scenario's own first, and the specs
+// each runs with: every batch setting (SettingsChoices) with every knob
+// choice, each spec with its own framework's knobs (KnobChoices) only.
+// `vary` false: the scenario's own settings alone.
+struct Space {
+  std::vector<PlanSettings> settings;
+  std::vector<std::vector<std::string>> specs;  // per setting
+};
+
+absl::StatusOr<Space> SpaceOf(const Job& job, const Mesh& mesh,
+                              const std::vector<std::string>& specs, int gpus,
+                              bool vary) {
+  std::vector<PlanSettings> batches = SettingsChoices(job, gpus);
+  // The distinct knob choices, numbered as first met; 0 is every
+  // framework's defaults, which every spec runs.
+  std::vector<Execution> knobs = {Execution()};
+  std::vector<std::set<int>> knobs_of(specs.size(), {0});
+  if (vary) {
+    std::map<std::string, int> index = {{"", 0}};
+    for (size_t i = 0; i < specs.size(); ++i) {
+      absl::StatusOr<Strategy> strategy =
+          ParseStrategy(specs[i], mesh, job.base_dir);
+      if (!strategy.ok()) return strategy.status();
+      for (const Execution& e : KnobChoices(*strategy, job.model.hidden(),
+                                            job.scenario.execution())) {
+        auto [it, added] = index.emplace(e.SerializeAsString(),
+                                         static_cast<int>(knobs.size()));
+        if (added) knobs.push_back(e);
+        knobs_of[i].insert(it->second);
+      }
+    }
+  } else {
+    batches.resize(1);
+  }
+  Space out;
+  for (const PlanSettings& b : batches) {
+    for (size_t k = 0; k < knobs.size(); ++k) {
+      out.settings.push_back(b);
+      *out.settings.back().mutable_execution() = knobs[k];
+      std::vector<std::string>& run = out.specs.emplace_back();
+      for (size_t i = 0; i < specs.size(); ++i) {
+        if (knobs_of[i].count(static_cast<int>(k))) run.push_back(specs[i]);
+      }
+    }
   }
   return out;
 }
@@ -189,8 +235,10 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
   }
   const std::vector<std::string> specs = CandidateSpecs(*mesh);
-  std::vector<PlanSettings> settings = SettingsChoices(job, gpus);
-  if (!options.settings) settings.resize(1);  // the scenario's own
+  absl::StatusOr<Space> space =
+      SpaceOf(job, *mesh, specs, gpus, options.settings);
+  if (!space.ok()) return space.status();
+  const std::vector<PlanSettings>& settings = space->settings;
   std::vector<Job> jobs;
   for (const PlanSettings& p : settings) jobs.push_back(JobWith(job, p));
 
@@ -198,9 +246,11 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   std::vector<Candidate> fit;
   std::vector<int64_t> fit_peak;  // peak bytes of each that fits
   std::optional<ResultRow> smallest;
+  int candidates = 0;
   for (size_t k = 0; k < settings.size(); ++k) {
+    candidates += static_cast<int>(space->specs[k].size());
     absl::StatusOr<Results> memory =
-        AnalyzeJob(WithStrategies(jobs[k], specs), Analysis::kMemory);
+        AnalyzeJob(WithStrategies(jobs[k], space->specs[k]), Analysis::kMemory);
     if (!memory.ok()) return memory.status();
     for (ResultRow& r : *memory->mutable_rows()) {
       *r.mutable_settings() = settings[k];
@@ -309,7 +359,6 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                                : job.platform.gpu().memory_bytes());
   out.set_specs(static_cast<int>(specs.size()));
   out.set_settings(static_cast<int>(settings.size()));
-  const int candidates = static_cast<int>(specs.size() * settings.size());
   out.set_candidates(candidates);
   out.set_filtered(candidates - static_cast<int>(fit.size()));
   out.set_points(static_cast<int>(points.size()) + unplannable);

@@ -95,10 +95,61 @@ std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus) {
   return out;
 }
 
+std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
+                                   const Execution& fixed) {
+  // Each knob's alternatives to the framework's default, as (field set on
+  // an Execution) choices; a knob the scenario fixes is not varied.
+  std::vector<std::vector<Execution>> knobs;
+  auto knob = [&](bool fixed_by_scenario, std::vector<Execution> choices) {
+    if (!fixed_by_scenario) knobs.push_back(std::move(choices));
+  };
+  Execution e;
+  switch (strategy.execution().framework()) {
+    case DEEPSPEED:
+      // HF Trainer's "auto" values (transformers/integrations/deepspeed.py):
+      // reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2.
+      e.set_reduce_bucket_elements(hidden * hidden);
+      knob(fixed.has_reduce_bucket_elements(), {e});
+      if (FactorSize(strategy.p()) > 1) {  // stage 3: parameters fetched
+        e.Clear();
+        e.set_prefetch_bucket_elements(
+            static_cast<int64_t>(0.9 * hidden * hidden));
+        knob(fixed.has_prefetch_bucket_elements(), {e});
+      }
+      break;
+    case FSDP:
+      // backward_prefetch=None (no unit ahead), or forward_prefetch=True
+      // beside the default BACKWARD_PRE (torch.distributed.fsdp docs).
+      if (!fixed.has_prefetch_units() && !fixed.has_forward_prefetch()) {
+        e.set_prefetch_units(0);
+        Execution f;
+        f.set_forward_prefetch(true);
+        knobs.push_back({e, f});
+      }
+      break;
+    default:  // DDP's bucket, PaRO's and InternEvo's schedules: as given
+      break;
+  }
+  // Every combination: the defaults first, each knob's choices on top.
+  std::vector<Execution> out = {Execution()};
+  for (const std::vector<Execution>& choices : knobs) {
+    const size_t n = out.size();
+    for (const Execution& c : choices) {
+      for (size_t i = 0; i < n; ++i) {
+        Execution both = out[i];
+        both.MergeFrom(c);
+        out.push_back(both);
+      }
+    }
+  }
+  return out;
+}
+
 Job JobWith(const Job& job, const PlanSettings& settings) {
   Job out = job;
   out.scenario.set_micro_batch_size(settings.micro_batch_size());
   out.scenario.set_recompute(settings.recompute());
+  out.scenario.mutable_execution()->MergeFrom(settings.execution());
   return out;
 }
 

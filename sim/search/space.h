@@ -46,7 +46,19 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
 // Precondition: CheckGpuCount(job, gpus) holds.
 std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus);
 
-// `job` with `settings` in its scenario.
+// The execution knobs `plan` tries for `strategy`'s framework, as the
+// overrides each choice sets, the framework's defaults (no override)
+// first: DeepSpeed's reduce bucket and, where parameters are sharded, its
+// prefetch bucket, each at its default or at HF Trainer's "auto" value
+// from the model's `hidden` size (h^2, 0.9 h^2), and both; FSDP's
+// prefetch as BACKWARD_PRE (default), none, or forward too. DDP, PaRO
+// and InternEvo run as given. A knob `fixed` (the scenario's execution)
+// sets is not varied.
+std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
+                                   const Execution& fixed);
+
+// `job` with `settings` in its scenario (its execution overrides merged
+// into the scenario's).
 Job JobWith(const Job& job, const PlanSettings& settings);
 
 }  // namespace shardsim
