@@ -187,10 +187,10 @@ TEST(SearchPareto, KeepsWhatNothingBeatsOnBoth) {
   EXPECT_EQ(names, (std::vector<std::string>{"e", "a", "c"}));
 }
 
-// A job of `model` on dgx_a100 at `gpus`, sequences of `seq_len` tokens,
-// `micro_batches` of `batch` sequences each.
-Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
-              int seq_len) {
+// A scenario of `model` on dgx_a100 at `gpus`, sequences of `seq_len`
+// tokens, micro-batches of `batch` sequences each (how many: the caller's).
+Scenario SearchScenario(const std::string& model, int gpus, int batch,
+                        int seq_len) {
   Scenario s;
   s.set_name("search test");
   s.set_model(model);
@@ -198,12 +198,23 @@ Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
   s.add_strategies("zero3");
   s.add_gpus(gpus);
   s.set_micro_batch_size(batch);
-  s.set_micro_batches(micro_batches);
   s.set_seq_len(seq_len);
   s.set_optimizer_bytes_per_param(12);
+  return s;
+}
+
+Job Resolved(const Scenario& s) {
   absl::StatusOr<Job> job = ResolveJob("search_test.textproto", s);
   EXPECT_TRUE(job.ok()) << job.status();
   return *job;
+}
+
+// `micro_batches` of them.
+Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
+              int seq_len) {
+  Scenario s = SearchScenario(model, gpus, batch, seq_len);
+  s.set_micro_batches(micro_batches);
+  return Resolved(s);
 }
 
 Job TinyJob(int gpus) {
@@ -212,22 +223,13 @@ Job TinyJob(int gpus) {
       gpus, 2, 2, 64);
 }
 
-// Sequences of `seq_len` tokens, `tokens` per step over `gpus` GPUs, the
-// scenario's micro-batch size `size`.
+// LLaMA-7B (32 layers: 34 layer passes per micro-batch), `tokens` per
+// step over `gpus` GPUs in sequences of `seq_len`, the scenario's
+// micro-batch size `size`.
 Job BatchJob(int gpus, int64_t tokens, int seq_len, int size) {
-  Scenario s;
-  s.set_name("settings test");
-  s.set_model("llama-7b");  // 32 layers: 34 layer passes per micro-batch
-  s.set_platform("dgx_a100");
-  s.add_strategies("zero3");
-  s.add_gpus(gpus);
-  s.set_micro_batch_size(size);
+  Scenario s = SearchScenario("llama-7b", gpus, size, seq_len);
   s.set_global_batch_tokens(tokens);
-  s.set_seq_len(seq_len);
-  s.set_optimizer_bytes_per_param(12);
-  absl::StatusOr<Job> job = ResolveJob("settings_test.textproto", s);
-  EXPECT_TRUE(job.ok()) << job.status();
-  return *job;
+  return Resolved(s);
 }
 
 std::vector<std::string> Names(const std::vector<PlanSettings>& settings) {
