@@ -297,7 +297,7 @@ std::vector<std::string> KnobNames(const std::string& spec,
 // (reduce) and 0.9 x that = 15,099,494 (prefetch, truncated). ZeRO-3 has
 // both knobs (4 choices), ZeRO-2 the reduce bucket only; FSDP prefetches
 // one unit in backward (its default), none, or forward too. A knob the
-// scenario sets stays as it is.
+// scenario or the strategy sets stays as it is.
 TEST(SearchSpace, EachFrameworksKnobs) {
   EXPECT_EQ(KnobNames("zero3", {}),
             (std::vector<std::string>{
@@ -321,6 +321,10 @@ TEST(SearchSpace, EachFrameworksKnobs) {
                                       "s [1 x 1, prefetch bucket 15099494]"}));
   fixed.set_forward_prefetch(true);
   EXPECT_EQ(KnobNames("fsdp:FULL_SHARD", fixed).size(), 1u);
+  // A bucket the strategy itself carries (a DeepSpeed config's key) too.
+  Strategy own = *ParseStrategy("zero3", Mesh{8, 4});
+  own.mutable_execution()->set_prefetch_bucket_elements(1000);
+  EXPECT_EQ(KnobChoices(own, 4096, {}).size(), 2u);
 }
 
 TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {

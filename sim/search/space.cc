@@ -98,7 +98,10 @@ std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus) {
 std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
                                    const Execution& fixed) {
   // Each knob's alternatives to the framework's default, as (field set on
-  // an Execution) choices; a knob the scenario fixes is not varied.
+  // an Execution) choices; a knob the strategy (a DeepSpeed config) or the
+  // scenario sets is not varied.
+  Execution given = strategy.execution();
+  given.MergeFrom(fixed);
   std::vector<std::vector<Execution>> knobs;
   auto knob = [&](bool fixed_by_scenario, std::vector<Execution> choices) {
     if (!fixed_by_scenario) knobs.push_back(std::move(choices));
@@ -109,18 +112,18 @@ std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
       // HF Trainer's "auto" values (transformers/integrations/deepspeed.py):
       // reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2.
       e.set_reduce_bucket_elements(hidden * hidden);
-      knob(fixed.has_reduce_bucket_elements(), {e});
+      knob(given.has_reduce_bucket_elements(), {e});
       if (FactorSize(strategy.p()) > 1) {  // stage 3: parameters fetched
         e.Clear();
         e.set_prefetch_bucket_elements(
             static_cast<int64_t>(0.9 * hidden * hidden));
-        knob(fixed.has_prefetch_bucket_elements(), {e});
+        knob(given.has_prefetch_bucket_elements(), {e});
       }
       break;
     case FSDP:
       // backward_prefetch=None (no unit ahead), or forward_prefetch=True
       // beside the default BACKWARD_PRE (torch.distributed.fsdp docs).
-      if (!fixed.has_prefetch_units() && !fixed.has_forward_prefetch()) {
+      if (!given.has_prefetch_units() && !given.has_forward_prefetch()) {
         e.set_prefetch_units(0);
         Execution f;
         f.set_forward_prefetch(true);

@@ -52,8 +52,8 @@ std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus);
 // prefetch bucket, each at its default or at HF Trainer's "auto" value
 // from the model's `hidden` size (h^2, 0.9 h^2), and both; FSDP's
 // prefetch as BACKWARD_PRE (default), none, or forward too. DDP, PaRO
-// and InternEvo run as given. A knob `fixed` (the scenario's execution)
-// sets is not varied.
+// and InternEvo run as given. A knob the strategy itself (a DeepSpeed
+// config's keys) or `fixed` (the scenario's execution) sets is not varied.
 std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
                                    const Execution& fixed);
 
