@@ -83,9 +83,10 @@ ABSL_FLAG(bool, algorithms, true,
           "plan: search every algorithm for each group kind "
           "(--noalgorithms: rings only)");
 ABSL_FLAG(bool, settings, true,
-          "plan: search recomputation on and off and, where the scenario "
-          "gives global_batch_tokens, every micro-batch size that divides "
-          "it (--nosettings: the scenario's own)");
+          "plan: search recomputation on and off, each framework's "
+          "execution knobs and, where the scenario gives "
+          "global_batch_tokens, every micro-batch size that divides it "
+          "(--nosettings: the scenario's own)");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -389,11 +390,11 @@ int main(int argc, char** argv) {
   // threshold of at most 32 MiB are mmap'd, and free memory above 128 KiB
   // goes back to the OS) each of them faults its pages in anew: 10% of a
   // ZeRO-3 step of 128 micro-batches (tests/bench/engine_bench.py). Kept
-  // on the heap and not trimmed, freed pages are reused. Peak memory is
-  // unchanged: nothing is held that was not allocated.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest (64-bit)
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  mallopt(M_TOP_PAD, 64 << 20);
+  // on the heap and not trimmed, freed pages are reused; untouched heap
+  // is not resident, so peak RSS stays as it was (38 MB for that step).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest (64-bit)
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);  // above a point's schedules
+  mallopt(M_TOP_PAD, 64 << 20);          // fewer, larger heap extensions
   absl::SetProgramUsageMessage(shardsim::kUsage);
   // --version (absl's own flag): the version and the git revision it was
   // built from (sim/cli/revision.cmake).

@@ -120,16 +120,16 @@ std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
         knob(given.has_prefetch_bucket_elements(), {e});
       }
       break;
-    case FSDP:
+    case FSDP: {
       // backward_prefetch=None (no unit ahead), or forward_prefetch=True
       // beside the default BACKWARD_PRE (torch.distributed.fsdp docs).
-      if (!given.has_prefetch_units() && !given.has_forward_prefetch()) {
-        e.set_prefetch_units(0);
-        Execution f;
-        f.set_forward_prefetch(true);
-        knobs.push_back({e, f});
-      }
+      e.set_prefetch_units(0);
+      Execution forward;
+      forward.set_forward_prefetch(true);
+      knob(given.has_prefetch_units() || given.has_forward_prefetch(),
+           {e, forward});
       break;
+    }
     default:  // DDP's bucket, PaRO's and InternEvo's schedules: as given
       break;
   }
