@@ -105,6 +105,19 @@ void AddVolume(const PlanShape& shape, int src, int dst, int64_t count,
 
 std::vector<Transfer> ExpandTransfers(const Plan& plan) {
   std::vector<Transfer> out = plan.transfers;
+  for (const ChainPass& chain : plan.chains) {
+    const int n = static_cast<int>(chain.order.size());
+    for (size_t j = 0; j < chain.pieces.size(); ++j) {
+      const Range piece = chain.pieces[j];
+      if (piece.count == 0) continue;
+      for (int h = 0; h + 1 < n; ++h) {
+        out.push_back(Transfer{chain.first_step + static_cast<int>(j) + h,
+                               chain.channel, chain.order[h],
+                               chain.order[h + 1], piece.offset, piece.count,
+                               /*reduce=*/false});
+      }
+    }
+  }
   for (const RingPass& ring : plan.rings) {
     const int n = static_cast<int>(ring.order.size());
     for (int t = 0; t + 1 < n; ++t) {
@@ -145,6 +158,14 @@ PlanVolume CountVolume(const Plan& plan) {
   PlanVolume v;
   for (const Transfer& t : plan.transfers) {
     AddVolume(plan.shape, t.src, t.dst, t.count, &v);
+  }
+  // Every piece of a chain crosses each of its hops.
+  for (const ChainPass& chain : plan.chains) {
+    int64_t total = 0;
+    for (const Range& r : chain.pieces) total += r.count;
+    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
+      AddVolume(plan.shape, chain.order[h], chain.order[h + 1], total, &v);
+    }
   }
   // Over a pass the hop leaving position r carries every range but one:
   // the one its successor starts with (all-gather) or ends with.

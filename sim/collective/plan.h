@@ -94,6 +94,18 @@ struct RingPass {
   std::vector<Range> ranges;  // by position
 };
 
+// A pipelined chain, stored as what it is rather than as its pieces x
+// (n - 1) transfers: a broadcast over every GPU of a large job would be
+// millions of them. n = order.size(). Piece j crosses hop h, order[h] to
+// order[h + 1], at plan step first_step + j + h (h = 0 .. n - 2), as a
+// copy; an empty piece moves nothing.
+struct ChainPass {
+  int32_t first_step = 0;
+  int32_t channel = 0;
+  std::vector<int32_t> order;
+  std::vector<Range> pieces;
+};
+
 struct Plan {
   CollectiveOp op = OP_UNSPECIFIED;
   Algorithm algorithm = ALGORITHM_UNSPECIFIED;
@@ -102,13 +114,16 @@ struct Plan {
   int channels = 1;
   int root = 0;  // BROADCAST only
   int num_steps = 0;
-  // The plan is the explicit transfers plus the ring passes' transfers.
+  // The plan is the explicit transfers plus the ring and chain passes'.
   std::vector<Transfer> transfers;  // sorted by step, none empty
   std::vector<RingPass> rings;
+  std::vector<ChainPass> chains;
 };
 
-// Every transfer of the plan, ring passes expanded, sorted by step, empty
-// ones dropped. O(size of the plan): for executing and checking.
+// Every transfer of the plan, ring and chain passes expanded, sorted by
+// step, empty ones dropped; inside a step the explicit transfers come
+// first, then the chains' (in plan order, by piece), then the rings'.
+// O(size of the plan): for executing and checking.
 std::vector<Transfer> ExpandTransfers(const Plan& plan);
 
 // [begin, end) of each step's transfers in a list sorted by step.
@@ -153,7 +168,7 @@ struct PlanVolume {
   int64_t inter_node = 0;   // GPU to another node's GPU or to the switch
   int64_t from_switch = 0;  // switch to GPU
 };
-// Reads ring passes without expanding them.
+// Reads ring and chain passes without expanding them.
 PlanVolume CountVolume(const Plan& plan);
 
 }  // namespace shardsim

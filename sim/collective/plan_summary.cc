@@ -56,6 +56,19 @@ void AddToStep(StepLoad* load, const PlanShape& shape, int src, int dst,
   slot = std::max(slot, elements);
 }
 
+// The runs [first, last] of a chain's non-empty pieces: a chain moves
+// nothing in the steps of its empty ones (plan.h's ChainPass).
+std::vector<std::pair<int, int>> PieceRuns(const ChainPass& chain) {
+  std::vector<std::pair<int, int>> runs;
+  const int k = static_cast<int>(chain.pieces.size());
+  for (int j = 0; j < k; ++j) {
+    if (chain.pieces[j].count == 0) continue;
+    if (runs.empty() || runs.back().second != j - 1) runs.push_back({j, j});
+    runs.back().second = j;
+  }
+  return runs;
+}
+
 // Intra hops of each node, as (stage, local src, local dst, elements,
 // steps): symmetric when every node has the same multiset.
 bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
@@ -75,13 +88,38 @@ bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
   return true;
 }
 
-// Phase 1: the kind of every step, from what its explicit transfers and
-// ring passes cross; a stage is a run of one kind, so kinds come first.
+// Phase 1: the kind of every step, from what its explicit transfers, chains
+// and ring passes cross; a stage is a run of one kind, so kinds come first.
 std::vector<int> StepKinds(const Plan& plan) {
   const PlanShape& shape = plan.shape;
   std::vector<int> kind(std::max(plan.num_steps, 1), 0);
   for (const Transfer& t : plan.transfers) {
     kind[t.step] |= LeavesNode(shape, t.src, t.dst) ? kInter : kIntra;
+  }
+  // A chain's hop h is busy from piece run [a, b]'s step first + h + a to
+  // first + h + b: counted in at the start and out past the end.
+  std::vector<int> starts[2], ends[2];  // per kind (intra, inter)
+  for (int b = 0; b < 2; ++b) {
+    starts[b].assign(kind.size() + 1, 0);
+    ends[b].assign(kind.size() + 1, 0);
+  }
+  for (const ChainPass& chain : plan.chains) {
+    const std::vector<std::pair<int, int>> runs = PieceRuns(chain);
+    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
+      const int b =
+          LeavesNode(shape, chain.order[h], chain.order[h + 1]) ? 1 : 0;
+      for (auto [first, last] : runs) {
+        ++starts[b][chain.first_step + h + first];
+        ++ends[b][chain.first_step + h + last + 1];
+      }
+    }
+  }
+  int busy[2] = {0, 0};
+  for (size_t step = 0; step < kind.size(); ++step) {
+    for (int b = 0; b < 2; ++b) {
+      busy[b] += starts[b][step] - ends[b][step];
+      if (busy[b] > 0) kind[step] |= b == 1 ? kInter : kIntra;
+    }
   }
   for (const RingPass& ring : plan.rings) {
     const int n = static_cast<int>(ring.order.size());
@@ -122,24 +160,107 @@ StepLayout CutStages(std::vector<int> kind) {
   return layout;
 }
 
-// What one pair of members sends in one step, all channels together:
-// (step, src, dst) -> elements, ordered by step.
-using StepMessages = std::map<std::tuple<int, int, int>, int64_t>;
+// What one pair of members sends in one step, all channels together, one
+// per (step, src, dst), ordered by them.
+struct Message {
+  int step = 0;
+  int src = 0;
+  int dst = 0;
+  int64_t elements = 0;
+};
+using StepMessages = std::vector<Message>;
 
-// Phase 3: explicit transfers, summed per hop of their stage and, since
-// channels of one pair share the link, per pair and step for the floor.
+// The messages of the explicit transfers and chains, step by step: each
+// step's transfers sorted and summed per pair. A long chain is millions of
+// transfers, so they are never all held at once (a map of them took
+// seconds).
+StepMessages CollectMessages(const Plan& plan, int steps) {
+  std::vector<std::vector<std::pair<int, int>>> runs;
+  for (const ChainPass& chain : plan.chains) runs.push_back(PieceRuns(chain));
+  StepMessages merged;
+  std::vector<Message> step;
+  size_t t = 0;  // plan.transfers are sorted by step
+  for (int s = 0; s < steps; ++s) {
+    step.clear();
+    for (; t < plan.transfers.size() && plan.transfers[t].step == s; ++t) {
+      const Transfer& x = plan.transfers[t];
+      step.push_back(Message{s, x.src, x.dst, x.count});
+    }
+    for (size_t c = 0; c < plan.chains.size(); ++c) {
+      const ChainPass& chain = plan.chains[c];
+      const int at = s - chain.first_step;  // piece j is on hop at - j
+      const int hops = static_cast<int>(chain.order.size()) - 1;
+      for (auto [a, b] : runs[c]) {
+        for (int h = std::max(0, at - b); h <= std::min(hops - 1, at - a);
+             ++h) {
+          step.push_back(Message{s, chain.order[h], chain.order[h + 1],
+                                 chain.pieces[at - h].count});
+        }
+      }
+    }
+    std::sort(step.begin(), step.end(), [](const Message& x, const Message& y) {
+      return std::tie(x.src, x.dst) < std::tie(y.src, y.dst);
+    });
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (i > 0 && step[i].src == step[i - 1].src &&
+          step[i].dst == step[i - 1].dst) {
+        merged.back().elements += step[i].elements;
+      } else {
+        merged.push_back(step[i]);
+      }
+    }
+  }
+  return merged;
+}
+
+// The last step of the stage of every step (a stage is a run of steps).
+std::vector<int> StageEnds(const StepLayout& layout) {
+  const int steps = static_cast<int>(layout.stage.size());
+  std::vector<int> end(steps);
+  for (int s = steps - 1; s >= 0; --s) {
+    end[s] = s + 1 < steps && layout.stage[s + 1] == layout.stage[s]
+                 ? end[s + 1]
+                 : s;
+  }
+  return end;
+}
+
+// Phase 3: explicit transfers and chains, summed per hop of their stage
+// and, since channels of one pair share the link, per pair and step for
+// the floor.
 StepMessages AddTransfers(const Plan& plan, const StepLayout& layout,
                           std::vector<StageHops>* hops,
                           std::vector<StepLoad>* load) {
-  StepMessages messages;
   for (const Transfer& t : plan.transfers) {
     AddToHop(&(*hops)[layout.stage[t.step]], plan.shape, t.src, t.dst, t.count,
              t.step, t.step);
-    messages[{t.step, t.src, t.dst}] += t.count;
   }
-  for (const auto& [key, elements] : messages) {
-    const auto& [step, src, dst] = key;
-    AddToStep(&(*load)[step], plan.shape, src, dst, elements);
+  // A chain's hop h carries the pieces a..b of a run in steps
+  // first_step + h + a .. first_step + h + b, cut where a stage ends.
+  const std::vector<int> stage_end = StageEnds(layout);
+  for (const ChainPass& chain : plan.chains) {
+    std::vector<int64_t> before(chain.pieces.size() + 1, 0);  // prefix sums
+    for (size_t j = 0; j < chain.pieces.size(); ++j) {
+      before[j + 1] = before[j] + chain.pieces[j].count;
+    }
+    const std::vector<std::pair<int, int>> runs = PieceRuns(chain);
+    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
+      const int at = chain.first_step + static_cast<int>(h);  // piece 0's step
+      for (auto [a, b] : runs) {
+        for (int s = at + a; s <= at + b;) {
+          const int e = std::min(stage_end[s], at + b);
+          AddToHop(&(*hops)[layout.stage[s]], plan.shape, chain.order[h],
+                   chain.order[h + 1], before[e - at + 1] - before[s - at], s,
+                   e);
+          s = e + 1;
+        }
+      }
+    }
+  }
+  StepMessages messages =
+      CollectMessages(plan, static_cast<int>(layout.kind.size()));
+  for (const Message& m : messages) {
+    AddToStep(&(*load)[m.step], plan.shape, m.src, m.dst, m.elements);
   }
   return messages;
 }
@@ -195,19 +316,18 @@ std::vector<std::vector<Hop>> ByStep(const StepMessages& messages,
                                      const PlanShape& shape) {
   std::vector<std::vector<Hop>> by_step;
   int step = -1;
-  for (const auto& [key, elements] : messages) {  // ordered by step
-    const auto& [s, src, dst] = key;
-    if (layout.stage[s] != stage) continue;
-    if (s != step) {
+  for (const Message& m : messages) {  // ordered by step
+    if (layout.stage[m.step] != stage) continue;
+    if (m.step != step) {
       by_step.emplace_back();
-      step = s;
+      step = m.step;
     }
     Hop h;
-    h.src = src;
-    h.dst = dst;
-    h.elements = elements;
+    h.src = m.src;
+    h.dst = m.dst;
+    h.elements = m.elements;
     h.steps = 1;
-    h.inter = LeavesNode(shape, src, dst);
+    h.inter = LeavesNode(shape, m.src, m.dst);
     by_step.back().push_back(h);
   }
   return by_step;

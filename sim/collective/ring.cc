@@ -3,6 +3,7 @@
 #include "sim/collective/ring.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "sim/collective/algorithms.h"
 #include "sim/collective/chunks.h"
@@ -110,14 +111,15 @@ int AppendChainBroadcast(const std::vector<int>& order,
   const int n = static_cast<int>(order.size());
   const int k = static_cast<int>(pieces.size());
   if (n <= 1 || k == 0) return 0;
-  for (int j = 0; j < k; ++j) {
-    for (int h = 0; h + 1 < n; ++h) {
-      // Piece j reached order[h] at step j + h - 1, so it can move on now
-      // while later pieces follow one hop behind (the pipeline).
-      AppendTransfer(first_step + j + h, channel, order[h], order[h + 1],
-                     pieces[j], /*reduce=*/false, out);
-    }
-  }
+  // Stored whole (plan.h's ChainPass). Piece j reaches order[h] at step
+  // j + h - 1, so it moves on at j + h while later pieces follow one hop
+  // behind (the pipeline).
+  ChainPass chain;
+  chain.first_step = first_step;
+  chain.channel = channel;
+  chain.order.assign(order.begin(), order.end());
+  chain.pieces = pieces;
+  out->chains.push_back(std::move(chain));
   return k + n - 2;
 }
 

@@ -13,9 +13,10 @@
 //   first_step the plan step the first transfer uses; the phase occupies
 //              steps first_step .. first_step + returned - 1.
 //   channel    written into every transfer.
-// Ring passes are appended to out->rings (plan.h's RingPass), other
-// transfers to out->transfers (zero-count ones included; MakePlan drops
-// them). Each function returns the number of steps it used (0 when n <= 1).
+// Ring passes are appended to out->rings (plan.h's RingPass), chains to
+// out->chains (ChainPass), other transfers to out->transfers (zero-count
+// ones included; MakePlan drops them). Each function returns the number of
+// steps it used (0 when n <= 1).
 #ifndef SHARDSIM_SIM_COLLECTIVE_RING_H_
 #define SHARDSIM_SIM_COLLECTIVE_RING_H_
 
