@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -47,24 +48,40 @@ int CountSteps(std::vector<std::pair<int, int>> steps) {
   return count;
 }
 
-// Raises the step's largest message of its kind to `elements`.
-void AddToStep(StepLoad* load, const PlanShape& shape, int src, int dst,
-               int64_t elements) {
-  int64_t& slot = src == kSwitch || dst == kSwitch ? load->via_switch
-                  : LeavesNode(shape, src, dst)    ? load->inter
-                                                   : load->intra;
-  slot = std::max(slot, elements);
+// Where a message between these members counts in its step's load.
+enum LoadSlot { kIntraSlot, kInterSlot, kSwitchSlot, kSlots };
+
+LoadSlot SlotOf(const PlanShape& shape, int src, int dst) {
+  if (src == kSwitch || dst == kSwitch) return kSwitchSlot;
+  return LeavesNode(shape, src, dst) ? kInterSlot : kIntraSlot;
 }
 
-// The runs [first, last] of a chain's non-empty pieces: a chain moves
-// nothing in the steps of its empty ones (plan.h's ChainPass).
-std::vector<std::pair<int, int>> PieceRuns(const ChainPass& chain) {
-  std::vector<std::pair<int, int>> runs;
+int64_t& At(StepLoad& load, LoadSlot slot) {
+  return slot == kSwitchSlot  ? load.via_switch
+         : slot == kInterSlot ? load.inter
+                              : load.intra;
+}
+
+// A run of a chain's pieces j = first .. last that hold `elements` each (not
+// zero: an empty piece moves nothing). A chain's pieces are one member's
+// chunks or a node's, so most chains are one or two runs.
+struct PieceRun {
+  int first = 0;
+  int last = 0;
+  int64_t elements = 0;
+};
+
+std::vector<PieceRun> PieceRuns(const ChainPass& chain) {
+  std::vector<PieceRun> runs;
   const int k = static_cast<int>(chain.pieces.size());
   for (int j = 0; j < k; ++j) {
-    if (chain.pieces[j].count == 0) continue;
-    if (runs.empty() || runs.back().second != j - 1) runs.push_back({j, j});
-    runs.back().second = j;
+    const int64_t e = chain.pieces[j].count;
+    if (e == 0) continue;
+    if (runs.empty() || runs.back().last != j - 1 ||
+        runs.back().elements != e) {
+      runs.push_back({j, j, e});
+    }
+    runs.back().last = j;
   }
   return runs;
 }
@@ -96,21 +113,22 @@ std::vector<int> StepKinds(const Plan& plan) {
   for (const Transfer& t : plan.transfers) {
     kind[t.step] |= LeavesNode(shape, t.src, t.dst) ? kInter : kIntra;
   }
-  // A chain's hop h is busy from piece run [a, b]'s step first + h + a to
-  // first + h + b: counted in at the start and out past the end.
+  // A chain's hop h is busy from a piece run's step first_step + h +
+  // run.first to first_step + h + run.last: counted in at the start and out
+  // past the end.
   std::vector<int> starts[2], ends[2];  // per kind (intra, inter)
   for (int b = 0; b < 2; ++b) {
     starts[b].assign(kind.size() + 1, 0);
     ends[b].assign(kind.size() + 1, 0);
   }
   for (const ChainPass& chain : plan.chains) {
-    const std::vector<std::pair<int, int>> runs = PieceRuns(chain);
+    const std::vector<PieceRun> runs = PieceRuns(chain);
     for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
       const int b =
           LeavesNode(shape, chain.order[h], chain.order[h + 1]) ? 1 : 0;
-      for (auto [first, last] : runs) {
-        ++starts[b][chain.first_step + h + first];
-        ++ends[b][chain.first_step + h + last + 1];
+      for (const PieceRun& r : runs) {
+        ++starts[b][chain.first_step + h + r.first];
+        ++ends[b][chain.first_step + h + r.last + 1];
       }
     }
   }
@@ -172,10 +190,9 @@ using StepMessages = std::vector<Message>;
 
 // The messages of the explicit transfers and chains, step by step: each
 // step's transfers sorted and summed per pair. A long chain is millions of
-// transfers, so they are never all held at once (a map of them took
-// seconds).
+// transfers, so they are never all held at once.
 StepMessages CollectMessages(const Plan& plan, int steps) {
-  std::vector<std::vector<std::pair<int, int>>> runs;
+  std::vector<std::vector<PieceRun>> runs;
   for (const ChainPass& chain : plan.chains) runs.push_back(PieceRuns(chain));
   StepMessages merged;
   std::vector<Message> step;
@@ -190,11 +207,11 @@ StepMessages CollectMessages(const Plan& plan, int steps) {
       const ChainPass& chain = plan.chains[c];
       const int at = s - chain.first_step;  // piece j is on hop at - j
       const int hops = static_cast<int>(chain.order.size()) - 1;
-      for (auto [a, b] : runs[c]) {
-        for (int h = std::max(0, at - b); h <= std::min(hops - 1, at - a);
-             ++h) {
-          step.push_back(Message{s, chain.order[h], chain.order[h + 1],
-                                 chain.pieces[at - h].count});
+      for (const PieceRun& r : runs[c]) {
+        for (int h = std::max(0, at - r.last);
+             h <= std::min(hops - 1, at - r.first); ++h) {
+          step.push_back(
+              Message{s, chain.order[h], chain.order[h + 1], r.elements});
         }
       }
     }
@@ -213,6 +230,94 @@ StepMessages CollectMessages(const Plan& plan, int steps) {
   return merged;
 }
 
+// One pair sending `elements` in every step of [first, last]: an explicit
+// transfer, or a run of equal pieces crossing one hop of a chain.
+struct Segment {
+  int src = 0;
+  int dst = 0;
+  int first = 0;
+  int last = 0;
+  int64_t elements = 0;
+};
+
+std::vector<Segment> Segments(const Plan& plan) {
+  std::vector<Segment> out;
+  for (const Transfer& t : plan.transfers) {
+    out.push_back(Segment{t.src, t.dst, t.step, t.step, t.count});
+  }
+  for (const ChainPass& chain : plan.chains) {
+    const std::vector<PieceRun> runs = PieceRuns(chain);
+    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
+      const int at = chain.first_step + static_cast<int>(h);  // piece 0's
+      for (const PieceRun& r : runs) {
+        out.push_back(Segment{chain.order[h], chain.order[h + 1], at + r.first,
+                              at + r.last, r.elements});
+      }
+    }
+  }
+  return out;
+}
+
+// Every step's largest message of each kind (StepLoad), from the segments
+// without listing the messages: per pair, the segments' sums over runs of
+// steps; then, largest first, each sum claims the steps of its run that no
+// larger one has. The same as the maxima over CollectMessages.
+std::vector<StepLoad> StepLoads(const Plan& plan, int steps) {
+  std::vector<Segment> segs = Segments(plan);
+  std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) {
+    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+  });
+  // Per pair: +elements where a segment starts, - past where it ends; the
+  // sum holds from one event's step to the next's.
+  std::vector<Segment> sums;
+  std::vector<std::pair<int, int64_t>> events;
+  for (size_t i = 0; i < segs.size();) {
+    size_t j = i;
+    events.clear();
+    for (; j < segs.size() && segs[j].src == segs[i].src &&
+           segs[j].dst == segs[i].dst;
+         ++j) {
+      events.push_back({segs[j].first, segs[j].elements});
+      events.push_back({segs[j].last + 1, -segs[j].elements});
+    }
+    std::sort(events.begin(), events.end());
+    int64_t sum = 0;
+    for (size_t e = 0; e + 1 < events.size(); ++e) {
+      sum += events[e].second;
+      const int until = events[e + 1].first;
+      if (until > events[e].first && sum > 0) {
+        sums.push_back(
+            Segment{segs[i].src, segs[i].dst, events[e].first, until - 1, sum});
+      }
+    }
+    i = j;
+  }
+  std::stable_sort(sums.begin(), sums.end(),
+                   [](const Segment& a, const Segment& b) {
+                     return a.elements > b.elements;
+                   });
+  std::vector<StepLoad> load(steps);
+  // Per slot, the first step at or after s that no larger sum has claimed
+  // (a disjoint-set forest with path halving).
+  std::vector<std::vector<int>> next(kSlots, std::vector<int>(steps + 1));
+  for (std::vector<int>& n : next) {
+    for (int s = 0; s <= steps; ++s) n[s] = s;
+  }
+  auto find = [](std::vector<int>& n, int s) {
+    while (n[s] != s) s = n[s] = n[n[s]];
+    return s;
+  };
+  for (const Segment& m : sums) {
+    const LoadSlot slot = SlotOf(plan.shape, m.src, m.dst);
+    std::vector<int>& n = next[slot];
+    for (int s = find(n, m.first); s <= m.last; s = find(n, s)) {
+      At(load[s], slot) = m.elements;
+      n[s] = s + 1;
+    }
+  }
+  return load;
+}
+
 // The last step of the stage of every step (a stage is a run of steps).
 std::vector<int> StageEnds(const StepLayout& layout) {
   const int steps = static_cast<int>(layout.stage.size());
@@ -225,44 +330,30 @@ std::vector<int> StageEnds(const StepLayout& layout) {
   return end;
 }
 
-// Phase 3: explicit transfers and chains, summed per hop of their stage
-// and, since channels of one pair share the link, per pair and step for
-// the floor.
-StepMessages AddTransfers(const Plan& plan, const StepLayout& layout,
-                          std::vector<StageHops>* hops,
-                          std::vector<StepLoad>* load) {
+// Phase 3: explicit transfers and chains, summed per hop of their stage.
+void AddTransfers(const Plan& plan, const StepLayout& layout,
+                  std::vector<StageHops>* hops) {
   for (const Transfer& t : plan.transfers) {
     AddToHop(&(*hops)[layout.stage[t.step]], plan.shape, t.src, t.dst, t.count,
              t.step, t.step);
   }
-  // A chain's hop h carries the pieces a..b of a run in steps
-  // first_step + h + a .. first_step + h + b, cut where a stage ends.
+  // A chain's hop h carries the pieces of a run in steps first_step + h +
+  // run.first .. first_step + h + run.last, cut where a stage ends.
   const std::vector<int> stage_end = StageEnds(layout);
   for (const ChainPass& chain : plan.chains) {
-    std::vector<int64_t> before(chain.pieces.size() + 1, 0);  // prefix sums
-    for (size_t j = 0; j < chain.pieces.size(); ++j) {
-      before[j + 1] = before[j] + chain.pieces[j].count;
-    }
-    const std::vector<std::pair<int, int>> runs = PieceRuns(chain);
+    const std::vector<PieceRun> runs = PieceRuns(chain);
     for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
-      const int at = chain.first_step + static_cast<int>(h);  // piece 0's step
-      for (auto [a, b] : runs) {
-        for (int s = at + a; s <= at + b;) {
-          const int e = std::min(stage_end[s], at + b);
+      const int at = chain.first_step + static_cast<int>(h);  // piece 0's
+      for (const PieceRun& r : runs) {
+        for (int s = at + r.first; s <= at + r.last;) {
+          const int e = std::min(stage_end[s], at + r.last);
           AddToHop(&(*hops)[layout.stage[s]], plan.shape, chain.order[h],
-                   chain.order[h + 1], before[e - at + 1] - before[s - at], s,
-                   e);
+                   chain.order[h + 1], (e - s + 1) * r.elements, s, e);
           s = e + 1;
         }
       }
     }
   }
-  StepMessages messages =
-      CollectMessages(plan, static_cast<int>(layout.kind.size()));
-  for (const Message& m : messages) {
-    AddToStep(&(*load)[m.step], plan.shape, m.src, m.dst, m.elements);
-  }
-  return messages;
 }
 
 // Phase 4: ring passes as hops. They need no floor: a pipelined ring is
@@ -338,7 +429,7 @@ std::vector<std::vector<Hop>> ByStep(const StepMessages& messages,
 std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
                                   std::vector<StageHops> hops,
                                   const std::vector<StepLoad>& load,
-                                  const StepMessages& messages) {
+                                  const StepMessages* messages) {
   const std::vector<bool> has_ring = StagesWithRings(plan, layout);
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
@@ -353,7 +444,9 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
         stage.steps.push_back(load[s]);
       }
     }
-    if (!has_ring[i]) stage.by_step = ByStep(messages, layout, i, plan.shape);
+    if (!has_ring[i] && messages != nullptr) {
+      stage.by_step = ByStep(*messages, layout, i, plan.shape);
+    }
     if (!stage.hops.empty()) stages.push_back(std::move(stage));
   }
   return stages;
@@ -361,15 +454,19 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
 
 }  // namespace
 
-PlanSummary Summarize(const Plan& plan) {
+PlanSummary Summarize(const Plan& plan, bool by_step) {
   PlanSummary out;
   out.volume = CountVolume(plan);
   const StepLayout layout = CutStages(StepKinds(plan));
+  const int steps = static_cast<int>(layout.kind.size());
   std::vector<StageHops> hops(layout.num_stages);
-  std::vector<StepLoad> load(layout.kind.size());
-  const StepMessages messages = AddTransfers(plan, layout, &hops, &load);
+  AddTransfers(plan, layout, &hops);
   AddRingPasses(plan, layout, &hops);
-  out.stages = AssembleStages(plan, layout, std::move(hops), load, messages);
+  std::optional<StepMessages> messages;
+  if (by_step) messages = CollectMessages(plan, steps);
+  out.stages =
+      AssembleStages(plan, layout, std::move(hops), StepLoads(plan, steps),
+                     messages ? &*messages : nullptr);
   out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;
 }

@@ -56,7 +56,11 @@ struct PlanSummary {
   bool intra_symmetric = true;
 };
 
-PlanSummary Summarize(const Plan& plan);
+// With `by_step` false the stages' by_step are left empty: all that
+// estimates and bounds read (hops, step loads, volume) without listing
+// every message, which a long chain has millions of. The engine needs
+// them.
+PlanSummary Summarize(const Plan& plan, bool by_step = true);
 
 }  // namespace shardsim
 

@@ -58,7 +58,7 @@ StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
 double StepBounder::LeastCallTime(const CollectiveCall& call,
                                   const Plan& plan) const {
   const Speeds speed = FastestSpeeds(platform_);
-  const PlanSummary summary = Summarize(plan);
+  const PlanSummary summary = Summarize(plan, /*by_step=*/false);
   // Every member sends through its own port and (at most) its own NIC:
   // the busiest one sends at least the mean.
   const PlanVolume& v = summary.volume;
@@ -117,9 +117,21 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
       t = ComputeOpCost(KernelsOf(schedule, op.compute()), platform).seconds;
     } else if (op.has_collective()) {
       const CollectiveCall& c = op.collective();
-      // One element per byte, as the engine plans it.
+      // One element per byte, as the engine plans it. A broadcast's least
+      // time is its root's local index's: from a root a node on, its plan
+      // is the same with every member renamed one node on (the summary's
+      // times do not depend on names; tests/plan_summary_test.cc), so
+      // Lins' broadcast from every member of a 1024-GPU group needs 8
+      // plans, not 1024.
+      const CollectiveCall* call = &c;
+      CollectiveCall local;
+      if (c.op() == BROADCAST && c.root() >= c.group().intra_size()) {
+        local = c;
+        local.set_root(c.root() % c.group().intra_size());
+        call = &local;
+      }
       absl::StatusOr<const double*> s =
-          least_.Get(c, c.bytes(), platform.channels());
+          least_.Get(*call, call->bytes(), platform.channels());
       if (!s.ok()) return s.status();
       t = **s;
     }

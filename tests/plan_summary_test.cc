@@ -1,0 +1,240 @@
+// Plan summaries (sim/collective/plan_summary.h): a chain stored whole
+// summarizes as its transfers listed one by one would, checked by hand on
+// small plans and against the expansion for every builder.
+#include "sim/collective/plan_summary.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "sim/collective/plan.h"
+
+namespace shardsim {
+
+// Found by argument-dependent lookup, so outside the unnamed namespace.
+bool operator==(const Hop& a, const Hop& b) {
+  return a.src == b.src && a.dst == b.dst && a.elements == b.elements &&
+         a.steps == b.steps && a.inter == b.inter;
+}
+bool operator==(const StepLoad& a, const StepLoad& b) {
+  return a.intra == b.intra && a.inter == b.inter &&
+         a.via_switch == b.via_switch;
+}
+
+namespace {
+
+void ExpectSameSummary(const PlanSummary& a, const PlanSummary& b) {
+  EXPECT_EQ(a.volume.intra_node, b.volume.intra_node);
+  EXPECT_EQ(a.volume.inter_node, b.volume.inter_node);
+  EXPECT_EQ(a.volume.from_switch, b.volume.from_switch);
+  EXPECT_EQ(a.intra_symmetric, b.intra_symmetric);
+  ASSERT_EQ(a.stages.size(), b.stages.size());
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("stage ", i));
+    EXPECT_TRUE(a.stages[i].hops == b.stages[i].hops);
+    EXPECT_TRUE(a.stages[i].steps == b.stages[i].steps);
+    EXPECT_TRUE(a.stages[i].by_step == b.stages[i].by_step);
+  }
+}
+
+Hop H(int src, int dst, int64_t elements, int steps, bool inter = false) {
+  Hop h;
+  h.src = src;
+  h.dst = dst;
+  h.elements = elements;
+  h.steps = steps;
+  h.inter = inter;
+  return h;
+}
+
+// A flat ring broadcast over 2 nodes x 2 from member 0, 8 elements, one
+// channel: the chain 0 -> 1 -> 2 -> 3 carries 4 pieces of 2 elements,
+// piece j over hop h at step j + h, 6 steps. Hop 1 leaves node 0, so steps
+// 1..4 (hop 1 busy) are one stage between two intra-node ones.
+TEST(PlanSummary, ARingBroadcastByHand) {
+  PlanRequest r;
+  r.op = BROADCAST;
+  r.algorithm = RING;
+  r.shape = {2, 2};
+  r.count = 8;
+  absl::StatusOr<Plan> plan = MakePlan(r);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->chains.size(), 1u);
+  EXPECT_TRUE(plan->transfers.empty());
+  const PlanSummary s = Summarize(*plan);
+  EXPECT_EQ(s.volume.intra_node, 16);  // hops 0 and 2, all 8 elements
+  EXPECT_EQ(s.volume.inter_node, 8);
+  ASSERT_EQ(s.stages.size(), 3u);
+  EXPECT_TRUE(s.stages[0].hops == std::vector<Hop>{H(0, 1, 2, 1)});
+  EXPECT_TRUE((s.stages[0].steps == std::vector<StepLoad>{{2, 0, 0}}));
+  // Pieces 1..3 on hop 0, 0..3 on hop 1, 0..2 on hop 2.
+  EXPECT_TRUE(
+      s.stages[1].hops ==
+      (std::vector<Hop>{H(0, 1, 6, 3), H(1, 2, 8, 4, true), H(2, 3, 6, 3)}));
+  EXPECT_TRUE(s.stages[1].steps == std::vector<StepLoad>(4, {2, 2, 0}));
+  ASSERT_EQ(s.stages[1].by_step.size(), 4u);
+  EXPECT_TRUE(s.stages[1].by_step[0] ==
+              (std::vector<Hop>{H(0, 1, 2, 1), H(1, 2, 2, 1, true)}));
+  EXPECT_TRUE(s.stages[2].hops == std::vector<Hop>{H(2, 3, 2, 1)});
+  EXPECT_TRUE((s.stages[2].steps == std::vector<StepLoad>{{2, 0, 0}}));
+}
+
+// Messages of one pair in one step add up, whatever they come from: two
+// chains over 0 -> 1 -> 2 (A: pieces of 4 and 4 from step 0; B: one piece
+// of 2 from step 1) and an explicit transfer of 3 from 0 to 1 at step 1.
+//   step 0: 0->1 A0 = 4
+//   step 1: 0->1 A1 + B0 + 3 = 9;  1->2 A0 = 4
+//   step 2: 1->2 A1 + B0 = 6
+TEST(PlanSummary, ChainsAndTransfersOfAPairAddUpPerStep) {
+  Plan plan;
+  plan.op = BROADCAST;
+  plan.shape = {3, 1};
+  plan.count = 10;
+  plan.num_steps = 3;
+  plan.transfers.push_back(Transfer{1, 0, 0, 1, 0, 3, false});
+  plan.chains.push_back(ChainPass{0, 0, {0, 1, 2}, {{0, 4}, {4, 4}}});
+  plan.chains.push_back(ChainPass{1, 0, {0, 1, 2}, {{8, 2}}});
+  for (bool by_step : {true, false}) {
+    const PlanSummary s = Summarize(plan, by_step);
+    EXPECT_EQ(s.volume.intra_node, 23);
+    ASSERT_EQ(s.stages.size(), 1u);
+    const Stage& st = s.stages[0];
+    EXPECT_TRUE(st.hops == (std::vector<Hop>{H(0, 1, 13, 2), H(1, 2, 10, 2)}));
+    EXPECT_TRUE(st.steps ==
+                (std::vector<StepLoad>{{4, 0, 0}, {9, 0, 0}, {6, 0, 0}}));
+    if (!by_step) {
+      EXPECT_TRUE(st.by_step.empty());
+      continue;
+    }
+    EXPECT_TRUE(
+        st.by_step ==
+        (std::vector<std::vector<Hop>>{
+            {H(0, 1, 4, 1)}, {H(0, 1, 9, 1), H(1, 2, 4, 1)}, {H(1, 2, 6, 1)}}));
+  }
+}
+
+// The plan with its chains listed as explicit transfers.
+Plan WithChainsExpanded(Plan plan) {
+  std::vector<RingPass> rings = std::move(plan.rings);
+  plan.rings.clear();
+  plan.transfers = ExpandTransfers(plan);  // the explicit ones and chains'
+  plan.chains.clear();
+  plan.rings = std::move(rings);
+  return plan;
+}
+
+// Every builder's plans (chains in broadcasts, HRING's intra phases,
+// HO-Ring's and torus's columns), chunks empty or not, 1 to 3 channels.
+TEST(PlanSummary, ChainsSummarizeAsTheirTransfers) {
+  int with_chains = 0;
+  for (Algorithm a : {RING, HRING, HORING, TORUS2D, TREE}) {
+    for (CollectiveOp op :
+         {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE, BROADCAST}) {
+      for (PlanShape shape :
+           {PlanShape{4, 3}, PlanShape{8, 2}, PlanShape{2, 5}}) {
+        for (int64_t count : {5, 37, 1000}) {
+          for (int channels : {1, 3}) {
+            for (int root : {0, 5}) {
+              if (op != BROADCAST && root != 0) continue;
+              PlanRequest r;
+              r.op = op;
+              r.algorithm = a;
+              r.shape = shape;
+              r.count = count;
+              r.channels = channels;
+              r.root = root;
+              absl::StatusOr<Plan> plan = MakePlan(r);
+              if (!plan.ok()) continue;  // not every algorithm runs every op
+              if (plan->chains.empty()) continue;
+              ++with_chains;
+              SCOPED_TRACE(absl::StrCat(Algorithm_Name(a), " ",
+                                        CollectiveOp_Name(op), " ",
+                                        shape.per_node, "x", shape.nodes, " ",
+                                        count, " ", channels, " ", root));
+              const Plan listed = WithChainsExpanded(*plan);
+              ExpectSameSummary(Summarize(*plan), Summarize(listed));
+              PlanSummary brief = Summarize(*plan, /*by_step=*/false);
+              for (Stage& stage : brief.stages) {
+                EXPECT_TRUE(stage.by_step.empty());
+              }
+              PlanSummary full = Summarize(listed);
+              for (Stage& stage : full.stages) stage.by_step.clear();
+              ExpectSameSummary(brief, full);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_chains, 100);
+}
+
+// The summary with every member m renamed (m + per_node) mod size, one node
+// on; hops sorted by their new names, as Summarize orders them.
+PlanSummary OneNodeOn(PlanSummary s, const PlanShape& shape) {
+  auto rename = [&](int32_t* m) {
+    if (*m != kSwitch) *m = (*m + shape.per_node) % shape.size();
+  };
+  auto by_ends = [](const Hop& a, const Hop& b) {
+    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+  };
+  for (Stage& stage : s.stages) {
+    for (Hop& h : stage.hops) {
+      rename(&h.src);
+      rename(&h.dst);
+    }
+    std::sort(stage.hops.begin(), stage.hops.end(), by_ends);
+    for (std::vector<Hop>& step : stage.by_step) {
+      for (Hop& h : step) {
+        rename(&h.src);
+        rename(&h.dst);
+      }
+      std::sort(step.begin(), step.end(), by_ends);
+    }
+  }
+  return s;
+}
+
+// A broadcast from root + per_node is the one from root with every member
+// a node further on, for every algorithm: what a summary gives (volume,
+// stages, floors) is the same for every root of one local index, which
+// StepBounder relies on (sim/search/bound.cc).
+TEST(PlanSummary, BroadcastsFromRootsANodeApartAreRenamings) {
+  int compared = 0;
+  for (Algorithm a : {RING, HRING, HORING, TORUS2D, TREE, DIRECT, SHARP}) {
+    for (PlanShape shape :
+         {PlanShape{4, 3}, PlanShape{2, 5}, PlanShape{1, 4}, PlanShape{8, 2}}) {
+      for (int64_t count : {5, 1000}) {
+        for (int channels : {1, 3}) {
+          for (int root = 0; root + shape.per_node < shape.size(); ++root) {
+            PlanRequest r;
+            r.op = BROADCAST;
+            r.algorithm = a;
+            r.shape = shape;
+            r.count = count;
+            r.channels = channels;
+            r.root = root;
+            absl::StatusOr<Plan> from = MakePlan(r);
+            if (!from.ok()) continue;  // the shape does not suit it
+            r.root = root + shape.per_node;
+            absl::StatusOr<Plan> next = MakePlan(r);
+            ASSERT_TRUE(next.ok()) << next.status();
+            SCOPED_TRACE(absl::StrCat(Algorithm_Name(a), " ", shape.per_node,
+                                      "x", shape.nodes, " ", count, " ",
+                                      channels, " root ", root));
+            ExpectSameSummary(OneNodeOn(Summarize(*from), shape),
+                              Summarize(*next));
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 300);
+}
+
+}  // namespace
+}  // namespace shardsim
