@@ -41,13 +41,7 @@ void ExpectSameSummary(const PlanSummary& a, const PlanSummary& b) {
 }
 
 Hop H(int src, int dst, int64_t elements, int steps, bool inter = false) {
-  Hop h;
-  h.src = src;
-  h.dst = dst;
-  h.elements = elements;
-  h.steps = steps;
-  h.inter = inter;
-  return h;
+  return Hop{src, dst, elements, steps, inter};
 }
 
 // A flat ring broadcast over 2 nodes x 2 from member 0, 8 elements, one
@@ -55,12 +49,7 @@ Hop H(int src, int dst, int64_t elements, int steps, bool inter = false) {
 // piece j over hop h at step j + h, 6 steps. Hop 1 leaves node 0, so steps
 // 1..4 (hop 1 busy) are one stage between two intra-node ones.
 TEST(PlanSummary, ARingBroadcastByHand) {
-  PlanRequest r;
-  r.op = BROADCAST;
-  r.algorithm = RING;
-  r.shape = {2, 2};
-  r.count = 8;
-  absl::StatusOr<Plan> plan = MakePlan(r);
+  absl::StatusOr<Plan> plan = MakePlan(PlanRequest{BROADCAST, RING, {2, 2}, 8});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->chains.size(), 1u);
   EXPECT_TRUE(plan->transfers.empty());
@@ -139,14 +128,8 @@ TEST(PlanSummary, ChainsSummarizeAsTheirTransfers) {
           for (int channels : {1, 3}) {
             for (int root : {0, 5}) {
               if (op != BROADCAST && root != 0) continue;
-              PlanRequest r;
-              r.op = op;
-              r.algorithm = a;
-              r.shape = shape;
-              r.count = count;
-              r.channels = channels;
-              r.root = root;
-              absl::StatusOr<Plan> plan = MakePlan(r);
+              absl::StatusOr<Plan> plan =
+                  MakePlan(PlanRequest{op, a, shape, count, channels, root});
               if (!plan.ok()) continue;  // not every algorithm runs every op
               if (plan->chains.empty()) continue;
               ++with_chains;
@@ -210,17 +193,11 @@ TEST(PlanSummary, BroadcastsFromRootsANodeApartAreRenamings) {
       for (int64_t count : {5, 1000}) {
         for (int channels : {1, 3}) {
           for (int root = 0; root + shape.per_node < shape.size(); ++root) {
-            PlanRequest r;
-            r.op = BROADCAST;
-            r.algorithm = a;
-            r.shape = shape;
-            r.count = count;
-            r.channels = channels;
-            r.root = root;
-            absl::StatusOr<Plan> from = MakePlan(r);
+            absl::StatusOr<Plan> from = MakePlan(
+                PlanRequest{BROADCAST, a, shape, count, channels, root});
             if (!from.ok()) continue;  // the shape does not suit it
-            r.root = root + shape.per_node;
-            absl::StatusOr<Plan> next = MakePlan(r);
+            absl::StatusOr<Plan> next = MakePlan(PlanRequest{
+                BROADCAST, a, shape, count, channels, root + shape.per_node});
             ASSERT_TRUE(next.ok()) << next.status();
             SCOPED_TRACE(absl::StrCat(Algorithm_Name(a), " ", shape.per_node,
                                       "x", shape.nodes, " ", count, " ",
