@@ -105,32 +105,53 @@ bool IntraSymmetric(const PlanShape& shape, const std::vector<Stage>& stages) {
   return true;
 }
 
-// Phase 1: the kind of every step, from what its explicit transfers, chains
-// and ring passes cross; a stage is a run of one kind, so kinds come first.
-std::vector<int> StepKinds(const Plan& plan) {
-  const PlanShape& shape = plan.shape;
-  std::vector<int> kind(std::max(plan.num_steps, 1), 0);
+// One pair sending `elements` in every step of [first, last]: an explicit
+// transfer, or a run of equal pieces crossing one hop of a chain.
+struct Segment {
+  int src = 0;
+  int dst = 0;
+  int first = 0;
+  int last = 0;
+  int64_t elements = 0;
+};
+
+// The plan's explicit transfers and chains as segments, in no particular
+// order: what phases 1 and 3 and the step loads read.
+std::vector<Segment> Segments(const Plan& plan) {
+  std::vector<Segment> out;
   for (const Transfer& t : plan.transfers) {
-    kind[t.step] |= LeavesNode(shape, t.src, t.dst) ? kInter : kIntra;
-  }
-  // A chain's hop h is busy from a piece run's step first_step + h +
-  // run.first to first_step + h + run.last: counted in at the start and out
-  // past the end.
-  std::vector<int> starts[2], ends[2];  // per kind (intra, inter)
-  for (int b = 0; b < 2; ++b) {
-    starts[b].assign(kind.size() + 1, 0);
-    ends[b].assign(kind.size() + 1, 0);
+    out.push_back(Segment{t.src, t.dst, t.step, t.step, t.count});
   }
   for (const ChainPass& chain : plan.chains) {
     const std::vector<PieceRun> runs = PieceRuns(chain);
     for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
-      const int b =
-          LeavesNode(shape, chain.order[h], chain.order[h + 1]) ? 1 : 0;
+      const int at = chain.first_step + static_cast<int>(h);  // piece 0's
       for (const PieceRun& r : runs) {
-        ++starts[b][chain.first_step + h + r.first];
-        ++ends[b][chain.first_step + h + r.last + 1];
+        out.push_back(Segment{chain.order[h], chain.order[h + 1], at + r.first,
+                              at + r.last, r.elements});
       }
     }
+  }
+  return out;
+}
+
+// Phase 1: the kind of every step, from what its segments and ring passes
+// cross; a stage is a run of one kind, so kinds come first.
+std::vector<int> StepKinds(const Plan& plan,
+                           const std::vector<Segment>& segments) {
+  const PlanShape& shape = plan.shape;
+  std::vector<int> kind(std::max(plan.num_steps, 1), 0);
+  // A segment's pair is busy from its first step to its last: counted in
+  // at the first and out past the last, per kind (intra, inter).
+  std::vector<int> starts[2], ends[2];
+  for (int b = 0; b < 2; ++b) {
+    starts[b].assign(kind.size() + 1, 0);
+    ends[b].assign(kind.size() + 1, 0);
+  }
+  for (const Segment& g : segments) {
+    const int b = LeavesNode(shape, g.src, g.dst) ? 1 : 0;
+    ++starts[b][g.first];
+    ++ends[b][g.last + 1];
   }
   int busy[2] = {0, 0};
   for (size_t step = 0; step < kind.size(); ++step) {
@@ -230,40 +251,12 @@ StepMessages CollectMessages(const Plan& plan, int steps) {
   return merged;
 }
 
-// One pair sending `elements` in every step of [first, last]: an explicit
-// transfer, or a run of equal pieces crossing one hop of a chain.
-struct Segment {
-  int src = 0;
-  int dst = 0;
-  int first = 0;
-  int last = 0;
-  int64_t elements = 0;
-};
-
-std::vector<Segment> Segments(const Plan& plan) {
-  std::vector<Segment> out;
-  for (const Transfer& t : plan.transfers) {
-    out.push_back(Segment{t.src, t.dst, t.step, t.step, t.count});
-  }
-  for (const ChainPass& chain : plan.chains) {
-    const std::vector<PieceRun> runs = PieceRuns(chain);
-    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
-      const int at = chain.first_step + static_cast<int>(h);  // piece 0's
-      for (const PieceRun& r : runs) {
-        out.push_back(Segment{chain.order[h], chain.order[h + 1], at + r.first,
-                              at + r.last, r.elements});
-      }
-    }
-  }
-  return out;
-}
-
 // Every step's largest message of each kind (StepLoad), from the segments
 // without listing the messages: per pair, the segments' sums over runs of
 // steps; then, largest first, each sum claims the steps of its run that no
 // larger one has. The same as the maxima over CollectMessages.
-std::vector<StepLoad> StepLoads(const Plan& plan, int steps) {
-  std::vector<Segment> segs = Segments(plan);
+std::vector<StepLoad> StepLoads(const Plan& plan, std::vector<Segment> segs,
+                                int steps) {
   std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) {
     return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
   });
@@ -330,28 +323,17 @@ std::vector<int> StageEnds(const StepLayout& layout) {
   return end;
 }
 
-// Phase 3: explicit transfers and chains, summed per hop of their stage.
-void AddTransfers(const Plan& plan, const StepLayout& layout,
-                  std::vector<StageHops>* hops) {
-  for (const Transfer& t : plan.transfers) {
-    AddToHop(&(*hops)[layout.stage[t.step]], plan.shape, t.src, t.dst, t.count,
-             t.step, t.step);
-  }
-  // A chain's hop h carries the pieces of a run in steps first_step + h +
-  // run.first .. first_step + h + run.last, cut where a stage ends.
+// Phase 3: explicit transfers and chains, summed per hop of their stage;
+// a segment is cut where a stage ends.
+void AddTransfers(const Plan& plan, const std::vector<Segment>& segments,
+                  const StepLayout& layout, std::vector<StageHops>* hops) {
   const std::vector<int> stage_end = StageEnds(layout);
-  for (const ChainPass& chain : plan.chains) {
-    const std::vector<PieceRun> runs = PieceRuns(chain);
-    for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
-      const int at = chain.first_step + static_cast<int>(h);  // piece 0's
-      for (const PieceRun& r : runs) {
-        for (int s = at + r.first; s <= at + r.last;) {
-          const int e = std::min(stage_end[s], at + r.last);
-          AddToHop(&(*hops)[layout.stage[s]], plan.shape, chain.order[h],
-                   chain.order[h + 1], (e - s + 1) * r.elements, s, e);
-          s = e + 1;
-        }
-      }
+  for (const Segment& g : segments) {
+    for (int s = g.first; s <= g.last;) {
+      const int e = std::min(stage_end[s], g.last);
+      AddToHop(&(*hops)[layout.stage[s]], plan.shape, g.src, g.dst,
+               (e - s + 1) * g.elements, s, e);
+      s = e + 1;
     }
   }
 }
@@ -457,16 +439,17 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
 PlanSummary Summarize(const Plan& plan, bool by_step) {
   PlanSummary out;
   out.volume = CountVolume(plan);
-  const StepLayout layout = CutStages(StepKinds(plan));
+  const std::vector<Segment> segments = Segments(plan);
+  const StepLayout layout = CutStages(StepKinds(plan, segments));
   const int steps = static_cast<int>(layout.kind.size());
   std::vector<StageHops> hops(layout.num_stages);
-  AddTransfers(plan, layout, &hops);
+  AddTransfers(plan, segments, layout, &hops);
   AddRingPasses(plan, layout, &hops);
   std::optional<StepMessages> messages;
   if (by_step) messages = CollectMessages(plan, steps);
-  out.stages =
-      AssembleStages(plan, layout, std::move(hops), StepLoads(plan, steps),
-                     messages ? &*messages : nullptr);
+  out.stages = AssembleStages(plan, layout, std::move(hops),
+                              StepLoads(plan, segments, steps),
+                              messages ? &*messages : nullptr);
   out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;
 }
