@@ -54,6 +54,7 @@ struct Replayed {
   std::string full_because;
   std::vector<double> times;  // start, end, host_start, host_end per op
   std::vector<std::string> causes;
+  Breakdown breakdown;
 };
 
 void Put(double v, std::string* out) {
@@ -84,7 +85,7 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh, const StepOps& step,
     for (const OpTime& o : t->ops) text.append(o.cause).append("\n");
     absl::StrAppend(&text, t->replay.full_because());
     Put(static_cast<double>(text.size()), &out);
-    return out + text;
+    return out + text + t->breakdown.SerializeAsString();
   };
   absl::StatusOr<std::string> r = RunIsolated({task}, 1)[0];
   Replayed rep;
@@ -100,7 +101,10 @@ Replayed ReplaySchedule(const Job& job, const Mesh& mesh, const StepOps& step,
   rep.collapsed = get(1) != 0;
   for (size_t i = 0; i < 4 * ops; ++i) rep.times.push_back(get(2 + i));
   const size_t text_at = (3 + 4 * ops) * sizeof(double);
-  std::vector<std::string> lines = absl::StrSplit(r->substr(text_at), '\n');
+  const size_t text_size = static_cast<size_t>(get(2 + 4 * ops));
+  EXPECT_TRUE(rep.breakdown.ParseFromString(r->substr(text_at + text_size)));
+  std::vector<std::string> lines =
+      absl::StrSplit(r->substr(text_at, text_size), '\n');
   EXPECT_EQ(lines.size(), ops + 1);
   if (lines.size() != ops + 1) return rep;
   rep.full_because = lines.back();
@@ -127,6 +131,24 @@ void ExpectSameTimes(const Replayed& fast, const Replayed& full) {
         << "op " << i / 4 << " time " << i % 4;
   }
   EXPECT_EQ(fast.causes, full.causes);
+  // The same breakdown: each cause's seconds, and each collective's.
+  const google::protobuf::Descriptor* d = Breakdown::descriptor();
+  const google::protobuf::Reflection* fields = Breakdown::GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    EXPECT_NEAR(fields->GetDouble(fast.breakdown, f),
+                fields->GetDouble(full.breakdown, f), 1e-9 * full.step)
+        << f->name();
+  }
+  ASSERT_EQ(fast.breakdown.by_collective_size(),
+            full.breakdown.by_collective_size());
+  for (int i = 0; i < full.breakdown.by_collective_size(); ++i) {
+    const ExposedCollective& a = fast.breakdown.by_collective(i);
+    const ExposedCollective& b = full.breakdown.by_collective(i);
+    EXPECT_EQ(a.collective(), b.collective());
+    EXPECT_NEAR(a.seconds(), b.seconds(), 1e-9 * full.step) << b.collective();
+  }
 }
 
 // Same step, same trace: every op's four times to 1e-9 of the step, the
@@ -390,6 +412,53 @@ TEST(StepTimes, RepeatedOpsAreTheSimulatedOnesLater) {
   int n = 0;
   for (const OpTime& o : t) EXPECT_DOUBLE_EQ(o.start, start[n++]);
   EXPECT_EQ(n, 9);
+}
+
+// The critical path of a collapsed step walks its simulated blocks and
+// skips the far ones it would cross the same way (replay.cc, PathWalk).
+// Hand-built: a prologue, 20 ops each after the one before, an update;
+// op i runs [i, i + 1) on the GPU, the host issued everything at 0. As
+// collapsed: blocks of one op from op 2 (lo 1), block 3 (op 4) repeated
+// by ops 5..17 a second apart, ops 18..21 the simulated 5..8 13 s later.
+// The path is every op, back to back: 22 s of compute, each op marked, as
+// walked over the same times stored whole.
+TEST(StepTimes, CriticalPathSkipsTheRepeatedBlocksExactly) {
+  Schedule s;
+  s.add_kernel_lists();
+  int prev = AddForward(&s, -1, "prologue", 0, {});
+  for (int mb = 0; mb < 20; ++mb) prev = AddForward(&s, mb, "work", 0, {prev});
+  AddForward(&s, -1, "update", 0, {prev});
+  auto at = [](int i) {
+    OpTime t;
+    t.start = i;
+    t.end = i + 1;
+    t.base_s = t.gpu_s = 1;
+    return t;
+  };
+  std::vector<OpTime> simulated, all;
+  for (int i = 0; i < 9; ++i) simulated.push_back(at(i));
+  for (int i = 0; i < 22; ++i) all.push_back(at(i));
+  StepTimes::Repeat r;
+  r.near_end = 4;
+  r.far_end = 18;
+  r.first_op = 2;
+  r.period_ops = 1;
+  r.lo = 1;
+  r.first_repeated = 3;
+  r.dropped = 13;
+  r.period_s = 1;
+  StepTimes collapsed(simulated, 22, r);
+  StepTimes whole(all);
+  const Breakdown a = CriticalPathBreakdown(StepOps(s), &collapsed);
+  const Breakdown b = CriticalPathBreakdown(StepOps(s), &whole);
+  EXPECT_DOUBLE_EQ(a.compute_s(), 22);
+  EXPECT_DOUBLE_EQ(a.launch_overhead_s(), 0);
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
+  for (int id = 0; id < 22; ++id) {
+    EXPECT_DOUBLE_EQ(collapsed[id].start, id);
+    EXPECT_EQ(collapsed.cause(id), "compute") << id;
+    EXPECT_EQ(whole.cause(id), "compute") << id;
+  }
 }
 
 TEST(Repeats, DroppingBlocksShiftsTheTail) {

@@ -10,9 +10,12 @@
 #include <memory>
 #include <set>
 #include <simgrid/s4u.hpp>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/schedule/host_cost.h"
 #include "sim/schedule/lower.h"
@@ -380,6 +383,30 @@ OpTime StepTimes::operator[](int id) const {
   return t;
 }
 
+int StepTimes::LastToEnd() const {
+  int last = -1;
+  double end = 0;
+  auto read = [&](int from, int to) {
+    for (int id = from; id < to; ++id) {
+      const double e = (*this)[id].end;
+      if (last < 0 || e >= end) {
+        last = id;
+        end = e;
+      }
+    }
+  };
+  if (!repeat_) {
+    read(0, size_);
+    return last;
+  }
+  // An op of an earlier far block ends no later than its image in the
+  // last (x + k p grows with k), which comes later: it is never the one.
+  const Repeat& r = *repeat_;
+  read(0, r.near_end);
+  read(std::max(r.near_end, r.far_end - r.period_ops), size_);
+  return last;
+}
+
 std::string_view StepTimes::cause(int id) const { return kCauses[cause_[id]]; }
 
 void StepTimes::set_cause(int id, std::string_view cause) {
@@ -406,27 +433,25 @@ class PathWalk {
       : s_(s), t_(*t), stream_prev_(StreamPredecessors(s)) {}
 
   Breakdown Walk() {
-    int cur = -1;
-    for (int i = 0; i < s_.size(); ++i) {
-      if (cur < 0 || t_[i].end >= t_[cur].end) cur = i;
-    }
+    int cur = t_.LastToEnd();
     double t = cur >= 0 ? t_[cur].end : 0;
     while (cur >= 0 && t > kEps) {
+      SkipRepeats(&cur, &t);
       const Op& op = s_.op(cur);
-      const OpTime& ot = t_[cur];
+      const OpTime ot = At(cur);
       // What let it start: the latest of its GPU predecessors, or the host.
       int pred = -1;
       for (int d : s_.deps(cur)) {
-        if (pred < 0 || t_[d].end > t_[pred].end) pred = d;
+        if (pred < 0 || At(d).end > At(pred).end) pred = d;
       }
       const int sp = stream_prev_[cur];
-      if (sp >= 0 && (pred < 0 || t_[sp].end > t_[pred].end)) pred = sp;
+      if (sp >= 0 && (pred < 0 || At(sp).end > At(pred).end)) pred = sp;
       const double issue = op.has_compute() ? ot.host_start : ot.host_end;
-      const bool by_host = pred < 0 || issue > t_[pred].end + kEps;
+      const bool by_host = pred < 0 || issue > At(pred).end + kEps;
       Charge(cur, std::min(ot.start, t), t, by_host);
       t = std::min(ot.start, t);
       if (!by_host) {
-        Gap(t_[pred].end, &t);
+        Gap(At(pred).end, &t);
         cur = pred;
         continue;
       }
@@ -446,6 +471,89 @@ class PathWalk {
   }
 
  private:
+  // Where the walk entered a block of a collapsed step's far blocks.
+  struct Entry {
+    int block = 0;  // blocks past Repeat::lo
+    int at = 0;     // the op, from the block's first
+    double t = 0;   // the time, from the block's period
+    Breakdown b;    // charged so far
+    std::map<std::string, double> by_collective;
+    size_t marks = 0;  // marks_ made so far
+  };
+
+  // A time of the walk: it remembers the lowest op it read.
+  OpTime At(int id) {
+    lowest_ = std::min(lowest_, id);
+    return t_[id];
+  }
+
+  // A collapsed step's far blocks (StepTimes::Repeat) have one block's
+  // times, a period later each. The walk is a function of the op it is
+  // on, its time and the times before them, so where it enters two of
+  // those blocks one after the other at the same op and time of each, it
+  // crosses the blocks below the same way for as long as what it reads
+  // lies in them. Those crossings are charged and marked as the one
+  // walked, and skipped: the walk costs the simulated blocks, not the
+  // step's.
+  void SkipRepeats(int* cur, double* t) {
+    const std::optional<StepTimes::Repeat>& r = t_.repeat();
+    if (!r || skipped_ || *cur < r->near_end || *cur >= r->far_end) return;
+    const int P = r->period_ops;
+    const int block = (*cur - r->first_op) / P;
+    if (entered_ && entered_->block == block) return;
+    const int shift = r->lo + block - r->first_repeated;
+    Entry now{block,
+              *cur - r->first_op - block * P,
+              *t - shift * r->period_s,
+              b_,
+              by_collective_,
+              marks_.size()};
+    // The lowest op read since the last entry, and so in the blocks
+    // below by each crossing like it.
+    const int lowest = std::exchange(lowest_, *cur);
+    if (entered_ && entered_->block == block + 1 && entered_->at == now.at &&
+        std::abs(entered_->t - now.t) <=
+            1e-12 + 1e-10 * std::max(std::abs(entered_->t), std::abs(now.t))) {
+      const int crossings = (lowest - r->near_end) / P;
+      if (crossings >= 1) {
+        Recross(*entered_, now, crossings);
+        *cur -= crossings * P;
+        *t -= crossings * r->period_s;
+        return;
+      }
+    }
+    entered_ = std::move(now);
+  }
+
+  // The crossing from `from` to `to` (one block down) `n` times more.
+  void Recross(const Entry& from, const Entry& to, int n) {
+    skipped_ = true;  // marks_ is read from here on, not added to
+    const int P = t_.repeat()->period_ops;
+    for (int k = 1; k <= n; ++k) {
+      for (size_t i = from.marks; i < to.marks; ++i) {
+        Mark(marks_[i].first - k * P, marks_[i].second);
+      }
+    }
+    const google::protobuf::Descriptor* d = b_.GetDescriptor();
+    const google::protobuf::Reflection* fields = b_.GetReflection();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* f = d->field(i);
+      if (f->is_repeated() ||
+          f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+        continue;
+      }
+      const double per =
+          fields->GetDouble(to.b, f) - fields->GetDouble(from.b, f);
+      fields->SetDouble(&b_, f, fields->GetDouble(b_, f) + n * per);
+    }
+    for (auto& [name, seconds] : by_collective_) {
+      const auto before = from.by_collective.find(name);
+      seconds +=
+          n * (seconds -
+               (before == from.by_collective.end() ? 0.0 : before->second));
+    }
+  }
+
   // Host time on the path: launching kernels or calling a collective.
   void Host(int id, double from, double* t) {
     if (*t > from) {
@@ -461,15 +569,15 @@ class PathWalk {
     for (int h = id; h >= 0; --h) {
       int wait = -1;
       for (int w : s_.host_waits(h)) {
-        if (wait < 0 || t_[w].end > t_[wait].end) wait = w;
+        if (wait < 0 || At(w).end > At(wait).end) wait = w;
       }
-      if (wait >= 0 && t_[wait].end >= t_[h].host_start - kEps) {
-        Gap(t_[wait].end, t);
+      if (wait >= 0 && At(wait).end >= At(h).host_start - kEps) {
+        Gap(At(wait).end, t);
         return wait;
       }
       if (h == 0) break;
       // The host was busy with the op before.
-      Host(h - 1, t_[h - 1].host_start, t);
+      Host(h - 1, At(h - 1).host_start, t);
     }
     return -1;
   }
@@ -483,7 +591,9 @@ class PathWalk {
   }
 
   void Mark(int id, const char* cause) {
-    if (t_.cause(id).empty()) t_.set_cause(id, cause);
+    if (!t_.cause(id).empty()) return;
+    t_.set_cause(id, cause);
+    if (t_.repeat() && !skipped_) marks_.emplace_back(id, cause);
   }
 
   // Charges op `id`'s time in [from, to].
@@ -491,7 +601,7 @@ class PathWalk {
     const double d = to - from;
     if (d <= 0) return;
     const Op& op = s_.op(id);
-    const OpTime& ot = t_[id];
+    const OpTime ot = At(id);
     if (op.has_compute()) {
       const double whole = ot.end - ot.start;
       const double scale = whole > 0 ? d / whole : 0;
@@ -531,6 +641,12 @@ class PathWalk {
   std::vector<int> stream_prev_;
   Breakdown b_;
   std::map<std::string, double> by_collective_;
+  // For SkipRepeats: the last far block entered, the lowest op read since,
+  // and the marks made, in order, until it skips.
+  std::optional<Entry> entered_;
+  int lowest_ = std::numeric_limits<int>::max();
+  std::vector<std::pair<int, const char*>> marks_;
+  bool skipped_ = false;
 };
 
 }  // namespace
@@ -820,8 +936,9 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
     if (!t.ok()) return t.status();
     times = StepTimes(*std::move(t));
   }
-  for (const OpTime& o : *times)
-    out.step_time_s = std::max(out.step_time_s, o.end);
+  if (const int last = times->LastToEnd(); last >= 0) {
+    out.step_time_s = std::max(0.0, (*times)[last].end);
+  }
   for (int id = 0; id < step.size(); ++id) {
     if (step.op(id).stream() == COMPUTE) {
       const OpTime t = (*times)[id];

@@ -75,6 +75,12 @@ class StepTimes {
 
   int size() const { return size_; }
   OpTime operator[](int id) const;  // its cause included
+  // The op that ends last (of those that end together, the last of them),
+  // or -1 if there is none. In a collapsed step only the last far block
+  // is read: each ends a period after the one before.
+  int LastToEnd() const;
+  // How a collapsed replay's ops repeat; nullopt when every op is stored.
+  const std::optional<Repeat>& repeat() const { return repeat_; }
   std::string_view cause(int id) const;
   void set_cause(int id, std::string_view cause);  // a literal
 
