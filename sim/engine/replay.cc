@@ -478,7 +478,7 @@ class PathWalk {
     double t = 0;   // the time, from the block's period
     Breakdown b;    // charged so far
     std::map<std::string, double> by_collective;
-    size_t marks = 0;  // marks_ made so far
+    size_t marks = 0;  // Mark calls so far
   };
 
   // A time of the walk: it remembers the lowest op it read.
@@ -590,10 +590,12 @@ class PathWalk {
     *t = std::min(*t, end);
   }
 
+  // The first cause an op is marked with stays. Every mark is kept for
+  // SkipRepeats, those that change nothing too: a crossing repeated marks
+  // as the walk would, whatever the crossings before it marked.
   void Mark(int id, const char* cause) {
-    if (!t_.cause(id).empty()) return;
-    t_.set_cause(id, cause);
     if (t_.repeat() && !skipped_) marks_.emplace_back(id, cause);
+    if (t_.cause(id).empty()) t_.set_cause(id, cause);
   }
 
   // Charges op `id`'s time in [from, to].
@@ -642,7 +644,7 @@ class PathWalk {
   Breakdown b_;
   std::map<std::string, double> by_collective_;
   // For SkipRepeats: the last far block entered, the lowest op read since,
-  // and the marks made, in order, until it skips.
+  // and every Mark call, in order, until it skips.
   std::optional<Entry> entered_;
   int lowest_ = std::numeric_limits<int>::max();
   std::vector<std::pair<int, const char*>> marks_;
