@@ -163,7 +163,10 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
 
 // Charges each second of a replayed step to a cause by walking its critical
 // path back from the op that ends last, and marks the ops it passes with
-// their cause. Exposed for tests; ReplayStep calls it.
+// their cause. In a collapsed step, once it crosses two far blocks the same
+// way it charges and marks the blocks below as the one crossed, without
+// walking them (the sums then differ in their last digits only). Exposed
+// for tests; ReplayStep calls it.
 Breakdown CriticalPathBreakdown(const StepOps& ops, StepTimes* times);
 
 }  // namespace shardsim
