@@ -390,15 +390,9 @@ TEST(StepTimes, RepeatedOpsAreTheSimulatedOnesLater) {
     simulated[i].start = i;
     simulated[i].end = i + 0.5;
   }
-  StepTimes::Repeat r;
-  r.near_end = 3;
-  r.far_end = 7;
-  r.first_op = 1;
-  r.period_ops = 1;
-  r.lo = 0;
-  r.first_repeated = 2;
-  r.dropped = 3;
-  r.period_s = 10;
+  // near_end, far_end, first_op, period_ops, lo, first_repeated, dropped,
+  // period_s
+  const StepTimes::Repeat r{3, 7, 1, 1, 0, 2, 3, 10};
   StepTimes t(simulated, 9, r);
   ASSERT_EQ(t.size(), 9);
   const double start[] = {0, 1, 2, 3, 13, 23, 33, 34, 35};
@@ -438,15 +432,9 @@ TEST(StepTimes, CriticalPathSkipsTheRepeatedBlocksExactly) {
   std::vector<OpTime> simulated, all;
   for (int i = 0; i < 9; ++i) simulated.push_back(at(i));
   for (int i = 0; i < 22; ++i) all.push_back(at(i));
-  StepTimes::Repeat r;
-  r.near_end = 4;
-  r.far_end = 18;
-  r.first_op = 2;
-  r.period_ops = 1;
-  r.lo = 1;
-  r.first_repeated = 3;
-  r.dropped = 13;
-  r.period_s = 1;
+  // near_end, far_end, first_op, period_ops, lo, first_repeated, dropped,
+  // period_s (as in RepeatedOpsAreTheSimulatedOnesLater)
+  const StepTimes::Repeat r{4, 18, 2, 1, 1, 3, 13, 1};
   StepTimes collapsed(simulated, 22, r);
   StepTimes whole(all);
   const Breakdown a = CriticalPathBreakdown(StepOps(s), &collapsed);
