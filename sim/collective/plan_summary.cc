@@ -368,18 +368,30 @@ void AddRingPasses(const Plan& plan, const StepLayout& layout,
   }
 }
 
-// Stages that any ring pass of two or more members runs in: those are not
-// run step by step.
-std::vector<bool> StagesWithRings(const Plan& plan, const StepLayout& layout) {
-  std::vector<bool> has_ring(layout.num_stages, false);
+// Stages that a ring or chain pass runs in: those run as their hops with
+// the pipeline's floor, not step by step. A pass moves each hop's bytes as
+// one stream, whatever its pieces, so its flows are one per hop; steps of
+// explicit transfers alone (an all-to-all's) stay step by step, since
+// their hops together would put every pair in flight at once.
+std::vector<bool> PipelinedStages(const Plan& plan, const StepLayout& layout) {
+  std::vector<bool> pipelined(layout.num_stages, false);
+  auto mark = [&](int first, int last) {
+    for (int t = first; t <= last; ++t) pipelined[layout.stage[t]] = true;
+  };
   for (const RingPass& ring : plan.rings) {
-    if (ring.order.size() < 2) continue;
     const int n = static_cast<int>(ring.order.size());
-    for (int t = 0; t + 1 < n; ++t) {
-      has_ring[layout.stage[ring.first_step + t]] = true;
+    if (n >= 2) mark(ring.first_step, ring.first_step + n - 2);
+  }
+  for (const ChainPass& chain : plan.chains) {
+    const int n = static_cast<int>(chain.order.size());
+    const bool moves = std::any_of(chain.pieces.begin(), chain.pieces.end(),
+                                   [](const Range& r) { return r.count > 0; });
+    if (n >= 2 && moves) {
+      mark(chain.first_step,
+           chain.first_step + static_cast<int>(chain.pieces.size()) + n - 3);
     }
   }
-  return has_ring;
+  return pipelined;
 }
 
 // One stage's messages, step by step (Stage::by_step): aggregating an
@@ -412,7 +424,7 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
                                   std::vector<StageHops> hops,
                                   const std::vector<StepLoad>& load,
                                   const StepMessages* messages) {
-  const std::vector<bool> has_ring = StagesWithRings(plan, layout);
+  const std::vector<bool> pipelined = PipelinedStages(plan, layout);
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
@@ -426,7 +438,7 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
         stage.steps.push_back(load[s]);
       }
     }
-    if (!has_ring[i] && messages != nullptr) {
+    if (!pipelined[i] && messages != nullptr) {
       stage.by_step = ByStep(*messages, layout, i, plan.shape);
     }
     if (!stage.hops.empty()) stages.push_back(std::move(stage));

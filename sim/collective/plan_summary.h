@@ -40,11 +40,12 @@ struct StepLoad {
 struct Stage {
   std::vector<Hop> hops;
   std::vector<StepLoad> steps;  // its steps' explicit transfers, in order
-  // A stage of explicit transfers only (direct, tree, chain, switch) runs
-  // step by step: by_step[i] are step i's messages, one per pair (steps =
-  // 1). Aggregating an all-to-all's steps instead would put N x p flows in
+  // A stage of explicit transfers only (direct, tree, switch) runs step
+  // by step: by_step[i] are step i's messages, one per pair (steps = 1).
+  // Aggregating an all-to-all's steps instead would put N x p flows in
   // flight at once, and SimGrid 3.32 pays per completion for every flow in
-  // flight.
+  // flight. A stage with a ring or chain pass runs as its hops, one flow
+  // each, with the pipeline's floor (estimate.h, StageFloor).
   std::vector<std::vector<Hop>> by_step;
 };
 
