@@ -525,16 +525,16 @@ int main(int argc, char** argv) {
   if ((command == "run" || command == "plan") && launch.size > 1) {
     ranks.emplace(launch);
   }
-  absl::Status s = shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
-  if (ranks) {
-    // Every rank exits as rank 0 does; only rank 0 says why.
-    s = ranks->Finish(s);
-    if (!ranks->is_root()) return s.ok() ? 0 : 1;
-  }
-  if (!s.ok()) {
+  const absl::Status s =
+      shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
+  // Only rank 0 says why, and before the ranks part: once one rank exits
+  // non-zero mpirun ends the others, so a message written after Finish
+  // could be lost. The others leave Finish only after rank 0 enters it.
+  if (!s.ok() && (!ranks || ranks->is_root())) {
     std::fprintf(stderr, "shardsim: error: %s\n",
                  std::string(s.message()).c_str());
-    return 1;
   }
-  return 0;
+  // Every rank exits as rank 0 does.
+  const absl::Status end = ranks ? ranks->Finish(s) : s;
+  return end.ok() ? 0 : 1;
 }

@@ -57,9 +57,11 @@ class SweepRanks {
 
   // Ends this rank's part: a rank that stopped before Run (a bad flag, a
   // file its node cannot read) still sends `status` to rank 0 in Run's
-  // gather, so that no rank waits forever; then rank 0's final status
-  // (after printing) is sent to every rank and MPI ends. Returns `status`
-  // on rank 0; elsewhere OK or an error (not to be printed) as rank 0's.
+  // gather, so that no rank waits forever; then rank 0's final status is
+  // sent to every rank and MPI ends. Rank 0 prints its error before: no
+  // other rank leaves before rank 0 enters, and mpirun ends every rank
+  // once one exits non-zero. Returns `status` on rank 0; elsewhere OK or
+  // an error (not to be printed) as rank 0's.
   absl::Status Finish(const absl::Status& status);
 
  private:
