@@ -209,32 +209,19 @@ struct Message {
 };
 using StepMessages = std::vector<Message>;
 
-// The messages of the explicit transfers and chains, step by step: each
-// step's transfers sorted and summed per pair. A long chain is millions of
-// transfers, so they are never all held at once.
-StepMessages CollectMessages(const Plan& plan, int steps) {
-  std::vector<std::vector<PieceRun>> runs;
-  for (const ChainPass& chain : plan.chains) runs.push_back(PieceRuns(chain));
+// The explicit transfers' messages, step by step: each step's transfers
+// summed per pair (sorted by pair). Chains add none: every step a chain
+// runs in is in a pipelined stage (PipelinedStages), never run step by
+// step, and a long chain is millions of messages.
+StepMessages CollectMessages(const Plan& plan) {
   StepMessages merged;
   std::vector<Message> step;
-  size_t t = 0;  // plan.transfers are sorted by step
-  for (int s = 0; s < steps; ++s) {
+  for (size_t t = 0; t < plan.transfers.size();) {  // sorted by step
+    const int s = plan.transfers[t].step;
     step.clear();
     for (; t < plan.transfers.size() && plan.transfers[t].step == s; ++t) {
       const Transfer& x = plan.transfers[t];
       step.push_back(Message{s, x.src, x.dst, x.count});
-    }
-    for (size_t c = 0; c < plan.chains.size(); ++c) {
-      const ChainPass& chain = plan.chains[c];
-      const int at = s - chain.first_step;  // piece j is on hop at - j
-      const int hops = static_cast<int>(chain.order.size()) - 1;
-      for (const PieceRun& r : runs[c]) {
-        for (int h = std::max(0, at - r.last);
-             h <= std::min(hops - 1, at - r.first); ++h) {
-          step.push_back(
-              Message{s, chain.order[h], chain.order[h + 1], r.elements});
-        }
-      }
     }
     std::sort(step.begin(), step.end(), [](const Message& x, const Message& y) {
       return std::tie(x.src, x.dst) < std::tie(y.src, y.dst);
@@ -254,7 +241,8 @@ StepMessages CollectMessages(const Plan& plan, int steps) {
 // Every step's largest message of each kind (StepLoad), from the segments
 // without listing the messages: per pair, the segments' sums over runs of
 // steps; then, largest first, each sum claims the steps of its run that no
-// larger one has. The same as the maxima over CollectMessages.
+// larger one has. The same as each step's largest message, transfers and
+// chains' pieces summed per pair.
 std::vector<StepLoad> StepLoads(const Plan& plan, std::vector<Segment> segs,
                                 int steps) {
   std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) {
@@ -458,7 +446,7 @@ PlanSummary Summarize(const Plan& plan, bool by_step) {
   AddTransfers(plan, segments, layout, &hops);
   AddRingPasses(plan, layout, &hops);
   std::optional<StepMessages> messages;
-  if (by_step) messages = CollectMessages(plan, steps);
+  if (by_step) messages = CollectMessages(plan);
   out.stages = AssembleStages(plan, layout, std::move(hops),
                               StepLoads(plan, segments, steps),
                               messages ? &*messages : nullptr);
