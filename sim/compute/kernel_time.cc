@@ -120,4 +120,15 @@ OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform) {
   return cost;
 }
 
+double ComputeSlowdown(const OpCost& c, int comm_sms, const Platform& p) {
+  if (c.seconds <= 0 || comm_sms == 0) return 0;
+  const double held =
+      std::min(1.0, static_cast<double>(comm_sms) / p.gpu().sms());
+  const Interference& in = p.interference();
+  return held *
+         (c.compute_bound_s * in.compute_slowdown() +
+          c.memory_bound_s * in.memory_slowdown()) /
+         c.seconds;
+}
+
 }  // namespace shardsim

@@ -47,6 +47,13 @@ struct OpCost {
 };
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform);
 
+// How much longer a compute op of cost `c` takes while collectives hold
+// `comm_sms` of the GPU's SMs: it runs at 1 / (1 + slowdown) of its speed.
+// Its compute-bound part loses the share of SMs held times
+// compute_slowdown, its memory-bound part that share times
+// memory_slowdown (platform.proto's Interference).
+double ComputeSlowdown(const OpCost& c, int comm_sms, const Platform& platform);
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_COMPUTE_KERNEL_TIME_H_

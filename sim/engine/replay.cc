@@ -228,15 +228,7 @@ class Replayer {
 
   // Collectives hold SMs; a compute op slows by the share they hold.
   double Slowdown(const OpCost& c) const {
-    if (c.seconds <= 0 || comm_sms_ == 0) return 0;
-    const Platform& p = fabric_->platform();
-    const double held =
-        std::min(1.0, static_cast<double>(comm_sms_) / p.gpu().sms());
-    const Interference& in = p.interference();
-    return held *
-           (c.compute_bound_s * in.compute_slowdown() +
-            c.memory_bound_s * in.memory_slowdown()) /
-           c.seconds;
+    return ComputeSlowdown(c, comm_sms_, fabric_->platform());
   }
 
   void SetComputeBusy(bool busy) {
