@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
+#include "sim/engine/replay.h"
 #include "sim/results/results.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
@@ -405,6 +406,69 @@ TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
 // The tiny model on 16 GPUs with every algorithm per group kind.
 TEST(Search, WithEveryAlgorithmToo) {
   ExpectPruningKeepsTheAnswer(TinyJob(16), /*algorithms=*/true);
+}
+
+// The search lowers a spec once and gives each variant its algorithms
+// (UseAlgorithms): the step it shares by is the one the variant's own
+// lowering replays, for every candidate and variant of the tiny job.
+TEST(Search, AVariantIsItsSpecWithItsAlgorithms) {
+  const Job job = TinyJob(16);
+  const Mesh mesh = *JobMesh(job.platform, 16);
+  int variants = 0;
+  for (const std::string& spec : CandidateSpecs(mesh)) {
+    absl::StatusOr<Point> base = LowerPoint(job, spec, 16);
+    ASSERT_TRUE(base.ok()) << base.status();
+    for (const std::string& variant : AlgorithmVariants(
+             spec, base->strategy,
+             {GroupKind::kIntra, GroupKind::kInter, GroupKind::kBoth},
+             /*sharp=*/false)) {
+      Schedule renamed = *base->schedule;
+      UseAlgorithms(*ParseStrategy(variant, mesh), &renamed);
+      absl::StatusOr<Point> own = LowerPoint(job, variant, 16);
+      ASSERT_TRUE(own.ok()) << own.status();
+      EXPECT_EQ(ReplayDigest(renamed), ReplayDigest(*own->schedule)) << variant;
+      ++variants;
+    }
+  }
+  EXPECT_GT(variants, 100);
+}
+
+// A point that lowers to the schedule of one simulated before it takes
+// that simulation's times: its row is the one its own simulation gives,
+// but for naming the point it took them from. At one micro-batch, points
+// may differ in memory alone (PaRO's NNG and NGG: the gradients sharded or
+// not, one reduction either way), so the memory must be the point's own.
+TEST(Search, PointsOfOneScheduleShareOneSimulation) {
+  SearchOptions own;
+  own.exhaustive = true;
+  own.algorithms = false;
+  own.top = 100000;
+  own.share_steps = false;
+  SearchOptions shared = own;
+  shared.share_steps = true;
+  const Job job = SearchJob(
+      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto", 16,
+      2, 1, 64);
+  absl::StatusOr<PlanResults> a = SearchStrategies(job, own);
+  absl::StatusOr<PlanResults> b = SearchStrategies(job, shared);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->same_step(), 0);
+  EXPECT_GT(b->same_step(), 0);
+  EXPECT_EQ(b->simulated(), a->simulated());
+  ASSERT_EQ(b->best_size(), a->best_size());
+  int took = 0;
+  for (int i = 0; i < b->best_size(); ++i) {
+    ResultRow r = b->best(i);
+    if (r.has_same_step_as()) {
+      ++took;
+      EXPECT_NE(r.same_step_as(), PlanPointName(r));
+      r.clear_same_step_as();
+    }
+    EXPECT_EQ(r.SerializeAsString(), a->best(i).SerializeAsString())
+        << PlanPointName(r);
+  }
+  EXPECT_EQ(took, b->same_step());
 }
 
 // The smallest peak of the candidates of `job` on `mesh` with

@@ -15,6 +15,24 @@ namespace shardsim {
 
 namespace {
 
+// What a point's row says of the point itself, whatever ran it: its name
+// and its memory estimate.
+void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
+                      const MemoryBreakdown& mem, ResultRow* row) {
+  row->set_strategy(spec);
+  row->set_gpus(gpus);
+  row->set_model(job.model.name());
+  row->set_platform(job.platform.name());
+  row->set_param_bytes(mem.states.params);
+  row->set_grad_bytes(mem.states.grads);
+  row->set_optimizer_bytes(mem.states.optimizer);
+  row->set_activation_bytes(mem.activations);
+  row->set_buffer_bytes(mem.buffers);
+  row->set_reserved_bytes(mem.reserved);
+  row->set_peak_memory_bytes(mem.total);
+  row->set_oom(mem.oom);
+}
+
 // A point resolved and checked, its memory estimated: everything but the
 // schedule.
 struct Resolved {
@@ -22,7 +40,8 @@ struct Resolved {
   Strategy strategy;
   Mesh mesh;
   std::vector<Layer> layers;
-  ResultRow row;  // memory filled in
+  MemoryBreakdown memory;
+  ResultRow row;  // SetNameAndMemory
 };
 
 absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
@@ -48,26 +67,12 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
         job.path,
         ": field global_batch_tokens: ", scenario.status().message()));
   }
-  Resolved r{*scenario,
-             *strategy,
-             *mesh,
-             ModelLayers(job.model, ScenarioBatch(*scenario)),
-             {}};
-  ResultRow& row = r.row;
-  row.set_strategy(spec);
-  row.set_gpus(gpus);
-  row.set_model(job.model.name());
-  row.set_platform(job.platform.name());
-  const MemoryBreakdown mem =
+  Resolved r{*scenario, *strategy,
+             *mesh,     ModelLayers(job.model, ScenarioBatch(*scenario)),
+             {},        {}};
+  r.memory =
       EstimateMemory(r.layers, r.strategy, r.mesh, r.scenario, job.platform);
-  row.set_param_bytes(mem.states.params);
-  row.set_grad_bytes(mem.states.grads);
-  row.set_optimizer_bytes(mem.states.optimizer);
-  row.set_activation_bytes(mem.activations);
-  row.set_buffer_bytes(mem.buffers);
-  row.set_reserved_bytes(mem.reserved);
-  row.set_peak_memory_bytes(mem.total);
-  row.set_oom(mem.oom);
+  SetNameAndMemory(job, spec, gpus, r.memory, &r.row);
   return r;
 }
 
@@ -114,8 +119,7 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
                                  int gpus, Storage storage) {
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
-  if (storage == Storage::kFolded &&
-      r->scenario.micro_batches() > kFoldAt + 1) {
+  if (storage == Storage::kFolded && FoldsAt(r->scenario.micro_batches())) {
     if (std::optional<Folded> f = LowerFolded(*r)) {
       return Point{std::move(r->scenario),
                    std::move(r->strategy),
@@ -153,6 +157,14 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
     *row.add_traffic() = std::move(e);
   }
   return point;
+}
+
+absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
+                         ResultRow* row) {
+  absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
+  if (!r.ok()) return r.status();
+  SetNameAndMemory(job, spec, gpus, r->memory, row);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {

@@ -47,6 +47,10 @@ enum class Storage {
 // (DropBlocks).
 inline constexpr int kFoldAt = 6;
 
+// Whether Storage::kFolded folds a step of `micro_batches`: more than one
+// block past kFoldAt (fewer are stored whole).
+inline bool FoldsAt(int micro_batches) { return micro_batches > kFoldAt + 1; }
+
 // Resolves, validates and lowers one point; fills memory and traffic.
 // Errors name the scenario file and the field at fault.
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
@@ -60,6 +64,12 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
 // "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
 // errors.
 std::string PointName(const Job& job, const std::string& spec, int gpus);
+
+// `row`, which another point of the same schedule ran, made the row of
+// (spec, gpus): its name and memory estimate replace the other's; times
+// and traffic, which the schedule decides, stay. Errors: as AnalyzeJob's.
+absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
+                         ResultRow* row);
 
 enum class Analysis {
   kMemory,            // memory only: no schedule is lowered

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -15,6 +16,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/message.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/schedule/host_cost.h"
@@ -948,6 +951,28 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse) {
   return ReplayStep(StepOps(schedule), fabric, collectives, collapse);
+}
+
+uint64_t ReplayDigest(const Schedule& schedule) {
+  std::string why;
+  const std::optional<Repeats> r = FindRepeats(schedule, &why);
+  Schedule read = schedule;
+  read.clear_strategy();
+  for (Op& op : *read.mutable_ops()) {
+    if (op.has_memory()) op.mutable_memory()->Clear();
+  }
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    read.SerializeToCodedStream(&coded);
+  }
+  absl::StrAppend(
+      &bytes, "|repeats ",
+      r ? absl::StrCat(r->lo, " ", r->hi, " ", r->first_op, " ", r->period_ops)
+        : why);
+  return std::hash<std::string>()(bytes);
 }
 
 }  // namespace shardsim

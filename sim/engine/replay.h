@@ -20,6 +20,7 @@
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -160,6 +161,14 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
 absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse = true);
+
+// A digest of what ReplayStep reads of a step stored whole: every op, a
+// memory op's payload aside (bookkeeping the replay never times), and
+// the repeats it would collapse by (FindRepeats, which does compare
+// payloads); not the schedule's name. Steps with the same digest replay
+// alike on one fabric: the same times, breakdown and StepReplay. 64 bits:
+// a false match among a few thousand steps has a chance near 1e-13.
+uint64_t ReplayDigest(const Schedule& schedule);
 
 // Charges each second of a replayed step to a cause by walking its critical
 // path back from the op that ends last, and marks the ops it passes with

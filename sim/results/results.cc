@@ -132,13 +132,15 @@ std::string FormatPlanTable(const PlanResults& plan) {
       "plan: %d GPUs, peak memory cap %.2f GiB: %d candidates (%d specs, "
       "each with those of %d settings its framework has), %d filtered by "
       "memory; with their algorithms %d points, %d "
-      "unplannable, %d pruned by the lower bound, %d simulated\n"
+      "unplannable, %d pruned by the lower bound, %d simulated (%d of them "
+      "the same schedule as one before, which they took the times of)\n"
       "a point is its strategy [sequences per micro-batch x micro-batches, "
       "recompute, execution knobs away from the framework's defaults]\n\n"
       "best first (tokens/s per GPU):\n",
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
       plan.candidates(), plan.specs(), plan.settings(), plan.filtered(),
-      plan.points(), plan.unplannable(), plan.pruned(), plan.simulated());
+      plan.points(), plan.unplannable(), plan.pruned(), plan.simulated(),
+      plan.same_step());
   absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
                   table(plan.presets()));
   for (const ResultRow& r : plan.pruned_presets()) {

@@ -1,6 +1,7 @@
 #include "sim/search/search.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/analyze/analyze.h"
+#include "sim/engine/replay.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
 #include "sim/schedule/lower.h"
@@ -55,13 +57,14 @@ bool Dominated(double bound, int64_t peak,
 }
 
 // The points of `spec` (its algorithm variants), each with its
-// StepLowerBound, from one lowering. A variant whose plans refuse a call
-// gets no bound; the spec itself must plan.
+// StepLowerBound, from one lowering, and its ReplayDigest where the
+// engine replays the step whole (a folded one is never shared). A variant whose
+// plans refuse a call gets no bound; the spec itself must plan.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const PlanSettings& settings,
                            const SearchOptions& options,
                            std::unique_ptr<StepBounder>* bounder,
-                           Results* out) {
+                           PlanBounds* out) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
   std::set<GroupKind> kinds;  // none: the spec's own algorithms only
@@ -82,10 +85,13 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     UseAlgorithms(*strategy, &schedule);
     absl::StatusOr<double> b = (*bounder)->Bound(schedule);
     if (!b.ok() && variant == spec) return b.status();
-    ResultRow* row = out->add_rows();
-    row->set_strategy(variant);
-    *row->mutable_settings() = settings;
-    if (b.ok()) row->set_step_lower_bound_s(*b);
+    PlanBound* bound = out->add_bounds();
+    bound->set_strategy(variant);
+    *bound->mutable_settings() = settings;
+    if (b.ok()) bound->set_step_lower_bound_s(*b);
+    if (!FoldsAt(p->scenario.micro_batches())) {
+      bound->set_step_digest(ReplayDigest(schedule));
+    }
   }
   return absl::OkStatus();
 }
@@ -100,7 +106,7 @@ struct Candidate {
 // are dealt round-robin to --jobs children (a large model's schedule takes
 // a while to lower); each keeps one StepBounder, since the candidates share
 // most calls and a large group's plan takes a while to build.
-absl::StatusOr<std::vector<Results>> LowerBounds(
+absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, const SearchOptions& options) {
   const int children =
@@ -109,7 +115,7 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
   for (int k = 0; k < children; ++k) {
     tasks.push_back([&, k]() -> absl::StatusOr<std::string> {
       std::unique_ptr<StepBounder> bounder;
-      Results out;
+      PlanBounds out;
       for (size_t i = k; i < candidates.size(); i += children) {
         const Candidate& c = candidates[i];
         absl::Status st =
@@ -128,22 +134,21 @@ absl::StatusOr<std::vector<Results>> LowerBounds(
   auto setting_of = [&](const PlanSettings& p) {
     return setting_index.at(p.SerializeAsString());
   };
-  std::map<std::pair<int, std::string>, Results> by_candidate;
+  std::map<std::pair<int, std::string>, PlanBounds> by_candidate;
   for (absl::StatusOr<std::string>& r :
        RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
     if (!r.ok()) return r.status();
-    Results rows;
-    if (!rows.ParseFromString(*r)) {
+    PlanBounds bounds;
+    if (!bounds.ParseFromString(*r)) {
       return absl::InternalError("a lower bound came back unreadable");
     }
-    for (ResultRow& row : *rows.mutable_rows()) {
-      const std::string& name = row.strategy();
-      *by_candidate[{setting_of(row.settings()),
-                     name.substr(0, name.find('@'))}]
-           .add_rows() = std::move(row);
+    for (PlanBound& b : *bounds.mutable_bounds()) {
+      const std::string& name = b.strategy();
+      *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
+           .add_bounds() = std::move(b);
     }
   }
-  std::vector<Results> out;
+  std::vector<PlanBounds> out;
   for (const Candidate& c : candidates) {
     out.push_back(by_candidate[{c.setting, c.spec}]);
   }
@@ -281,15 +286,21 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   // 2. Every algorithm choice of what fits is a point with its lower
   // bound; the points in order of their bounds, a wave at a time, each
   // wave pruning the rest.
-  absl::StatusOr<std::vector<Results>> variants =
+  absl::StatusOr<std::vector<PlanBounds>> variants =
       LowerBounds(jobs, settings, fit, options);
   if (!variants.ok()) return variants.status();
   std::vector<Candidate> points;
   std::vector<double> bounds;
   std::vector<int64_t> peaks;
+  // The step each point runs where it may be shared: its batch and its
+  // ReplayDigest.
+  using Step = std::pair<std::string, uint64_t>;
+  std::vector<std::optional<Step>> steps;
   int unplannable = 0;
   for (size_t b = 0; b < fit.size(); ++b) {
-    for (const ResultRow& v : (*variants)[b].rows()) {
+    PlanSettings batch = settings[fit[b].setting];
+    batch.clear_execution();
+    for (const PlanBound& v : (*variants)[b].bounds()) {
       if (!v.has_step_lower_bound_s()) {
         ++unplannable;
         continue;
@@ -297,6 +308,10 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
       peaks.push_back(fit_peak[b]);
+      steps.push_back(v.has_step_digest()
+                          ? std::optional<Step>(Step(batch.SerializeAsString(),
+                                                     v.step_digest()))
+                          : std::nullopt);
     }
   }
   const std::vector<std::string> named = NamedStrategies();
@@ -315,11 +330,16 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   PlanResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
   std::vector<const ResultRow*> done;
+  // The point simulated for each step, and each point that took another's.
+  std::map<Step, int> simulated_for;
+  std::vector<int> same_as(points.size(), -1);
   int pruned = 0;
+  int same_step = 0;
   const size_t wave = std::max(2, 2 * options.engine.jobs);
   size_t next = 0;
   while (next < order.size()) {
     std::vector<int> batch;
+    std::vector<int> shared;
     for (; next < order.size() && batch.size() < wave; ++next) {
       const int i = order[next];
       if (prune && Dominated(bounds[i], peaks[i], done)) {
@@ -334,22 +354,47 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         }
         continue;
       }
+      if (steps[i] && options.share_steps) {
+        auto [first, added] = simulated_for.emplace(*steps[i], i);
+        if (!added) {
+          same_as[i] = first->second;
+          shared.push_back(i);
+          continue;
+        }
+      }
       batch.push_back(i);
     }
-    if (batch.empty()) continue;
-    std::vector<JobPoint> run;
-    for (int i : batch)
-      run.push_back({&jobs[points[i].setting], points[i].spec, gpus});
-    absl::StatusOr<Results> rows = SimulatePoints(run, options.engine);
-    if (!rows.ok()) return rows.status();
-    if (rows->rows_size() != static_cast<int>(batch.size())) continue;
-    for (size_t k = 0; k < batch.size(); ++k) {
-      const int i = batch[k];
-      ResultRow r = rows->rows(static_cast<int>(k));
+    if (!batch.empty()) {
+      std::vector<JobPoint> run;
+      for (int i : batch)
+        run.push_back({&jobs[points[i].setting], points[i].spec, gpus});
+      absl::StatusOr<Results> rows = SimulatePoints(run, options.engine);
+      if (!rows.ok()) return rows.status();
+      if (rows->rows_size() != static_cast<int>(batch.size())) continue;
+      for (size_t k = 0; k < batch.size(); ++k) {
+        const int i = batch[k];
+        ResultRow r = rows->rows(static_cast<int>(k));
+        r.set_step_lower_bound_s(bounds[i]);
+        *r.mutable_settings() = settings[points[i].setting];
+        timed[i] = std::move(r);
+        done.push_back(&*timed[i]);
+      }
+    }
+    for (int i : shared) {
+      if (!timed[same_as[i]]) continue;  // an MPI rank other than 0
+      const ResultRow& twin = *timed[same_as[i]];
+      ResultRow r = twin;
+      if (absl::Status s =
+              RenamePoint(jobs[points[i].setting], points[i].spec, gpus, &r);
+          !s.ok()) {
+        return s;
+      }
+      r.set_same_step_as(PlanPointName(twin));
       r.set_step_lower_bound_s(bounds[i]);
       *r.mutable_settings() = settings[points[i].setting];
       timed[i] = std::move(r);
       done.push_back(&*timed[i]);
+      ++same_step;
     }
   }
   out.set_scenario(job.path);
@@ -365,6 +410,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   out.set_unplannable(unplannable);
   out.set_pruned(pruned);
   out.set_simulated(static_cast<int>(points.size()) - pruned);
+  out.set_same_step(same_step);
   std::vector<ResultRow> rows;  // in candidate order
   std::vector<bool> row_is_preset;
   for (size_t i = 0; i < timed.size(); ++i) {

@@ -37,6 +37,10 @@ struct SearchOptions {
   // Every setting of each spec (SettingsChoices: micro-batch size,
   // recomputation); false: the scenario's own.
   bool settings = true;
+  // A point that lowers to the schedule of a point already simulated takes
+  // that point's times (ResultRow.same_step_as); false: every point is
+  // simulated on its own (to check that the two agree).
+  bool share_steps = true;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 
