@@ -170,6 +170,61 @@ TEST(SearchBound, LatenciesAndTheHost) {
   EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.0359974, 1e-12);
 }
 
+// A compute op of one kernel on the compute stream.
+void Compute(Schedule* s, Kernel kernel) {
+  Op* op = s->add_ops();
+  op->set_id(s->ops_size() - 1);
+  op->set_stream(COMPUTE);
+  op->mutable_compute()->set_kernel_list(s->kernel_lists_size());
+  *s->add_kernel_lists()->add_kernels() = std::move(kernel);
+}
+
+// Beside the 1 GB all-gather (9.999 ms at least), compute on a GPU of 1e15
+// FLOP/s and 1e13 B/s of HBM, 100 SMs of which a collective holds 10:
+// a GEMM runs at 1 / (1 + 2 x 10/100) = 1/1.2 of its speed meanwhile, a
+// memory-bound kernel at 1 / (1 + 0.5 x 10/100) = 1/1.05.
+// - A 20 ms GEMM: 9.999 ms of it does 8.3325 ms of work at best, so it
+//   ends at 9.999 + 11.6675 = 21.6665 ms at the earliest, not at 20.
+// - A 5 ms memory-bound kernel and the GEMM: the kernel fits whole in the
+//   all-gather (5.25 ms) and the GEMM takes the 4.749 ms left (3.9575 ms
+//   of work): 9.999 + 20 - 3.9575 = 26.0415 ms, not 25.
+TEST(SearchBound, ComputeSlowsWhileACollectiveRuns) {
+  const Mesh mesh{2, 1};
+  Platform p = TwoGpuNode();
+  p.mutable_gpu()->set_peak_flops(1e15);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e13);
+  p.mutable_gpu()->set_sms(100);
+  KernelModel* km = p.mutable_kernels();
+  km->set_gemm_efficiency(1);
+  km->set_gemm_tile_m(1);
+  km->set_gemm_tile_n(1);
+  km->set_vector_fraction(1);
+  km->set_general_fraction(1);
+  p.mutable_interference()->set_collective_sms(10);
+  p.mutable_interference()->set_compute_slowdown(2);
+  p.mutable_interference()->set_memory_slowdown(0.5);
+  Kernel gemm;  // 2 x 1000 x 1000 x 1e7 FLOP = 20 ms (its 4e10 B: 4 ms)
+  gemm.mutable_gemm()->set_m(1000);
+  gemm.mutable_gemm()->set_n(1000);
+  gemm.mutable_gemm()->set_k(10'000'000);
+  Kernel vector;  // 5e10 B at 1e13 B/s = 5 ms
+  vector.mutable_memory()->set_vector_bytes(50'000'000'000);
+  vector.mutable_memory()->set_launches(1);
+
+  Schedule one;
+  AllGather(&one, GATHER, {});
+  Compute(&one, gemm);
+  absl::StatusOr<double> b = StepLowerBound(one, mesh, p);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NEAR(*b, 0.0216665, 1e-12);
+
+  Schedule two;
+  AllGather(&two, GATHER, {});
+  Compute(&two, gemm);
+  Compute(&two, vector);
+  EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.0260415, 1e-12);
+}
+
 ResultRow Row(const std::string& name, int64_t peak, double tokens) {
   ResultRow r;
   r.set_strategy(name);

@@ -86,7 +86,11 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
   // simulated op ends before its bound.
   std::vector<double> end(schedule.ops_size(), 0);
   std::map<int, double> stream_free;  // stream -> end of its last op
-  double host = 0;                    // when the host is free
+  // For the slowdown below: the compute stream's ops (work, slowdown with
+  // one collective's SMs held), and each stream's collectives' least time.
+  std::vector<std::pair<double, double>> compute;
+  std::map<int, double> collective_time;
+  double host = 0;  // when the host is free
   double bound = 0;
   auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
   for (const Op& op : schedule.ops()) {
@@ -114,7 +118,15 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
     }
     double t = 0;
     if (op.has_compute()) {
-      t = ComputeOpCost(KernelsOf(schedule, op.compute()), platform).seconds;
+      const OpCost c =
+          ComputeOpCost(KernelsOf(schedule, op.compute()), platform);
+      t = c.seconds;
+      if (op.stream() == COMPUTE) {
+        compute.emplace_back(
+            c.seconds,
+            ComputeSlowdown(c, platform.interference().collective_sms(),
+                            platform));
+      }
     } else if (op.has_collective()) {
       const CollectiveCall& c = op.collective();
       // One element per byte, as the engine plans it. A broadcast's least
@@ -134,13 +146,32 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
           least_.Get(*call, call->bytes(), platform.channels());
       if (!s.ok()) return s.status();
       t = **s;
+      collective_time[op.stream()] += t;
     }
     end[id] = start + t;
     if (op.has_compute()) end[id] = std::max(end[id], host);
     stream_free[op.stream()] = end[id];
     bound = std::max(bound, end[id]);
   }
-  return bound;
+  // Collectives hold SMs while they run (replay.cc): a compute op then runs
+  // at 1 / (1 + s) of its speed or slower, s its ComputeSlowdown with one
+  // collective's SMs held. The compute stream runs its ops one after
+  // another, and collectives run for at least `busy`, the most least time
+  // of one stream's collectives. So the step lasts at least `busy` plus
+  // the work left outside it; at most the least-slowed work fits inside,
+  // each second of it taking 1 + s seconds there.
+  double busy = 0;
+  for (const auto& [stream, t] : collective_time) busy = std::max(busy, t);
+  std::sort(compute.begin(), compute.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  double outside = 0;
+  double room = busy;
+  for (const auto& [work, slowdown] : compute) {
+    const double inside = std::min(room, work * (1 + slowdown));
+    room -= inside;
+    outside += work - inside / (1 + slowdown);
+  }
+  return std::max(bound, busy + std::max(0.0, outside));
 }
 
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,

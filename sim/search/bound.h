@@ -29,6 +29,10 @@ namespace shardsim {
 //   SimGrid's solver precision (bound.cc). The engine adds contention and
 //   slower NVSwitch ports under compute;
 // - a memory op: nothing.
+// Beside that walk, collectives slow compute (ComputeSlowdown, one
+// collective's SMs held): the step lasts at least the longest of one
+// stream's collectives' least times plus the compute stream's work that
+// cannot fit beside them, the least-slowed fitted first (bound.cc).
 // Errors: a call the plans refuse (plan_cache.h).
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
                                       const Mesh& mesh,
