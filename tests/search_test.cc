@@ -188,6 +188,12 @@ void Compute(Schedule* s, Kernel kernel) {
 // - A 5 ms memory-bound kernel and the GEMM: the kernel fits whole in the
 //   all-gather (5.25 ms) and the GEMM takes the 4.749 ms left (3.9575 ms
 //   of work): 9.999 + 20 - 3.9575 = 26.0415 ms, not 25.
+// With NVLink at half speed while compute runs, the all-gather, all
+// NVLink, takes 19.998 ms beside compute at the least:
+// - the GEMM does 19.998 / 1.2 = 16.665 ms of work meanwhile and ends at
+//   19.998 + 3.335 = 23.333 ms;
+// - after the 5 ms kernel (5.25 ms), the GEMM does 14.748 / 1.2 = 12.29
+//   ms of work beside it; 25 ms of work end at 19.998 + 7.71 = 27.708 ms.
 TEST(SearchBound, ComputeSlowsWhileACollectiveRuns) {
   const Mesh mesh{2, 1};
   Platform p = TwoGpuNode();
@@ -203,6 +209,7 @@ TEST(SearchBound, ComputeSlowsWhileACollectiveRuns) {
   p.mutable_interference()->set_collective_sms(10);
   p.mutable_interference()->set_compute_slowdown(2);
   p.mutable_interference()->set_memory_slowdown(0.5);
+  p.mutable_interference()->set_nvlink_under_compute(1);
   Kernel gemm;  // 2 x 1000 x 1000 x 1e7 FLOP = 20 ms (its 4e10 B: 4 ms)
   gemm.mutable_gemm()->set_m(1000);
   gemm.mutable_gemm()->set_n(1000);
@@ -223,6 +230,10 @@ TEST(SearchBound, ComputeSlowsWhileACollectiveRuns) {
   Compute(&two, gemm);
   Compute(&two, vector);
   EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.0260415, 1e-12);
+
+  p.mutable_interference()->set_nvlink_under_compute(0.5);
+  EXPECT_NEAR(*StepLowerBound(one, mesh, p), 0.023333, 1e-12);
+  EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.027708, 1e-12);
 }
 
 ResultRow Row(const std::string& name, int64_t peak, double tokens) {

@@ -47,30 +47,64 @@ Speeds FastestSpeeds(const Platform& p) {
   return s;
 }
 
+// The least a step lasts beside a stream of collectives that run `comm`
+// seconds at full speed and progress at `scale` of that while compute
+// runs. `compute` is the compute stream's ops, (work, slowdown while a
+// collective runs), least slowdown first. With `o` seconds of overlap the
+// compute runs `work + slowed(o)`, where slowed(o) is `o` less the most
+// work that fits in it (least-slowed first), and the collectives run
+// max(0, comm - scale o) seconds on their own; both add up, as the
+// compute stream never runs two ops at once. The least over `o`: that
+// sum is convex and piecewise linear, so the least is at a knee.
+double LeastBeside(const std::vector<std::pair<double, double>>& compute,
+                   double comm, double scale) {
+  double work = 0;
+  for (const auto& [w, slowdown] : compute) work += w;
+  auto step = [&](double o, double slowed) {
+    return work + slowed + std::max(0.0, comm - scale * o);
+  };
+  double least = step(0, 0);
+  const double knee = comm / scale;  // the collectives wholly overlapped
+  double o = 0;
+  double done = 0;
+  for (const auto& [w, slowdown] : compute) {
+    const double next = o + w * (1 + slowdown);
+    if (knee > o && knee < next) {
+      least = std::min(least,
+                       step(knee, knee - done - (knee - o) / (1 + slowdown)));
+    }
+    o = next;
+    done += w;
+    least = std::min(least, step(o, o - done));
+  }
+  return least;
+}
+
 }  // namespace
 
 StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
     : platform_(platform),
       least_(mesh, platform, [this](const CollectiveCall& call, Plan plan) {
-        return absl::StatusOr<double>(LeastCallTime(call, plan));
+        return absl::StatusOr<LeastTime>(LeastCallTime(call, plan));
       }) {}
 
-double StepBounder::LeastCallTime(const CollectiveCall& call,
-                                  const Plan& plan) const {
+StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
+                                                  const Plan& plan) const {
   const Speeds speed = FastestSpeeds(platform_);
   const PlanSummary summary = Summarize(plan, /*by_step=*/false);
   // Every member sends through its own port and (at most) its own NIC:
   // the busiest one sends at least the mean.
   const PlanVolume& v = summary.volume;
   const double members = GroupSize(call.group());
-  const double volume = std::max(v.intra_node / members / speed.intra,
-                                 v.inter_node / members / speed.inter);
+  const double nvlink = v.intra_node / members / speed.intra;
+  const double volume = std::max(nvlink, v.inter_node / members / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
   // never faster than that estimate (estimate.h).
   double estimate = 0;
   FastestProtocol(summary, platform_,
                   IntraInflation(call.algorithm(), platform_), &estimate);
-  return std::max(volume, estimate) * (1 - kSolverSlack);
+  return {std::max(volume, estimate) * (1 - kSolverSlack),
+          nvlink * (1 - kSolverSlack)};
 }
 
 absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
@@ -89,7 +123,7 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
   // For the slowdown below: the compute stream's ops (work, slowdown with
   // one collective's SMs held), and each stream's collectives' least time.
   std::vector<std::pair<double, double>> compute;
-  std::map<int, double> collective_time;
+  std::map<int, LeastTime> collective_time;
   double host = 0;  // when the host is free
   double bound = 0;
   auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
@@ -142,36 +176,35 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
         local.set_root(c.root() % c.group().intra_size());
         call = &local;
       }
-      absl::StatusOr<const double*> s =
+      absl::StatusOr<const LeastTime*> s =
           least_.Get(*call, call->bytes(), platform.channels());
       if (!s.ok()) return s.status();
-      t = **s;
-      collective_time[op.stream()] += t;
+      t = (*s)->seconds;
+      LeastTime& sum = collective_time[op.stream()];
+      sum.seconds += t;
+      sum.nvlink_s += (*s)->nvlink_s;
     }
     end[id] = start + t;
     if (op.has_compute()) end[id] = std::max(end[id], host);
     stream_free[op.stream()] = end[id];
     bound = std::max(bound, end[id]);
   }
-  // Collectives hold SMs while they run (replay.cc): a compute op then runs
-  // at 1 / (1 + s) of its speed or slower, s its ComputeSlowdown with one
-  // collective's SMs held. The compute stream runs its ops one after
-  // another, and collectives run for at least `busy`, the most least time
-  // of one stream's collectives. So the step lasts at least `busy` plus
-  // the work left outside it; at most the least-slowed work fits inside,
-  // each second of it taking 1 + s seconds there.
-  double busy = 0;
-  for (const auto& [stream, t] : collective_time) busy = std::max(busy, t);
+  // Compute and collectives slow each other (replay.cc): a compute op runs
+  // at 1 / (1 + s) of its speed or slower while a collective runs, s its
+  // ComputeSlowdown with one collective's SMs held; NVLink runs at
+  // nvlink_under_compute while compute runs. Each stream's collectives
+  // against the compute stream, twice: their least times at full speed,
+  // and their NVSwitch ports' bytes alone at the slower speed.
   std::sort(compute.begin(), compute.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });
-  double outside = 0;
-  double room = busy;
-  for (const auto& [work, slowdown] : compute) {
-    const double inside = std::min(room, work * (1 + slowdown));
-    room -= inside;
-    outside += work - inside / (1 + slowdown);
+  const double under = platform.interference().nvlink_under_compute();
+  for (const auto& [stream, sum] : collective_time) {
+    bound = std::max(bound, LeastBeside(compute, sum.seconds, 1));
+    if (under > 0) {
+      bound = std::max(bound, LeastBeside(compute, sum.nvlink_s, under));
+    }
   }
-  return std::max(bound, busy + std::max(0.0, outside));
+  return bound;
 }
 
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,

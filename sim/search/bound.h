@@ -29,10 +29,12 @@ namespace shardsim {
 //   SimGrid's solver precision (bound.cc). The engine adds contention and
 //   slower NVSwitch ports under compute;
 // - a memory op: nothing.
-// Beside that walk, collectives slow compute (ComputeSlowdown, one
-// collective's SMs held): the step lasts at least the longest of one
-// stream's collectives' least times plus the compute stream's work that
-// cannot fit beside them, the least-slowed fitted first (bound.cc).
+// Beside that walk, compute and collectives slow each other: a compute op
+// runs slower while a collective holds SMs (ComputeSlowdown), NVLink runs
+// slower while compute runs (nvlink_under_compute). The compute stream
+// runs one op at a time, and one stream's collectives one after another;
+// the step lasts at least the compute and those collectives, less the
+// overlap they can best have (bound.cc).
 // Errors: a call the plans refuse (plan_cache.h).
 absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
                                       const Mesh& mesh,
@@ -49,10 +51,16 @@ class StepBounder {
   absl::StatusOr<double> Bound(const Schedule& schedule);
 
  private:
-  double LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
+  struct LeastTime {
+    double seconds = 0;  // the call's least time
+    // Its busiest NVSwitch port's bytes at full speed: NVLink runs slower
+    // while compute runs (nvlink_under_compute).
+    double nvlink_s = 0;
+  };
+  LeastTime LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
 
   const Platform& platform_;
-  PlanCache<double> least_;
+  PlanCache<LeastTime> least_;
 };
 
 }  // namespace shardsim
