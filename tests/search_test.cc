@@ -170,6 +170,27 @@ TEST(SearchBound, LatenciesAndTheHost) {
   EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.0359974, 1e-12);
 }
 
+// Two nodes of two GPUs, one NIC each (25 GB/s, 0.5 of it payload at
+// best): a 1 GB all-gather between the nodes sends 0.5 GB from each
+// member, and both groups of its shape (GPUs 0 and 2, 1 and 3) run it at
+// once through the same NICs, 1 GB each: 80 ms, 79.992 ms with the
+// solver's slack. With a NIC per GPU, 40 ms (39.996 ms).
+TEST(SearchBound, GpusThatShareANicShareItsSpeed) {
+  const Mesh mesh{2, 2};
+  Platform p = TwoGpuNode();
+  p.mutable_network()->set_nics_per_node(1);
+  Schedule across;
+  AllGather(&across, GATHER, {})
+      ->mutable_collective()
+      ->mutable_group()
+      ->CopyFrom(InterGroup(mesh));
+  absl::StatusOr<double> b = StepLowerBound(across, mesh, p);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NEAR(*b, 0.079992, 1e-12);
+  p.mutable_network()->set_nics_per_node(2);
+  EXPECT_NEAR(*StepLowerBound(across, mesh, p), 0.039996, 1e-12);
+}
+
 // A compute op of one kernel on the compute stream.
 void Compute(Schedule* s, Kernel kernel) {
   Op* op = s->add_ops();

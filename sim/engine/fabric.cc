@@ -15,13 +15,8 @@ namespace shardsim {
 
 int Fabric::NicOf(int rank) const {
   const int m = mesh_.gpus_per_node;
-  const int nics = platform_.network().nics_per_node();
-  const int node = rank / m;
-  const int local = rank % m;
-  // Several GPUs share a NIC (a800: 2 per NIC), or a GPU uses the first of
-  // its NICs (more NICs than GPUs: bonding is not modelled).
-  const int nic = nics >= m ? local * (nics / m) : local / (m / nics);
-  return node * nics + nic;
+  return rank / m * platform_.network().nics_per_node() +
+         NicOfLocal(platform_, m, rank % m);
 }
 
 double Fabric::NvlinkBandwidth() const {

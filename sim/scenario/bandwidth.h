@@ -20,6 +20,16 @@ inline double NicBandwidth(const Platform& p) {
   return p.network().nic_bandwidth() * p.efficiency().network_fraction();
 }
 
+// The NIC of its node that the GPU of local index `local` sends through,
+// on nodes of `gpus_per_node` GPUs: several GPUs share a NIC (a800: 2 per
+// NIC), or a GPU uses the first of its NICs (more NICs than GPUs: bonding
+// is not modelled). The platform has NICs.
+inline int NicOfLocal(const Platform& p, int gpus_per_node, int local) {
+  const int m = gpus_per_node;
+  const int nics = p.network().nics_per_node();
+  return nics >= m ? local * (nics / m) : local / (m / nics);
+}
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_SCENARIO_BANDWIDTH_H_

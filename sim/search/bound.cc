@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "sim/collective/estimate.h"
@@ -86,18 +87,29 @@ StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
     : platform_(platform),
       least_(mesh, platform, [this](const CollectiveCall& call, Plan plan) {
         return absl::StatusOr<LeastTime>(LeastCallTime(call, plan));
-      }) {}
+      }) {
+  if (mesh.nodes > 1 && platform.network().nics_per_node() > 0) {
+    std::set<int> nics;
+    for (int local = 0; local < mesh.gpus_per_node; ++local) {
+      nics.insert(NicOfLocal(platform, mesh.gpus_per_node, local));
+    }
+    gpus_per_nic_ = static_cast<double>(mesh.gpus_per_node) / nics.size();
+  }
+}
 
 StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
                                                   const Plan& plan) const {
   const Speeds speed = FastestSpeeds(platform_);
   const PlanSummary summary = Summarize(plan, /*by_step=*/false);
-  // Every member sends through its own port and (at most) its own NIC:
-  // the busiest one sends at least the mean.
+  // Every member sends through its own port: the busiest one sends at
+  // least the mean. Every group of the call's shape runs it at once
+  // (collective_engine.h), each member's NIC shared by gpus_per_nic_ of
+  // them: the busiest NIC sends at least the mean over the NICs in use.
   const PlanVolume& v = summary.volume;
   const double members = GroupSize(call.group());
   const double nvlink = v.intra_node / members / speed.intra;
-  const double volume = std::max(nvlink, v.inter_node / members / speed.inter);
+  const double volume =
+      std::max(nvlink, v.inter_node / members * gpus_per_nic_ / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
   // never faster than that estimate (estimate.h).
   double estimate = 0;

@@ -23,7 +23,9 @@ namespace shardsim {
 //   (overlap with collectives);
 // - a collective: the longer of its bytes through its busiest NVSwitch
 //   port or NIC at full speed (the bytes its group sends, over the
-//   members, at the largest efficiency and wire-protocol fraction) and its
+//   members, at the largest efficiency and wire-protocol fraction; through
+//   a NIC, times the GPUs that share it, as every group of the call's
+//   shape runs at once) and its
 //   alpha-beta estimate with the protocol the engine picks
 //   (sim/collective/estimate.h), which adds latencies, less 1e-4 for
 //   SimGrid's solver precision (bound.cc). The engine adds contention and
@@ -60,6 +62,7 @@ class StepBounder {
   LeastTime LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
 
   const Platform& platform_;
+  double gpus_per_nic_ = 1;  // GPUs of a node that share a NIC in use
   PlanCache<LeastTime> least_;
 };
 
