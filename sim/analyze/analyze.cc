@@ -13,10 +13,6 @@
 
 namespace shardsim {
 
-namespace {
-
-// What a point's row says of the point itself, whatever ran it: its name
-// and its memory estimate.
 void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
                       const MemoryBreakdown& mem, ResultRow* row) {
   row->set_strategy(spec);
@@ -32,6 +28,8 @@ void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
   row->set_peak_memory_bytes(mem.total);
   row->set_oom(mem.oom);
 }
+
+namespace {
 
 // A point resolved and checked, its memory estimated: everything but the
 // schedule.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "sim/memory/memory.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
@@ -64,6 +65,11 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
 // "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
 // errors.
 std::string PointName(const Job& job, const std::string& spec, int gpus);
+
+// What a point's row says of the point itself, whatever ran it: its name
+// (spec, GPUs, model, platform) and its memory estimate `mem`.
+void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
+                      const MemoryBreakdown& mem, ResultRow* row);
 
 // `row`, which another point of the same schedule ran, made the row of
 // (spec, gpus): its name and memory estimate replace the other's; times

@@ -41,17 +41,7 @@ void MemoryRow(const Job& job, const std::vector<Layer>& layers,
   if (!at.ok()) return;
   const MemoryBreakdown mem =
       EstimateMemory(layers, *strategy, *mesh, *at, job.platform);
-  ResultRow* row = results->add_rows();
-  row->set_strategy(spec);
-  row->set_gpus(gpus);
-  row->set_param_bytes(mem.states.params);
-  row->set_grad_bytes(mem.states.grads);
-  row->set_optimizer_bytes(mem.states.optimizer);
-  row->set_activation_bytes(mem.activations);
-  row->set_buffer_bytes(mem.buffers);
-  row->set_reserved_bytes(mem.reserved);
-  row->set_peak_memory_bytes(mem.total);
-  row->set_oom(mem.oom);
+  SetNameAndMemory(job, spec, gpus, mem, results->add_rows());
 }
 
 }  // namespace
