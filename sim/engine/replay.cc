@@ -16,8 +16,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/message.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/schedule/host_cost.h"
@@ -961,13 +959,9 @@ uint64_t ReplayDigest(const Schedule& schedule) {
   for (Op& op : *read.mutable_ops()) {
     if (op.has_memory()) op.mutable_memory()->Clear();
   }
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    read.SerializeToCodedStream(&coded);
-  }
+  // A schedule has no map fields: its serialization is deterministic (as
+  // periodic.cc and analyze.cc compare schedules).
+  std::string bytes = read.SerializeAsString();
   absl::StrAppend(
       &bytes, "|repeats ",
       r ? absl::StrCat(r->lo, " ", r->hi, " ", r->first_op, " ", r->period_ops)
