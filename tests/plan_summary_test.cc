@@ -112,6 +112,67 @@ TEST(PlanSummary, ChainsAndTransfersOfAPairAddUpPerStep) {
   }
 }
 
+// A step's load is its busiest endpoint's, not its largest message: member
+// 0 sends 5 to member 1 and 7 to member 2 in step 0 over one NVSwitch port
+// (12), then receives 4 from 2 and 3 from 1 in step 1 (7). A tree's stages
+// run as their hops (each edge carries its steps one after another); an
+// all-to-all's, the same transfers, step by step.
+TEST(PlanSummary, AStepLoadsItsBusiestEndpoint) {
+  Plan plan;
+  plan.op = ALL_GATHER;
+  plan.shape = {3, 1};
+  plan.count = 12;
+  plan.num_steps = 2;
+  plan.transfers = {
+      Transfer{0, 0, 0, 1, 0, 5, false}, Transfer{0, 0, 0, 2, 5, 7, false},
+      Transfer{1, 0, 1, 0, 0, 3, false}, Transfer{1, 0, 2, 0, 3, 4, false}};
+  for (Algorithm a : {TREE, DIRECT}) {
+    SCOPED_TRACE(Algorithm_Name(a));
+    plan.algorithm = a;
+    const PlanSummary s = Summarize(plan);
+    ASSERT_EQ(s.stages.size(), 1u);
+    EXPECT_TRUE(
+        (s.stages[0].steps == std::vector<StepLoad>{{12, 0, 0}, {7, 0, 0}}));
+    EXPECT_EQ(s.stages[0].by_step.size(), a == TREE ? 0u : 2u);
+  }
+  // The switch is no endpoint: what it takes in is every member's, reduced
+  // as it passes. Two members send it 6 each: the step's load is 6.
+  plan.algorithm = SHARP;
+  plan.transfers = {Transfer{0, 0, 0, kSwitch, 0, 6, true},
+                    Transfer{0, 0, 1, kSwitch, 0, 6, true}};
+  plan.num_steps = 1;
+  EXPECT_TRUE(
+      (Summarize(plan).stages[0].steps == std::vector<StepLoad>{{0, 0, 6}}));
+}
+
+// A NIC's load counts every GPU on it, each as its member of its group. Two
+// nodes, one member each, every node's two GPUs on one NIC (a800_lins: the
+// other GPU is the same member of another group running the same plan):
+// member 0 sends 10 to member 1 in step 0, so NIC 0 sends 20 and NIC 1
+// receives 20. Flat over 2 x 2 with a NIC per node, members 0 and 1 each
+// send 10 across (to 2 and 3): NIC 0 sends 20 again. With a NIC per member
+// (nothing given), 10 in both.
+TEST(PlanSummary, GpusOnANicAddUp) {
+  Plan inter;
+  inter.op = ALL_GATHER;
+  inter.algorithm = TREE;
+  inter.shape = {1, 2};
+  inter.count = 10;
+  inter.num_steps = 1;
+  inter.transfers = {Transfer{0, 0, 0, 1, 0, 10, false}};
+  EXPECT_EQ(Summarize(inter, true, {{0, 0}, {1, 1}}).stages[0].steps[0].inter,
+            20);
+  EXPECT_EQ(Summarize(inter).stages[0].steps[0].inter, 10);
+  Plan flat = inter;
+  flat.shape = {2, 2};
+  flat.count = 20;
+  flat.transfers = {Transfer{0, 0, 0, 2, 0, 10, false},
+                    Transfer{0, 0, 1, 3, 10, 10, false}};
+  EXPECT_EQ(Summarize(flat, true, {{0, 1}, {2, 3}}).stages[0].steps[0].inter,
+            20);
+  EXPECT_EQ(Summarize(flat).stages[0].steps[0].inter, 10);
+}
+
 // The plan with its chains listed as explicit transfers.
 Plan WithChainsExpanded(Plan plan) {
   std::vector<RingPass> rings = std::move(plan.rings);

@@ -238,25 +238,70 @@ StepMessages CollectMessages(const Plan& plan) {
   return merged;
 }
 
-// Every step's largest message of each kind (StepLoad), from the segments
-// without listing the messages: per pair, the segments' sums over runs of
-// steps; then, largest first, each sum claims the steps of its run that no
-// larger one has. The same as each step's largest message, transfers and
-// chains' pieces summed per pair.
-std::vector<StepLoad> StepLoads(const Plan& plan, std::vector<Segment> segs,
-                                int steps) {
-  std::sort(segs.begin(), segs.end(), [](const Segment& a, const Segment& b) {
-    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+// Every step's busiest endpoint of each kind (StepLoad), from the segments
+// without listing the messages. An endpoint is what a member sends or
+// receives over NVSwitch, or what a NIC sends or receives: every GPU on it
+// counts, each as its member (all groups of a call run the same plan, so a
+// member's load is the same in every group). Per endpoint, the segments'
+// sums over runs of steps; then, largest first, each sum claims the steps
+// of its run that no larger one has: each step's largest of those sums,
+// transfers and chains' pieces together. The switch is no endpoint: its
+// load is every member's, which the fabric reduces as it passes.
+std::vector<StepLoad> StepLoads(const Plan& plan,
+                                const std::vector<Segment>& segments,
+                                const NicMembers& nics, int steps) {
+  // The NICs whose load a member's network traffic adds to, a NIC once per
+  // GPU on it that is this member of its group; none given: one NIC each.
+  std::vector<std::vector<int32_t>> nics_of(plan.shape.size());
+  for (size_t k = 0; k < nics.size(); ++k) {
+    for (int32_t m : nics[k]) nics_of[m].push_back(static_cast<int32_t>(k));
+  }
+  if (nics.empty()) {
+    for (int m = 0; m < plan.shape.size(); ++m) nics_of[m] = {m};
+  }
+  struct Keyed {
+    int endpoint;  // member over NVSwitch, NIC over the network
+    int way;       // 0: sends, 1: receives
+    int slot;
+    int first;
+    int last;
+    int64_t elements;
+  };
+  std::vector<Keyed> segs;
+  segs.reserve(2 * segments.size());
+  for (const Segment& g : segments) {
+    const int slot = SlotOf(plan.shape, g.src, g.dst);
+    for (int way = 0; way < 2; ++way) {
+      const int member = way == 0 ? g.src : g.dst;
+      if (member == kSwitch) continue;
+      if (slot == kIntraSlot) {
+        segs.push_back({member, way, slot, g.first, g.last, g.elements});
+        continue;
+      }
+      for (int32_t k : nics_of[member]) {
+        segs.push_back({k, way, slot, g.first, g.last, g.elements});
+      }
+    }
+  }
+  std::sort(segs.begin(), segs.end(), [](const Keyed& a, const Keyed& b) {
+    return std::tie(a.endpoint, a.way, a.slot) <
+           std::tie(b.endpoint, b.way, b.slot);
   });
-  // Per pair: +elements where a segment starts, - past where it ends; the
-  // sum holds from one event's step to the next's.
-  std::vector<Segment> sums;
+  // Per endpoint: +elements where a segment starts, - past where it ends;
+  // the sum holds from one event's step to the next's.
+  struct Sum {
+    int slot;
+    int first;
+    int last;
+    int64_t elements;
+  };
+  std::vector<Sum> sums;
   std::vector<std::pair<int, int64_t>> events;
   for (size_t i = 0; i < segs.size();) {
     size_t j = i;
     events.clear();
-    for (; j < segs.size() && segs[j].src == segs[i].src &&
-           segs[j].dst == segs[i].dst;
+    for (; j < segs.size() && segs[j].endpoint == segs[i].endpoint &&
+           segs[j].way == segs[i].way && segs[j].slot == segs[i].slot;
          ++j) {
       events.push_back({segs[j].first, segs[j].elements});
       events.push_back({segs[j].last + 1, -segs[j].elements});
@@ -267,16 +312,14 @@ std::vector<StepLoad> StepLoads(const Plan& plan, std::vector<Segment> segs,
       sum += events[e].second;
       const int until = events[e + 1].first;
       if (until > events[e].first && sum > 0) {
-        sums.push_back(
-            Segment{segs[i].src, segs[i].dst, events[e].first, until - 1, sum});
+        sums.push_back(Sum{segs[i].slot, events[e].first, until - 1, sum});
       }
     }
     i = j;
   }
-  std::stable_sort(sums.begin(), sums.end(),
-                   [](const Segment& a, const Segment& b) {
-                     return a.elements > b.elements;
-                   });
+  std::stable_sort(sums.begin(), sums.end(), [](const Sum& a, const Sum& b) {
+    return a.elements > b.elements;
+  });
   std::vector<StepLoad> load(steps);
   // Per slot, the first step at or after s that no larger sum has claimed
   // (a disjoint-set forest with path halving).
@@ -288,8 +331,8 @@ std::vector<StepLoad> StepLoads(const Plan& plan, std::vector<Segment> segs,
     while (n[s] != s) s = n[s] = n[n[s]];
     return s;
   };
-  for (const Segment& m : sums) {
-    const LoadSlot slot = SlotOf(plan.shape, m.src, m.dst);
+  for (const Sum& m : sums) {
+    const LoadSlot slot = static_cast<LoadSlot>(m.slot);
     std::vector<int>& n = next[slot];
     for (int s = find(n, m.first); s <= m.last; s = find(n, s)) {
       At(load[s], slot) = m.elements;
@@ -362,7 +405,11 @@ void AddRingPasses(const Plan& plan, const StepLayout& layout,
 // explicit transfers alone (an all-to-all's) stay step by step, since
 // their hops together would put every pair in flight at once.
 std::vector<bool> PipelinedStages(const Plan& plan, const StepLayout& layout) {
-  std::vector<bool> pipelined(layout.num_stages, false);
+  // A tree's explicit transfers cross its edges, and each edge carries its
+  // messages one step after another (pieces up or down, a level's chunks),
+  // as a chain's hop does: at most two edges per member and tree, where an
+  // all-to-all's pairs are every pair.
+  std::vector<bool> pipelined(layout.num_stages, plan.algorithm == TREE);
   auto mark = [&](int first, int last) {
     for (int t = first; t <= last; ++t) pipelined[layout.stage[t]] = true;
   };
@@ -436,7 +483,7 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
 
 }  // namespace
 
-PlanSummary Summarize(const Plan& plan, bool by_step) {
+PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   PlanSummary out;
   out.volume = CountVolume(plan);
   const std::vector<Segment> segments = Segments(plan);
@@ -448,7 +495,7 @@ PlanSummary Summarize(const Plan& plan, bool by_step) {
   std::optional<StepMessages> messages;
   if (by_step) messages = CollectMessages(plan);
   out.stages = AssembleStages(plan, layout, std::move(hops),
-                              StepLoads(plan, segments, steps),
+                              StepLoads(plan, segments, nics, steps),
                               messages ? &*messages : nullptr);
   out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;

@@ -8,10 +8,11 @@
 // between them are one flow, which max-min shares as their sum whenever
 // every hop carries the same number of channels, as every plan's does.
 // Hops that must wait for each other inside a stage (a chain, a tree) are
-// held back by the stage's floor: the sum over its steps of the slowest
-// message of each step (what one pair sends in a step, all channels
-// together). Ring passes need no floor: a pipelined ring is exactly its
-// hops' flows plus alpha per step.
+// held back by the stage's floor: the sum over its steps of each step's
+// time at its busiest endpoint (what one member sends or receives over
+// NVSwitch, or one NIC, in a step, all channels together): the stage run
+// step by step, with nothing else on the links. Ring passes need no floor:
+// a pipelined ring is exactly its hops' flows plus alpha per step.
 #ifndef SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_
 #define SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_
 
@@ -30,7 +31,9 @@ struct Hop {
   bool inter = false;    // leaves the node (or touches the switch)
 };
 
-// The largest message of one step, by where it goes (elements).
+// What the busiest endpoint of one step moves (elements), by where it goes:
+// what one member sends or receives over NVSwitch, or one NIC over the
+// network (NicMembers), all channels together.
 struct StepLoad {
   int64_t intra = 0;
   int64_t inter = 0;
@@ -40,12 +43,13 @@ struct StepLoad {
 struct Stage {
   std::vector<Hop> hops;
   std::vector<StepLoad> steps;  // its steps' explicit transfers, in order
-  // A stage of explicit transfers only (direct, tree, switch) runs step
-  // by step: by_step[i] are step i's messages, one per pair (steps = 1).
+  // A stage of explicit transfers only (direct, switch) runs step by
+  // step: by_step[i] are step i's messages, one per pair (steps = 1).
   // Aggregating an all-to-all's steps instead would put N x p flows in
   // flight at once, and SimGrid 3.32 pays per completion for every flow in
-  // flight. A stage with a ring or chain pass runs as its hops, one flow
-  // each, with the pipeline's floor (estimate.h, StageFloor).
+  // flight. A stage with a ring or chain pass, or a tree's, runs as its
+  // hops, one flow each, with the pipeline's floor (estimate.h,
+  // StageFloor).
   std::vector<std::vector<Hop>> by_step;
 };
 
@@ -57,11 +61,20 @@ struct PlanSummary {
   bool intra_symmetric = true;
 };
 
+// The GPUs that share each NIC when every group of a call runs the plan at
+// once (collective_engine.h), as members: nics[k] lists, for each GPU on NIC
+// k, its index in its own group. All groups run the same plan, so a NIC's
+// load in a step is the sum of those members' loads: on a800_lins, two GPUs
+// share a NIC, and in a group of one member per node both are that member.
+// Empty: every member has a NIC of its own.
+using NicMembers = std::vector<std::vector<int32_t>>;
+
 // With `by_step` false the stages' by_step are left empty: all that
 // estimates and bounds read (hops, step loads, volume) without listing
 // every message, which a long chain has millions of. The engine needs
 // them.
-PlanSummary Summarize(const Plan& plan, bool by_step = true);
+PlanSummary Summarize(const Plan& plan, bool by_step = true,
+                      const NicMembers& nics = {});
 
 }  // namespace shardsim
 
