@@ -235,36 +235,11 @@ TEST(PlanSummary, ChainsSummarizeAsTheirTransfers) {
   EXPECT_GT(with_chains, 100);
 }
 
-// The summary with every member m renamed (m + per_node) mod size, one node
-// on; hops sorted by their new names, as Summarize orders them.
-PlanSummary OneNodeOn(PlanSummary s, const PlanShape& shape) {
-  auto rename = [&](int32_t* m) {
-    if (*m != kSwitch) *m = (*m + shape.per_node) % shape.size();
-  };
-  auto by_ends = [](const Hop& a, const Hop& b) {
-    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
-  };
-  for (Stage& stage : s.stages) {
-    for (Hop& h : stage.hops) {
-      rename(&h.src);
-      rename(&h.dst);
-    }
-    std::sort(stage.hops.begin(), stage.hops.end(), by_ends);
-    for (std::vector<Hop>& step : stage.by_step) {
-      for (Hop& h : step) {
-        rename(&h.src);
-        rename(&h.dst);
-      }
-      std::sort(step.begin(), step.end(), by_ends);
-    }
-  }
-  return s;
-}
-
-// A broadcast from root + per_node is the one from root with every member
-// a node further on, for every algorithm: what a summary gives (volume,
-// stages, floors) is the same for every root of one local index, which
-// StepBounder relies on (sim/search/bound.cc).
+// A broadcast from root + k per_node is the one from root with every member
+// k nodes further on, for every algorithm, with NICs shared or not: what a
+// summary gives (volume, stages, floors) is the same for every root of one
+// local index, which StepBounder relies on (sim/search/bound.cc), and the
+// engine summarizes such a broadcast so (collective_engine.cc).
 TEST(PlanSummary, BroadcastsFromRootsANodeApartAreRenamings) {
   int compared = 0;
   for (Algorithm a : {RING, HRING, HORING, TORUS2D, TREE, DIRECT, SHARP}) {
@@ -272,18 +247,31 @@ TEST(PlanSummary, BroadcastsFromRootsANodeApartAreRenamings) {
          {PlanShape{4, 3}, PlanShape{2, 5}, PlanShape{1, 4}, PlanShape{8, 2}}) {
       for (int64_t count : {5, 1000}) {
         for (int channels : {1, 3}) {
-          for (int root = 0; root + shape.per_node < shape.size(); ++root) {
+          // Two GPUs on each NIC: on a node, members 2i and 2i + 1 of one
+          // group, or (one member per node) the member twice, of two groups.
+          NicMembers nics;
+          for (int n = 0; n < shape.nodes; ++n) {
+            for (int i = 0; i < shape.per_node; i += 2) {
+              const int m = n * shape.per_node + i;
+              nics.push_back({m, i + 1 < shape.per_node ? m + 1 : m});
+            }
+          }
+          for (int root = shape.per_node; root < shape.size(); ++root) {
+            const int local = root % shape.per_node;
             absl::StatusOr<Plan> from = MakePlan(
-                PlanRequest{BROADCAST, a, shape, count, channels, root});
+                PlanRequest{BROADCAST, a, shape, count, channels, local});
             if (!from.ok()) continue;  // the shape does not suit it
-            absl::StatusOr<Plan> next = MakePlan(PlanRequest{
-                BROADCAST, a, shape, count, channels, root + shape.per_node});
-            ASSERT_TRUE(next.ok()) << next.status();
+            absl::StatusOr<Plan> at = MakePlan(
+                PlanRequest{BROADCAST, a, shape, count, channels, root});
+            ASSERT_TRUE(at.ok()) << at.status();
             SCOPED_TRACE(absl::StrCat(Algorithm_Name(a), " ", shape.per_node,
                                       "x", shape.nodes, " ", count, " ",
                                       channels, " root ", root));
-            ExpectSameSummary(OneNodeOn(Summarize(*from), shape),
-                              Summarize(*next));
+            const int on = root / shape.per_node;
+            ExpectSameSummary(NodesOn(Summarize(*from), on, shape),
+                              Summarize(*at));
+            ExpectSameSummary(NodesOn(Summarize(*from, true, nics), on, shape),
+                              Summarize(*at, true, nics));
             ++compared;
           }
         }

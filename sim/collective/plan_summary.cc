@@ -501,4 +501,29 @@ PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   return out;
 }
 
+PlanSummary NodesOn(PlanSummary summary, int nodes, const PlanShape& shape) {
+  const int shift = nodes * shape.per_node;
+  auto rename = [&](int32_t* m) {
+    if (*m != kSwitch) *m = Wrap(*m + shift, shape.size());
+  };
+  auto by_ends = [](const Hop& a, const Hop& b) {
+    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+  };
+  for (Stage& stage : summary.stages) {
+    for (Hop& h : stage.hops) {
+      rename(&h.src);
+      rename(&h.dst);
+    }
+    std::sort(stage.hops.begin(), stage.hops.end(), by_ends);
+    for (std::vector<Hop>& step : stage.by_step) {
+      for (Hop& h : step) {
+        rename(&h.src);
+        rename(&h.dst);
+      }
+      std::sort(step.begin(), step.end(), by_ends);
+    }
+  }
+  return summary;
+}
+
 }  // namespace shardsim

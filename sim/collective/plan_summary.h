@@ -76,6 +76,13 @@ using NicMembers = std::vector<std::vector<int32_t>>;
 PlanSummary Summarize(const Plan& plan, bool by_step = true,
                       const NicMembers& nics = {});
 
+// `summary` with every member m renamed (m + nodes * per_node) mod size,
+// `nodes` of the plan's nodes on (the switch stays), hops in Summarize's
+// order. A broadcast from a root that many nodes on summarizes so
+// (plan_summary_test), NIC maps alike included, since every node's GPUs
+// sit alike.
+PlanSummary NodesOn(PlanSummary summary, int nodes, const PlanShape& shape);
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_COLLECTIVE_PLAN_SUMMARY_H_

@@ -89,7 +89,25 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
 }
 
 absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
-    const CollectiveCall& call, Plan plan) const {
+    const CollectiveCall& call, Plan plan) {
+  // A broadcast from a root k nodes of the group on is the one from the
+  // root's local index with every member k nodes on (NodesOn): the same
+  // groups, protocol and stages, renamed. So it is summarized once per
+  // local root, where a broadcast of every owner's shard of a sharded
+  // state would summarize a plan per owner (128 of them across 128 nodes).
+  const int per_node = plan.shape.per_node;
+  if (call.op() == BROADCAST && call.root() >= per_node &&
+      mode_ == FlowMode::kFast) {
+    CollectiveCall local = call;
+    local.set_root(call.root() % per_node);
+    absl::StatusOr<const Entry*> from =
+        plans_.Get(local, local.bytes(), channels_);
+    if (!from.ok()) return from.status();
+    Entry e = **from;
+    e.summary =
+        NodesOn(std::move(e.summary), call.root() / per_node, plan.shape);
+    return e;
+  }
   const Mesh& mesh = fabric_.mesh();
   Entry e;
   e.shape = plan.shape;

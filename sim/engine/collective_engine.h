@@ -128,7 +128,7 @@ class CollectiveEngine {
   };
   // A call's entry from its plan: the summary, the groups of its shape,
   // and the wire protocol with the smallest estimate.
-  absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan) const;
+  absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan);
   const Entry& entry(const CollectiveCall& call) const;
   // Returns the latency part of the run.
   double RunFast(const Entry& e, Progress* progress);
