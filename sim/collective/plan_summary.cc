@@ -407,8 +407,8 @@ void AddRingPasses(const Plan& plan, const StepLayout& layout,
 std::vector<bool> PipelinedStages(const Plan& plan, const StepLayout& layout) {
   // A tree's explicit transfers cross its edges, and each edge carries its
   // messages one step after another (pieces up or down, a level's chunks),
-  // as a chain's hop does: at most two edges per member and tree, where an
-  // all-to-all's pairs are every pair.
+  // as a chain's hop does: a member's edges are its parent and children,
+  // where an all-to-all's pairs are every pair.
   std::vector<bool> pipelined(layout.num_stages, plan.algorithm == TREE);
   auto mark = [&](int first, int last) {
     for (int t = first; t <= last; ++t) pipelined[layout.stage[t]] = true;
@@ -458,8 +458,9 @@ std::vector<std::vector<Hop>> ByStep(const StepMessages& messages,
 std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
                                   std::vector<StageHops> hops,
                                   const std::vector<StepLoad>& load,
-                                  const StepMessages* messages) {
+                                  bool by_step) {
   const std::vector<bool> pipelined = PipelinedStages(plan, layout);
+  std::optional<StepMessages> messages;  // listed once a stage needs them
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
@@ -473,7 +474,8 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
         stage.steps.push_back(load[s]);
       }
     }
-    if (!pipelined[i] && messages != nullptr) {
+    if (!pipelined[i] && by_step) {
+      if (!messages) messages = CollectMessages(plan);
       stage.by_step = ByStep(*messages, layout, i, plan.shape);
     }
     if (!stage.hops.empty()) stages.push_back(std::move(stage));
@@ -492,11 +494,8 @@ PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   std::vector<StageHops> hops(layout.num_stages);
   AddTransfers(plan, segments, layout, &hops);
   AddRingPasses(plan, layout, &hops);
-  std::optional<StepMessages> messages;
-  if (by_step) messages = CollectMessages(plan);
   out.stages = AssembleStages(plan, layout, std::move(hops),
-                              StepLoads(plan, segments, nics, steps),
-                              messages ? &*messages : nullptr);
+                              StepLoads(plan, segments, nics, steps), by_step);
   out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;
 }
