@@ -486,6 +486,7 @@ class CollectiveEngine::LoneStages {
 void CollectiveEngine::set_replay_stages(bool on) {
   lone_ =
       on && mode_ == FlowMode::kFast ? std::make_unique<LoneStages>() : nullptr;
+  stage_flows_.clear();  // built to run together or apart (FlowsOf)
 }
 
 CollectiveEngine::ReplayCounts CollectiveEngine::replay_counts() const {
@@ -510,13 +511,12 @@ void CollectiveEngine::Progress::AppendFlowsLeft(
   if (net != nullptr) append(*net, replay);
 }
 
-double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
-                                  double floor, double floor_alpha,
-                                  Progress* progress) {
+const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
+    const Entry& e, const std::vector<Hop>& hops) {
+  auto [it, fresh] = stage_flows_.try_emplace(&hops);
+  StageFlows& s = it->second;
+  if (!fresh) return s;
   const int per_node = fabric_.mesh().gpus_per_node;
-  std::vector<Flow> flows;
-  std::vector<double> alphas;
-  std::vector<bool> inter;
   for (const std::vector<int>& group : e.groups) {
     for (const Hop& h : hops) {
       if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
@@ -525,48 +525,62 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
       const Route r = RouteOf(e, group, h.src, h.dst);
       const double bytes =
           h.inter ? h.elements : h.elements * e.intra_inflation;
-      flows.push_back({r.from, r.to, WireBytes(bytes, *e.protocol)});
-      alphas.push_back(h.steps * r.alpha);
-      inter.push_back(h.inter);
+      const Flow f{r.from, r.to, WireBytes(bytes, *e.protocol)};
+      s.all.push_back(f);
+      s.alpha.push_back(h.steps * r.alpha);
+      s.on_net.push_back(h.inter);
+      (h.inter ? s.net : s.local).push_back(f);
     }
   }
+  if (lone_ != nullptr && !s.net.empty()) s.all = {};  // run apart
+  return s;
+}
+
+double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
+                                  double floor, double floor_alpha,
+                                  Progress* progress) {
+  const StageFlows& stage = FlowsOf(e, hops);
   const double start = sg4::Engine::get_clock();
   if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>();
   ++progress->part;
-  if (lone_ == nullptr ||
-      std::find(inter.begin(), inter.end(), true) == inter.end()) {
+  // When each flow ended, in group then hop order.
+  std::vector<double> finish(stage.alpha.size());
+  // Kept until the call ends: Progress points at them.
+  std::vector<Flow> flows;
+  std::vector<Flow> local;
+  std::vector<Flow> net;
+  if (lone_ == nullptr || stage.net.empty()) {
+    flows = stage.all;
     progress->flows = &flows;
     workers_->Run(&flows);
     progress->flows = nullptr;
+    for (size_t i = 0; i < flows.size(); ++i) finish[i] = flows[i].finish;
   } else {
     // NVSwitch flows and fat-tree flows share no link: the former run as
     // ever, the latter as a stage of their own, alone or not.
-    std::vector<Flow> local;
-    std::vector<Flow> net;
-    for (size_t i = 0; i < flows.size(); ++i) {
-      (inter[i] ? net : local).push_back(flows[i]);
-    }
+    local = stage.local;
+    std::vector<double> net_finish;
     progress->flows = &local;
-    progress->net = &net;
+    progress->net = &stage.net;  // RunNet points it at what it runs
     FlowWorkers::Join join;
     if (!local.empty()) workers_->Start(&local, nullptr, &join);
-    RunNet(&hops, start, &net, progress);
+    RunNet(&hops, start, stage.net, &net, &net_finish, progress);
     if (!local.empty()) workers_->Wait(&join);
     progress->flows = nullptr;
     progress->net = nullptr;
     size_t l = 0;
     size_t n = 0;
-    for (size_t i = 0; i < flows.size(); ++i) {
-      flows[i].finish = inter[i] ? net[n++].finish : local[l++].finish;
+    for (size_t i = 0; i < finish.size(); ++i) {
+      finish[i] = stage.on_net[i] ? net_finish[n++] : local[l++].finish;
     }
   }
   double end = start + floor;
   double latency = floor_alpha;
-  for (size_t i = 0; i < flows.size(); ++i) {
-    const double done = flows[i].finish + alphas[i];
+  for (size_t i = 0; i < finish.size(); ++i) {
+    const double done = finish[i] + stage.alpha[i];
     if (done > end) {
       end = done;
-      latency = alphas[i];
+      latency = stage.alpha[i];
     }
   }
   ++progress->part;
@@ -577,46 +591,56 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
 }
 
 void CollectiveEngine::RunNet(const std::vector<Hop>* stage, double start,
-                              std::vector<Flow>* net, Progress* progress) {
+                              const std::vector<Flow>& flows,
+                              std::vector<Flow>* net,
+                              std::vector<double>* finish, Progress* progress) {
   lone_->Disturb();
   const bool alone = lone_->Idle();
   const LoneRecord* record = alone ? lone_->Find(stage) : nullptr;
-  if (record != nullptr) {
-    ReplayNet(start, *record, net, progress);
+  if (record != nullptr && ReplayNet(start, *record, flows, net, progress)) {
+    finish->resize(flows.size());
+    for (size_t i = 0; i < flows.size(); ++i) {
+      (*finish)[i] = start + record->finish[i];
+    }
     return;
   }
-  const uint64_t starts = lone_->Start();
-  if (!alone) {
-    workers_->Run(net);
-    lone_->Stop();
-    return;
+  if (record == nullptr) {
+    *net = flows;
+    progress->net = net;
+    const uint64_t starts = lone_->Start();
+    if (!alone) {
+      workers_->Run(net);
+      lone_->Stop();
+    } else {
+      LoneRecord r;
+      r.Snap(0, *net);
+      workers_->Run(net,
+                    [&] { r.Snap(sg4::Engine::get_clock() - start, *net); });
+      lone_->Stop();
+      if (lone_->starts() == starts) {  // nothing else reached the tree
+        for (const Flow& f : *net) r.finish.push_back(f.finish - start);
+        lone_->Keep(stage, std::move(r));
+      }
+    }
   }
-  LoneRecord r;
-  r.Snap(0, *net);
-  workers_->Run(net, [&] { r.Snap(sg4::Engine::get_clock() - start, *net); });
-  lone_->Stop();
-  if (lone_->starts() == starts) {  // nothing else reached the tree
-    for (const Flow& f : *net) r.finish.push_back(f.finish - start);
-    lone_->Keep(stage, std::move(r));
-  }
+  for (const Flow& f : *net) finish->push_back(f.finish);
 }
 
-void CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
+bool CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
+                                 const std::vector<Flow>& flows,
                                  std::vector<Flow>* net, Progress* progress) {
   LoneStages::Replay r;
   r.end = start + *std::max_element(record.finish.begin(), record.finish.end());
+  progress->net = &flows;  // none started: the record says what is left
   progress->replay = &record;
   progress->replay_start = start;
   const bool undisturbed = lone_->Wait(&r);
   progress->replay = nullptr;
-  if (undisturbed) {
-    for (size_t i = 0; i < net->size(); ++i) {
-      (*net)[i].finish = start + record.finish[i];
-    }
-    return;
-  }
+  if (undisturbed) return true;
   // Flows done by then run as empty ones: the collapse sees 0 bytes left,
   // as it would, and they are one list of flows with the rest.
+  *net = flows;
+  progress->net = net;
   const double t = r.disturbed_at - start;
   for (size_t i = 0; i < net->size(); ++i) {
     Flow& f = (*net)[i];
@@ -629,6 +653,7 @@ void CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
   for (size_t i = 0; i < net->size(); ++i) {
     if (record.finish[i] <= t) (*net)[i].finish = start + record.finish[i];
   }
+  return false;
 }
 
 double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
