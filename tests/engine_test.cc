@@ -912,6 +912,46 @@ TEST(EngineProtocol, NoFiniteEstimateIsAnErrorNotACrash) {
       << r.status();
 }
 
+// A tree all-gather of 4 B over the inter-node group of 2 nodes of 2 GPUs,
+// one NIC per node. Each of the two trees has one edge: its root sends its
+// child the half the child lacks, 2 B, at step 1 (step 0 moves nothing, a
+// leaf's own chunk lying in the other tree's half). The stage runs as its
+// hops, and its floor's one step is the NIC's load: 4 B, both GPUs of the
+// node sending as that member of their own groups, where one member sends
+// 2 B.
+TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  absl::StatusOr<std::string> r = RunIsolated(
+      {[&]() -> absl::StatusOr<std::string> {
+        StartSimGrid();
+        const Mesh mesh{2, 2};
+        absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
+        if (!f.ok()) return f.status();
+        CollectiveEngine engine(**f, FlowMode::kFast, 1);
+        CollectiveCall call;
+        call.set_op(ALL_GATHER);
+        call.set_algorithm(TREE);
+        call.set_bytes(4);
+        *call.mutable_group() = InterGroup(mesh);
+        if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+        std::string out;
+        for (const Stage& stage : engine.summary(call).stages) {
+          for (const StepLoad& step : stage.steps) {
+            absl::StrAppend(&out, step.intra, " ", step.inter, " ",
+                            step.via_switch, "; ");
+          }
+          absl::StrAppend(&out, stage.by_step.size(), " by step");
+        }
+        return out;
+      }},
+      1)[0];
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "0 4 0; 0 by step");
+}
+
 // ---- g. a lone inter-node stage replayed, and disturbed ---------------------
 //
 // A ring all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
