@@ -44,6 +44,18 @@ Hop H(int src, int dst, int64_t elements, int steps, bool inter = false) {
   return Hop{src, dst, elements, steps, inter};
 }
 
+// A plan with no transfers yet, for a test to fill by hand.
+Plan Bare(CollectiveOp op, Algorithm algorithm, PlanShape shape, int64_t count,
+          int steps) {
+  Plan plan;
+  plan.op = op;
+  plan.algorithm = algorithm;
+  plan.shape = shape;
+  plan.count = count;
+  plan.num_steps = steps;
+  return plan;
+}
+
 // A flat ring broadcast over 2 nodes x 2 from member 0, 8 elements, one
 // channel: the chain 0 -> 1 -> 2 -> 3 carries 4 pieces of 2 elements,
 // piece j over hop h at step j + h, 6 steps. Hop 1 leaves node 0, so steps
@@ -79,11 +91,7 @@ TEST(PlanSummary, ARingBroadcastByHand) {
 // Listed as explicit transfers, the same messages run step by step; with
 // the chains, the stage runs as its two hops.
 TEST(PlanSummary, ChainsAndTransfersOfAPairAddUpPerStep) {
-  Plan plan;
-  plan.op = BROADCAST;
-  plan.shape = {3, 1};
-  plan.count = 10;
-  plan.num_steps = 3;
+  Plan plan = Bare(BROADCAST, RING, {3, 1}, 10, 3);
   plan.transfers.push_back(Transfer{1, 0, 0, 1, 0, 3, false});
   plan.chains.push_back(ChainPass{0, 0, {0, 1, 2}, {{0, 4}, {4, 4}}});
   plan.chains.push_back(ChainPass{1, 0, {0, 1, 2}, {{8, 2}}});
@@ -118,11 +126,7 @@ TEST(PlanSummary, ChainsAndTransfersOfAPairAddUpPerStep) {
 // run as their hops (each edge carries its steps one after another); an
 // all-to-all's, the same transfers, step by step.
 TEST(PlanSummary, AStepLoadsItsBusiestEndpoint) {
-  Plan plan;
-  plan.op = ALL_GATHER;
-  plan.shape = {3, 1};
-  plan.count = 12;
-  plan.num_steps = 2;
+  Plan plan = Bare(ALL_GATHER, TREE, {3, 1}, 12, 2);
   plan.transfers = {
       Transfer{0, 0, 0, 1, 0, 5, false}, Transfer{0, 0, 0, 2, 5, 7, false},
       Transfer{1, 0, 1, 0, 0, 3, false}, Transfer{1, 0, 2, 0, 3, 4, false}};
@@ -153,12 +157,7 @@ TEST(PlanSummary, AStepLoadsItsBusiestEndpoint) {
 // send 10 across (to 2 and 3): NIC 0 sends 20 again. With a NIC per member
 // (nothing given), 10 in both.
 TEST(PlanSummary, GpusOnANicAddUp) {
-  Plan inter;
-  inter.op = ALL_GATHER;
-  inter.algorithm = TREE;
-  inter.shape = {1, 2};
-  inter.count = 10;
-  inter.num_steps = 1;
+  Plan inter = Bare(ALL_GATHER, TREE, {1, 2}, 10, 1);
   inter.transfers = {Transfer{0, 0, 0, 1, 0, 10, false}};
   EXPECT_EQ(Summarize(inter, true, {{0, 0}, {1, 1}}).stages[0].steps[0].inter,
             20);

@@ -23,7 +23,8 @@ namespace shardsim {
 // nvlink_fraction / nvlink_direct_fraction; 1 for the rest.
 double IntraInflation(Algorithm algorithm, const Platform& platform);
 
-// The least time `stage` takes: each step waits for its slowest message.
+// The least time `stage` takes: its steps one by one, each as long as its
+// busiest endpoint (StepLoad) takes.
 // `alpha` (optional) gets the latency part of it.
 double StageFloor(const Stage& stage, const Protocol& protocol,
                   const Platform& platform, double* alpha = nullptr);

@@ -6,8 +6,9 @@
 //  - fast: per stage (sim/collective/plan_summary.h), one flow per hop with all
 //  its bytes,
 //    then the hop's steps x alpha after it; the stage ends with its last hop,
-//    and not before its floor (the steps' slowest messages in sequence).
-//    Stages without ring passes run step by step, a flow per pair per step.
+//    and not before its floor (its steps one by one, each as long as its
+//    busiest endpoint takes). Stages of explicit transfers only (an
+//    all-to-all's, SHARP's) run step by step, a flow per pair per step.
 //  - per-step: every message of every step is a flow (then its alpha); a
 //    message starts once every earlier transfer into its sender that
 //    overlaps what it sends has arrived: data flow, not lock-step. For
