@@ -98,7 +98,8 @@ class CollectiveEngine {
 
   // Simulate NVSwitch traffic of node 0 only. Exact when every node runs
   // the same program and every prepared plan is intra-symmetric: NVSwitch
-  // ports carry only their own node's traffic. The caller decides.
+  // ports carry only their own node's traffic. The caller decides, before
+  // any call runs (this and set_replay_stages drop the stages' flows).
   void set_node_symmetry(bool on) {
     node_symmetry_ = on;
     stage_flows_.clear();  // built with or without other nodes' NVSwitch
