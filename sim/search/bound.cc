@@ -111,7 +111,9 @@ StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
   const double volume =
       std::max(nvlink, v.inter_node / members * gpus_per_nic_ / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
-  // never faster than that estimate (estimate.h).
+  // never faster than that estimate (estimate.h). Its floors count every
+  // GPU on a NIC (Summarize's NicMembers); these count a member's own
+  // sends, never more, so this least estimate is never above the engine's.
   double estimate = 0;
   FastestProtocol(summary, platform_,
                   IntraInflation(call.algorithm(), platform_), &estimate);

@@ -25,9 +25,9 @@ namespace shardsim {
 //   port or NIC at full speed (the bytes its group sends, over the
 //   members, at the largest efficiency and wire-protocol fraction; through
 //   a NIC, times the GPUs that share it, as every group of the call's
-//   shape runs at once) and its
-//   alpha-beta estimate with the protocol the engine picks
-//   (sim/collective/estimate.h), which adds latencies, less 1e-4 for
+//   shape runs at once) and its least alpha-beta estimate over the
+//   protocols (sim/collective/estimate.h, floors by member rather than by
+//   NIC: never above the engine's), which adds latencies, less 1e-4 for
 //   SimGrid's solver precision (bound.cc). The engine adds contention and
 //   slower NVSwitch ports under compute;
 // - a memory op: nothing.
