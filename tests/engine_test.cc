@@ -556,14 +556,15 @@ TEST(EngineDeterminism, CollectiveSweepIsIdenticalRunToRun) {
 // LLaMA-7B cut to 2 layers on dgx_a100, micro-batches of 1 sequence of
 // 512 tokens: whole steps in a second or two.
 absl::StatusOr<Job> TwoLayerJob(const std::vector<std::string>& strategies,
-                                int gpus, int micro_batches) {
+                                int gpus, int micro_batches,
+                                const std::string& platform = "dgx_a100") {
   absl::StatusOr<Model> model = BuiltinModel("llama-7b");
   if (!model.ok()) return model.status();
   Scenario sc;
   sc.set_name("engine_test");
   *sc.mutable_model_def() = *model;
   sc.mutable_model_def()->set_layers(2);
-  sc.set_platform("dgx_a100");
+  sc.set_platform(platform);
   for (const std::string& s : strategies) sc.add_strategies(s);
   sc.add_gpus(gpus);
   sc.set_micro_batch_size(1);
@@ -1062,6 +1063,163 @@ TEST(EngineLoneStages, StepsAreTheSameWithoutReplays) {
       if (a.strategy() == "zeropp") EXPECT_GT(a.replay().stages_replayed(), 0);
     }
     EXPECT_GT(replayed, 0);
+  }
+}
+
+// Network symmetry (collective_engine.h, UseSymmetry): four nodes of one
+// GPU and one 10 GB/s NIC each, 20 us a network step, nothing else.
+struct SymmetryRun {
+  std::vector<int> periods;  // NetworkPeriod() of each engine, in turn
+  double seconds = 0;        // the last engine's call, run with UseSymmetry
+  int network_nodes = 0;
+};
+
+CollectiveCall Call(CollectiveOp op, Algorithm algorithm, int64_t bytes,
+                    const Group& group) {
+  CollectiveCall call;
+  call.set_op(op);
+  call.set_algorithm(algorithm);
+  call.set_bytes(bytes);
+  *call.mutable_group() = group;
+  return call;
+}
+
+// One engine per list of calls, each prepared; the last list's last call
+// is then run.
+absl::StatusOr<SymmetryRun> RunSymmetry(
+    const Platform& p, const std::vector<std::vector<CollectiveCall>>& sets) {
+  absl::StatusOr<std::string> r = RunIsolated(
+      {[&]() -> absl::StatusOr<std::string> {
+        StartSimGrid();
+        const Mesh mesh{1, 4};
+        absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
+        if (!f.ok()) return f.status();
+        std::string out;
+        std::vector<std::unique_ptr<CollectiveEngine>> engines;
+        for (const std::vector<CollectiveCall>& calls : sets) {
+          engines.push_back(
+              std::make_unique<CollectiveEngine>(**f, FlowMode::kFast, 1));
+          for (const CollectiveCall& c : calls) {
+            if (absl::Status s = engines.back()->Prepare(c); !s.ok()) return s;
+          }
+          absl::StrAppend(&out, engines.back()->NetworkPeriod(), " ");
+        }
+        CollectiveEngine& last = *engines.back();
+        last.UseSymmetry();
+        double seconds = 0;
+        sg4::Actor::create("x", (*f)->gpu(0), [&] {
+          seconds = last.Run(sets.back().back()).seconds;
+        });
+        sg4::Engine::get_instance()->run();
+        return absl::StrFormat("%s%.17g %d", out, seconds,
+                               last.network_nodes());
+      }},
+      1)[0];
+  if (!r.ok()) return r.status();
+  const std::vector<double> v = ParseDoubles(*r);
+  SymmetryRun out;
+  for (size_t i = 0; i + 2 < v.size(); ++i) {
+    out.periods.push_back(static_cast<int>(v[i]));
+  }
+  out.seconds = v[v.size() - 2];
+  out.network_nodes = static_cast<int>(v.back());
+  return out;
+}
+
+Platform FourNodes() {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  return TestPlatform(k);
+}
+
+// The least shift, in nodes, under which each set of flows is itself:
+//  - a ring all-gather of 4e8 B over the 4 nodes: hops n -> n+1 (mod 4),
+//    3e8 B each: 1 node;
+//  - with a ring over pairs of nodes too: hops 0 -> 1 -> 0, 2 -> 3 -> 2,
+//    which shifted by one node would be 1 -> 2: 2 nodes;
+//  - a ring all-gather of 6 B: chunks 2, 2, 1, 1, and the hop into member
+//    m carries all but m's, 4, 4, 5, 5 B: no shift short of 4;
+//  - a ring broadcast from member 0: the chain 0 -> 1 -> 2 -> 3, never
+//    back to 0: none.
+// The 4e8 B ring then runs on one node's NIC halves: its hop carries 3e8 B
+// at 10e9 B/s, 30 ms, and 3 steps of 20 us: 30.06 ms, as on all four.
+TEST(EngineNetworkSymmetry, TheLeastShiftThatLeavesTheFlowsAlone) {
+  const Mesh mesh{1, 4};
+  const Group all = GlobalGroup(mesh);
+  const Group pairs = MakeGroup(1, 1, 2, 1);
+  const CollectiveCall ring = Call(ALL_GATHER, RING, 400'000'000, all);
+  absl::StatusOr<SymmetryRun> r = RunSymmetry(
+      FourNodes(), {{Call(ALL_GATHER, RING, 6, all)},
+                    {Call(BROADCAST, RING, 400'000'000, all)},
+                    {ring, Call(ALL_GATHER, RING, 400'000'000, pairs)},
+                    {ring}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->periods, (std::vector<int>{4, 4, 2, 1}));
+  EXPECT_NEAR(r->seconds, 0.03006, 1e-9);
+  EXPECT_EQ(r->network_nodes, 1);
+}
+
+// Leaves of two NICs with one up-link each (oversubscription 2): nodes 0
+// and 1 on one leaf, 2 and 3 on the other. A direct all-gather of 4e8 B
+// shifts its members by t in step t, the same flows shifted by any node:
+// but in step 2, 0 -> 2 and 1 -> 3 share leaf 0's up-link (and 2 -> 0,
+// 3 -> 1 leaf 1's), two senders and two receivers on one link, which may
+// then limit them. So every node runs: steps 1 and 3 move a 1e8 B chunk
+// per flow alone, 10 ms each; step 2 two per up-link at 5e9 B/s, 20 ms;
+// with 3 x 20 us, 40.06 ms (one node's NIC halves would say 30.06). A
+// ring's up-links carry one flow each (1 -> 2, 3 -> 0): one node runs.
+TEST(EngineNetworkSymmetry, ALinkTwoSendersShareKeepsEveryNode) {
+  Platform p = FourNodes();
+  p.mutable_network()->set_nics_per_leaf(2);
+  p.mutable_network()->set_oversubscription(2);
+  const Group all = GlobalGroup(Mesh{1, 4});
+  absl::StatusOr<SymmetryRun> r =
+      RunSymmetry(p, {{Call(ALL_GATHER, RING, 400'000'000, all)},
+                      {Call(ALL_GATHER, DIRECT, 400'000'000, all)}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->periods, (std::vector<int>{1, 4}));
+  EXPECT_NEAR(r->seconds, 0.04006, 1e-9);
+  EXPECT_EQ(r->network_nodes, 4);
+}
+
+// Whole steps, symmetry against none: every named strategy at 64 GPUs of
+// dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3 micro-batches), and
+// ZeRO-3 at 256. The same step to 1e-9, the same breakdown, and most of
+// them on the network flows of fewer nodes than the job's.
+TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
+  for (const auto& [platform, gpus] : std::vector<std::pair<std::string, int>>{
+           {"dgx_h100", 64}, {"a800_lins", 64}, {"dgx_h100", 256}}) {
+    absl::StatusOr<Job> job = TwoLayerJob(
+        gpus == 64 ? NamedStrategies() : std::vector<std::string>{"zero3"},
+        gpus, 3, platform);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EngineOptions options;
+    absl::StatusOr<Results> with = SimulateJob(*job, options);
+    options.network_symmetry = false;
+    absl::StatusOr<Results> without = SimulateJob(*job, options);
+    ASSERT_TRUE(with.ok()) << with.status();
+    ASSERT_TRUE(without.ok()) << without.status();
+    ASSERT_EQ(with->rows_size(), without->rows_size());
+    int fewer = 0;
+    for (int i = 0; i < with->rows_size(); ++i) {
+      const ResultRow& a = with->rows(i);
+      const ResultRow& b = without->rows(i);
+      SCOPED_TRACE(
+          absl::StrCat(a.strategy(), " at ", gpus, " GPUs of ", platform));
+      if (!b.has_step_time_s()) continue;  // out of memory
+      const double tol = 1e-9 * b.step_time_s();
+      EXPECT_NEAR(a.step_time_s(), b.step_time_s(), tol);
+      const Breakdown& x = a.breakdown();
+      const Breakdown& y = b.breakdown();
+      EXPECT_NEAR(x.bandwidth_s(), y.bandwidth_s(), tol);
+      EXPECT_NEAR(x.latency_s(), y.latency_s(), tol);
+      EXPECT_NEAR(x.prefetch_wait_s(), y.prefetch_wait_s(), tol);
+      EXPECT_NEAR(x.compute_slowdown_s(), y.compute_slowdown_s(), tol);
+      EXPECT_EQ(b.replay().network_nodes(), gpus / 8);
+      if (a.replay().network_nodes() < gpus / 8) ++fewer;
+    }
+    EXPECT_GT(fewer, 0);
   }
 }
 

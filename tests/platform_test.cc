@@ -115,8 +115,9 @@ TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
   absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("dgx_a100"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   // Hosts: 16 GPU hosts + 16 NIC hosts (one leaf of 20 ports holds all 16
-  // NICs: a one-level tree, no spare ports).
-  std::string want = "32 ";
+  // NICs: a one-level tree, no spare ports) + the sending and receiving
+  // halves of node 0's 8 NICs (network symmetry runs at most nodes / 2).
+  std::string want = "48 ";
   for (int i = 0; i < 16; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
   EXPECT_EQ(*r, want);
 }
@@ -124,11 +125,12 @@ TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
 TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
   // 2048 nodes, 16384 NICs on leaves of 20: ceil(16384 / 20) = 820 leaves,
   // 820 x 20 = 16400 leaf ports, so 16 spare ports get placeholder hosts.
-  // Hosts: 16384 GPUs + 16400 fat-tree leaves = 32784.
+  // Hosts: 16384 GPUs + 16400 fat-tree leaves + 2 halves of each NIC of
+  // the first 1024 nodes (16384) = 49168.
   absl::StatusOr<std::string> r =
       BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
-  std::string want = "32784 ";
+  std::string want = "49168 ";
   for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
   EXPECT_EQ(*r, want);
 }
@@ -138,14 +140,15 @@ TEST(PlatformFabric, A800TwoGpusShareEachNic) {
   // 4..7.
   absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("a800_lins"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
-  std::string want = "24 ";  // 16 GPU hosts + 8 NIC hosts
+  // 16 GPU hosts + 8 NIC hosts + 2 halves of node 0's 4 NICs.
+  std::string want = "32 ";
   for (int rank = 0; rank < 16; ++rank) {
     const int nic = (rank / 8) * 4 + (rank % 8) / 2;
     absl::StrAppend(&want, nic, ":nic", nic, " ");
   }
   EXPECT_EQ(*r, want);
   // The first pairs spelled out: GPUs 0 and 1 on NIC 0, 2 and 3 on NIC 1.
-  EXPECT_EQ(r->substr(0, 28), "24 0:nic0 0:nic0 1:nic1 1:ni");
+  EXPECT_EQ(r->substr(0, 28), "32 0:nic0 0:nic0 1:nic1 1:ni");
 }
 
 // docs/strategies.md §5's numbers as the fabric delivers them: one GPU alone

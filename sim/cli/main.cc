@@ -62,6 +62,10 @@ ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 ABSL_FLAG(bool, replay_stages, true,
           "network flows of a stage alone on the fat tree replay its first "
           "lone run, exactly (false: every flow runs)");
+ABSL_FLAG(bool, network_symmetry, true,
+          "where every node's network flows are another's shifted, only "
+          "those of the nodes the rest mirror run, exactly (false: every "
+          "node's run)");
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
@@ -202,6 +206,7 @@ absl::StatusOr<EngineOptions> CollectiveEngineOptions() {
   EngineOptions options;
   options.mode = *mode;
   options.replay_stages = absl::GetFlag(FLAGS_replay_stages);
+  options.network_symmetry = absl::GetFlag(FLAGS_network_symmetry);
   options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   return options;
 }
@@ -382,6 +387,7 @@ absl::Status Run(const std::string& command, const std::string& path,
     options.jobs = absl::GetFlag(FLAGS_jobs);
     options.collapse = absl::GetFlag(FLAGS_collapse);
     options.replay_stages = absl::GetFlag(FLAGS_replay_stages);
+    options.network_symmetry = absl::GetFlag(FLAGS_network_symmetry);
     options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     options.trace_path = absl::GetFlag(FLAGS_trace);
     if (ranks != nullptr) {

@@ -10,6 +10,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective/estimate.h"
 #include "sim/collective/group.h"
@@ -52,6 +53,7 @@ CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
     : fabric_(fabric),
       mode_(mode),
       channels_(channels),
+      net_period_(fabric.mesh().nodes),
       plans_(fabric.mesh(), fabric.platform(),
              [this](const CollectiveCall& call, Plan plan) {
                return MakeEntry(call, std::move(plan));
@@ -82,6 +84,86 @@ bool CollectiveEngine::AllIntraSymmetric() const {
   plans_.ForEach(
       [&all](const Entry& e) { all = all && e.summary.intra_symmetric; });
   return all;
+}
+
+int CollectiveEngine::NetworkPeriod() const {
+  const int nodes = fabric_.mesh().nodes;
+  const int per_node = fabric_.platform().network().nics_per_node();
+  const int nics = nodes * per_node;
+  // A flow as the network sees it: NICs, wire bytes, alpha.
+  using NetFlow = std::tuple<int, int, uint64_t, double>;
+  // Whether `flows`, sorted, are the same shifted by `by` nodes.
+  auto same_shifted = [&](const std::vector<NetFlow>& flows, int by) {
+    std::vector<NetFlow> shifted = flows;
+    for (NetFlow& f : shifted) {
+      std::get<0>(f) = (std::get<0>(f) + by * per_node) % nics;
+      std::get<1>(f) = (std::get<1>(f) + by * per_node) % nics;
+    }
+    std::sort(shifted.begin(), shifted.end());
+    return shifted == flows;
+  };
+  // Periods of a set of flows are the multiples of its least one (they
+  // form a subgroup of the shifts), so each stage only moves P up to the
+  // next multiple of P, dividing the job's nodes, under which it repeats.
+  int period = 1;
+  absl::flat_hash_set<std::pair<int, int>> pairs;
+  auto add = [&](const Entry& e, const std::vector<Hop>& hops) {
+    std::vector<NetFlow> flows;
+    for (const std::vector<int>& group : e.groups) {
+      for (const Hop& h : hops) {
+        if (!h.inter) continue;
+        const Route r = RouteOf(e, group, h.src, h.dst);
+        flows.emplace_back(r.from_nic, r.to_nic,
+                           WireBytes(h.elements, *e.protocol),
+                           h.steps * r.alpha);
+        pairs.insert({r.from_nic, r.to_nic});
+      }
+    }
+    std::sort(flows.begin(), flows.end());
+    while (period < nodes && !same_shifted(flows, period)) {
+      int next = period * 2;
+      while (nodes % next != 0) next += period;
+      period = next;
+    }
+  };
+  plans_.ForEach([&](const Entry& e) {
+    for (const Stage& stage : e.summary.stages) {
+      if (period == nodes) return;
+      if (stage.by_step.empty()) add(e, stage.hops);
+      for (const std::vector<Hop>& step : stage.by_step) add(e, step);
+    }
+  });
+  if (period == nodes) return nodes;
+  // A link that only ever carries flows of one sending NIC (or one
+  // receiving NIC), at a NIC's speed, never carries more than that NIC's
+  // link does: under the max-min shares found without it, it is never over
+  // its capacity, so those shares are the max-min ones with it too.
+  struct Users {
+    int from;
+    int to;  // -1: several
+  };
+  absl::flat_hash_map<const sg4::Link*, Users> users;
+  std::vector<sg4::Link*> links;
+  for (const auto& [from, to] : pairs) {
+    links.clear();
+    fabric_.nic_host(from)->route_to(fabric_.nic_host(to), links, nullptr);
+    for (size_t i = 1; i + 1 < links.size(); ++i) {
+      auto [it, fresh] = users.try_emplace(links[i], Users{from, to});
+      Users& u = it->second;
+      if (u.from != from) u.from = -1;
+      if (u.to != to) u.to = -1;
+      if (u.from < 0 && u.to < 0) return nodes;
+    }
+  }
+  return period;
+}
+
+void CollectiveEngine::UseSymmetry() {
+  set_node_symmetry(AllIntraSymmetric());
+  net_period_ = network_symmetry_ && mode_ == FlowMode::kFast
+                    ? NetworkPeriod()
+                    : fabric_.mesh().nodes;
+  stage_flows_.clear();  // built for this period
 }
 
 absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
@@ -148,19 +230,20 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
     const int node = (s.NodeOf(member) + shift + s.nodes) % s.nodes;
     return group[node * s.per_node + member % s.per_node];
   };
+  auto network = [&](int a, int b, double alpha) {
+    const int from = fabric_.NicOf(a);
+    const int to = fabric_.NicOf(b);
+    return Route{fabric_.nic_host(from), fabric_.nic_host(to), alpha, from, to};
+  };
   const double sharp = fabric_.platform().efficiency().sharp_latency_s();
-  if (dst == kSwitch) {
-    return {fabric_.nic(group[src]), fabric_.nic(column_peer(src, 1)), sharp};
-  }
-  if (src == kSwitch) {
-    return {fabric_.nic(column_peer(dst, -1)), fabric_.nic(group[dst]), sharp};
-  }
+  if (dst == kSwitch) return network(group[src], column_peer(src, 1), sharp);
+  if (src == kSwitch) return network(column_peer(dst, -1), group[dst], sharp);
   const int a = group[src];
   const int b = group[dst];
   if (fabric_.SameNode(a, b)) {
     return {fabric_.gpu(a), fabric_.gpu(b), proto.intra_alpha_s()};
   }
-  return {fabric_.nic(a), fabric_.nic(b), proto.inter_alpha_s()};
+  return network(a, b, proto.inter_alpha_s());
 }
 
 void CollectiveEngine::Progress::AppendState(double now,
@@ -517,12 +600,23 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
   StageFlows& s = it->second;
   if (!fresh) return s;
   const int per_node = fabric_.mesh().gpus_per_node;
+  const int nics_per_node = fabric_.platform().network().nics_per_node();
+  const bool mirrored = net_period_ < fabric_.mesh().nodes;
   for (const std::vector<int>& group : e.groups) {
     for (const Hop& h : hops) {
       if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
         continue;  // another node's NVSwitch traffic mirrors node 0's
       }
-      const Route r = RouteOf(e, group, h.src, h.dst);
+      Route r = RouteOf(e, group, h.src, h.dst);
+      if (h.inter && mirrored) {
+        if (r.from_nic / nics_per_node >= net_period_) {
+          continue;  // a twin of a flow from the first nodes
+        }
+        const int to = r.to_nic / nics_per_node % net_period_ * nics_per_node +
+                       r.to_nic % nics_per_node;
+        r.from = fabric_.nic_out(r.from_nic);
+        r.to = fabric_.nic_in(to);
+      }
       const double bytes =
           h.inter ? h.elements : h.elements * e.intra_inflation;
       const Flow f{r.from, r.to, WireBytes(bytes, *e.protocol)};

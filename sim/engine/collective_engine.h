@@ -106,6 +106,27 @@ class CollectiveEngine {
   }
   bool node_symmetry() const { return node_symmetry_; }
   bool AllIntraSymmetric() const;
+  // Network symmetry (docs/engine.md §8): the fewest nodes P, dividing the
+  // job's, such that the network flows of every prepared call, all groups
+  // together, are the same shifted by P nodes (each flow from NIC i of node
+  // n to NIC j of node m has a twin from node n + P to node m + P, with the
+  // same bytes and alpha), and every fat-tree link past a NIC's own link
+  // carries the flows of one sending NIC only, or of one receiving NIC
+  // only. The job's node count where no P short of it does.
+  int NetworkPeriod() const;
+  // On by default; fast mode only. Off, every network flow runs.
+  void set_network_symmetry(bool on) { network_symmetry_ = on; }
+  // Once every call of the program is prepared, before any runs: node
+  // symmetry where AllIntraSymmetric(), and, with network symmetry on, only
+  // the network flows that leave the first NetworkPeriod() nodes run, each
+  // from its NIC's sending half to the receiving half of the NIC it enters
+  // taken P nodes back (Fabric::nic_out, nic_in). Exact: NIC i of every
+  // node then carries what NIC i of node n mod P does; max-min shares,
+  // being unique, are the same for a flow and its twins, and no other link
+  // ever limits one.
+  void UseSymmetry();
+  // Nodes whose network flows run: the job's, or NetworkPeriod().
+  int network_nodes() const { return net_period_; }
   // Stages of inter-node flows alone on the fat tree are replayed from
   // their first lone run (collective_engine.cc, LoneStages): the same
   // times, without their flows. On by default; fast mode only.
@@ -175,6 +196,8 @@ class CollectiveEngine {
     simgrid::s4u::Host* from;
     simgrid::s4u::Host* to;
     double alpha;
+    int from_nic = -1;  // across nodes: the NICs it leaves and enters by
+    int to_nic = -1;
   };
   class FlowWorkers;
   class LoneStages;
@@ -185,6 +208,8 @@ class CollectiveEngine {
   const FlowMode mode_;
   const int channels_;
   bool node_symmetry_ = false;
+  bool network_symmetry_ = true;
+  int net_period_;  // nodes whose network flows run (UseSymmetry)
   // One element per byte: the wire sees bytes, whatever the dtype.
   PlanCache<Entry> plans_;
   std::unique_ptr<FlowWorkers> workers_;  // created in the first call

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
   sg4::create_full_zone("cluster");
   if (absl::Status s = f->BuildNodes(); !s.ok()) return s;
   if (absl::Status s = f->BuildNetwork(); !s.ok()) return s;
+  f->BuildNicHalves();
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return f;
 }
@@ -123,6 +124,32 @@ absl::Status Fabric::BuildNetwork() {
     }
   }
   return absl::OkStatus();
+}
+
+// One star zone of two hosts per NIC of the first nodes / 2 nodes, each
+// with a split-duplex link of a NIC's speed: a route from an `out` host to
+// an `in` host crosses the first's link up and the second's down, which
+// stand for the NIC's two directions of its fat-tree link.
+void Fabric::BuildNicHalves() {
+  const int nics = mesh_.nodes / 2 * platform_.network().nics_per_node();
+  if (nics == 0) return;
+  sg4::NetZone* zone = sg4::create_star_zone("nic halves");
+  zone->set_parent(sg4::Engine::get_instance()->get_netzone_root());
+  const double bw = NicBandwidth();
+  for (int nic = 0; nic < nics; ++nic) {
+    for (const char* half : {"out", "in"}) {
+      sg4::Host* host =
+          zone->create_host(absl::StrCat("nic", nic, "_", half), 1)->seal();
+      sg4::Link* link = zone->create_split_duplex_link(
+                                absl::StrCat("nic", nic, "_", half), bw)
+                            ->set_latency(0)
+                            ->seal();
+      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                      {{link, sg4::LinkInRoute::Direction::UP}}, true);
+      nic_halves_.push_back(host);
+    }
+  }
+  zone->seal();
 }
 
 }  // namespace shardsim

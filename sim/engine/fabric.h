@@ -41,7 +41,17 @@ class Fabric {
   simgrid::s4u::Host* gpu(int rank) const { return gpus_[rank]; }
   // Network endpoint GPU `rank` sends and receives through.
   simgrid::s4u::Host* nic(int rank) const { return nics_[NicOf(rank)]; }
-  int NicOf(int rank) const;
+  int NicOf(int rank) const;  // node * nics_per_node + its NIC there
+  simgrid::s4u::Host* nic_host(int nic) const { return nics_[nic]; }
+
+  // Network symmetry (docs/engine.md §8): NIC `nic`'s sending and
+  // receiving halves as hosts of their own. A route from an out host to an
+  // in host crosses the first's up link and the second's down link, each
+  // at a NIC's speed, and nothing else; two hosts, so that a NIC sending
+  // to its own twin is never a self-send. For the NICs of the first
+  // nodes / 2 nodes: network symmetry runs at most that many.
+  simgrid::s4u::Host* nic_out(int nic) const { return nic_halves_[2 * nic]; }
+  simgrid::s4u::Host* nic_in(int nic) const { return nic_halves_[2 * nic + 1]; }
 
   // Bytes/s a flow can reach on one NVSwitch port and on one NIC.
   double NvlinkBandwidth() const;
@@ -56,12 +66,14 @@ class Fabric {
       : platform_(platform), mesh_(mesh) {}
   absl::Status BuildNodes();
   absl::Status BuildNetwork();
+  void BuildNicHalves();
 
   const Platform platform_;
   const Mesh mesh_;
   std::vector<simgrid::s4u::Host*> gpus_;
-  std::vector<simgrid::s4u::Host*> nics_;   // by NIC index node*nics + i
-  std::vector<simgrid::s4u::Link*> ports_;  // NVSwitch port of each GPU
+  std::vector<simgrid::s4u::Host*> nics_;        // by NIC index node*nics + i
+  std::vector<simgrid::s4u::Host*> nic_halves_;  // out, in, by NIC index
+  std::vector<simgrid::s4u::Link*> ports_;       // NVSwitch port of each GPU
 };
 
 }  // namespace shardsim

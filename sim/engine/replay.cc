@@ -894,9 +894,9 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
           "schedule op ", op.id(), " (", op.label(), "): ", s.message()));
     }
   }
-  // Every GPU runs this same program; node symmetry holds when every plan
-  // is symmetric across nodes too (collective_engine.h).
-  collectives->set_node_symmetry(collectives->AllIntraSymmetric());
+  // Every GPU runs this same program; node and network symmetry hold when
+  // the plans are symmetric across nodes too (collective_engine.h).
+  collectives->UseSymmetry();
   StepTiming out;
   int micro_batches = 0;
   for (int id = 0; id < step.size(); ++id) {

@@ -53,6 +53,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels());
     collectives.set_replay_stages(options.replay_stages);
+    collectives.set_network_symmetry(options.network_symmetry);
     const StepOps step = point->ops();
     absl::StatusOr<StepTiming> t =
         ReplayStep(step, fabric->get(), &collectives, options.collapse);
@@ -78,6 +79,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.mutable_replay()->set_stages_recorded(counts.recorded);
     row.mutable_replay()->set_stages_replayed(counts.replayed);
     row.mutable_replay()->set_replays_disturbed(counts.disturbed);
+    row.mutable_replay()->set_network_nodes(collectives.network_nodes());
     if (!options.trace_path.empty()) {
       TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
       for (const OpTime& o : t->ops) {
@@ -187,6 +189,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, options.mode, channels);
     engine.set_replay_stages(options.replay_stages);
+    engine.set_network_symmetry(options.network_symmetry);
     CollectiveResults out;
     out.set_platform(platform.name());
     out.set_op(sweep.op());
@@ -197,7 +200,7 @@ absl::StatusOr<CollectiveResults> SimulateCollective(
     for (const CollectiveCall& c : calls) {
       if (absl::Status s = engine.Prepare(c); !s.ok()) return s;
     }
-    engine.set_node_symmetry(engine.AllIntraSymmetric());
+    engine.UseSymmetry();
     // The sizes run one after another in one simulation, as nccl-tests does.
     sg4::Actor::create("sweep", (*fabric)->gpu(0), [&] {
       for (const CollectiveCall& c : calls) {

@@ -27,6 +27,9 @@ struct EngineOptions {
   bool collapse = true;     // repeating micro-batches simulated once (replay.h)
   // Lone inter-node stages replayed (CollectiveEngine::set_replay_stages).
   bool replay_stages = true;
+  // Only the network flows of the nodes that the others mirror run
+  // (CollectiveEngine::UseSymmetry).
+  bool network_symmetry = true;
   // Runs the points; unset: RunIsolated on this machine. `shardsim run`
   // under mpirun or srun sets it to spread them over the ranks
   // (sim/runner/distribute.h); then only rank 0 gets rows back.
@@ -52,7 +55,8 @@ absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
                                        const EngineOptions& options);
 
 // The sweep's sizes, each run alone over `gpus` GPUs, one after another in
-// one simulation (options: mode, replay_stages and time limit).
+// one simulation (options: mode, replay_stages, network_symmetry and time
+// limit).
 absl::StatusOr<CollectiveResults> SimulateCollective(
     const Platform& platform, int gpus, const CollectiveSweep& sweep,
     const EngineOptions& options);
