@@ -1184,12 +1184,16 @@ TEST(EngineNetworkSymmetry, ALinkTwoSendersShareKeepsEveryNode) {
 }
 
 // Whole steps, symmetry against none: every named strategy at 64 GPUs of
-// dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3 micro-batches), and
-// ZeRO-3 at 256. The same step to 1e-9, the same breakdown, and most of
-// them on the network flows of fewer nodes than the job's.
+// dgx_a100, dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3
+// micro-batches), and ZeRO-3 at 256. The same step to 1e-9, the same
+// breakdown, and most of them on the network flows of fewer nodes than
+// the job's.
 TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
-  for (const auto& [platform, gpus] : std::vector<std::pair<std::string, int>>{
-           {"dgx_h100", 64}, {"a800_lins", 64}, {"dgx_h100", 256}}) {
+  for (const auto& [platform, gpus] :
+       std::vector<std::pair<std::string, int>>{{"dgx_a100", 64},
+                                                {"dgx_h100", 64},
+                                                {"a800_lins", 64},
+                                                {"dgx_h100", 256}}) {
     absl::StatusOr<Job> job = TwoLayerJob(
         gpus == 64 ? NamedStrategies() : std::vector<std::string>{"zero3"},
         gpus, 3, platform);

@@ -123,16 +123,44 @@ TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
 }
 
 TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
-  // 2048 nodes, 16384 NICs on leaves of 20: ceil(16384 / 20) = 820 leaves,
-  // 820 x 20 = 16400 leaf ports, so 16 spare ports get placeholder hosts.
-  // Hosts: 16384 GPUs + 16400 fat-tree leaves + 2 halves of each NIC of
-  // the first 1024 nodes (16384) = 49168.
+  // Hosts: 16384 GPUs + the leaves' ports + 2 halves of each NIC of the
+  // first 1024 nodes (16384). Rail-optimised, each of the 8 rails takes
+  // ceil(2048 / 20) = 103 leaves of 20 ports, 2060 (12 spare, with
+  // placeholder hosts): 16480. In all 49248.
   absl::StatusOr<std::string> r =
       BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
-  std::string want = "49168 ";
+  std::string want = "49248 ";
   for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
   EXPECT_EQ(*r, want);
+}
+
+// dgx_a100 at 64 GPUs, 8 nodes: rail-optimised, leaf i holds NIC i of the
+// 8 nodes (a DGX SuperPOD's scalable unit has a leaf per rail), so 8 leaves
+// of 8 NICs, 8 up-links each, no spare port. A flow along a rail stays in
+// its leaf: the NIC's up-link and the other NIC's down-link. A flow from
+// rail 7 to rail 0, as a ring's hop from GPU 7 of one node to GPU 0 of the
+// next, goes up to a spine and down: 4 links. So does one from rail 0 to
+// rail 1, which the leaves of 20 NICs in a row (rails 0, 1 and half of 2
+// on the first) kept on one leaf. Hosts: 64 GPUs + 64 NICs + the halves of
+// the first 4 nodes' 32 NICs = 192.
+TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
+  const Platform p = Shipped("dgx_a100");
+  absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, Mesh{8, 8});
+    if (!f.ok()) return f.status();
+    auto links = [&](int a, int b) {
+      std::vector<sg4::Link*> route;
+      (*f)->nic(a)->route_to((*f)->nic(b), route, nullptr);
+      return route.size();
+    };
+    return absl::StrCat(sg4::Engine::get_instance()->get_host_count(), " ",
+                        links(0, 8), " ", links(8, 56), " ", links(7, 8), " ",
+                        links(15, 16), " ", links(0, 9));
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "192 2 2 4 4 4");
 }
 
 TEST(PlatformFabric, A800TwoGpusShareEachNic) {

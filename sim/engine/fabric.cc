@@ -76,10 +76,19 @@ absl::Status Fabric::BuildNodes() {
 // same total bandwidth models for bandwidth; their hop latency is in alpha.
 absl::Status Fabric::BuildNetwork() {
   const Network& n = platform_.network();
-  const int nics = mesh_.nodes * n.nics_per_node();
-  const int per_leaf =
-      n.nics_per_leaf() == 0 ? nics : std::min(n.nics_per_leaf(), nics);
-  const int leaves = (nics + per_leaf - 1) / per_leaf;
+  const int per_node = n.nics_per_node();
+  const int nics = mesh_.nodes * per_node;
+  // Rail-optimised, a leaf holds one rail's NICs (NIC i of as many nodes):
+  // each rail starts on a leaf of its own, its last leaf's spare ports
+  // unused, as in a DGX SuperPOD's scalable units (a leaf per rail per
+  // SU). Otherwise NICs fill leaves in order, node by node.
+  const bool rails = n.rail_optimized() && n.nics_per_leaf() > 0;
+  const int per_leaf = n.nics_per_leaf() == 0 ? nics
+                       : rails ? std::min(n.nics_per_leaf(), mesh_.nodes)
+                               : std::min(n.nics_per_leaf(), nics);
+  const int per_rail = (mesh_.nodes + per_leaf - 1) / per_leaf * per_leaf;
+  const int leaves =
+      rails ? per_node * per_rail / per_leaf : (nics + per_leaf - 1) / per_leaf;
   const unsigned up = static_cast<unsigned>(
       std::max(1.0, std::floor(per_leaf / n.oversubscription())));
   sg4::FatTreeParams params =
@@ -89,15 +98,13 @@ absl::Status Fabric::BuildNetwork() {
                                {static_cast<unsigned>(per_leaf),
                                 static_cast<unsigned>(leaves)},
                                {1, up}, {1, 1});
-  // Leaf position -> NIC index: node-major, or rail-major when NIC i of every
-  // node hangs off the same leaves.
-  const int per_node = n.nics_per_node();
+  // Leaf position -> NIC index: node-major, or rail by rail, each rail's
+  // nodes from the first port of a leaf of its own.
   auto nic_at = [&](unsigned long leaf) -> int {
-    if (leaf >= static_cast<unsigned long>(nics)) return -1;  // spare port
-    if (!n.rail_optimized()) return static_cast<int>(leaf);
-    const int rail = static_cast<int>(leaf) / mesh_.nodes;
-    const int node = static_cast<int>(leaf) % mesh_.nodes;
-    return node * per_node + rail;
+    const int at = static_cast<int>(leaf);
+    if (!rails) return at < nics ? at : -1;  // past the last: a spare port
+    const int node = at % per_rail;
+    return node < mesh_.nodes ? node * per_node + at / per_rail : -1;
   };
   nics_.assign(nics, nullptr);
   auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&,
