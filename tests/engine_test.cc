@@ -1021,6 +1021,53 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
   }
 }
 
+// Two simulations of one job that must agree: the same rows, each timed
+// one's step to 1e-9 of it, and its breakdown cause by cause and
+// collective by collective.
+void ExpectSameSteps(const Results& a, const Results& b,
+                     const std::string& where) {
+  ASSERT_EQ(a.rows_size(), b.rows_size());
+  for (int i = 0; i < a.rows_size(); ++i) {
+    const ResultRow& x = a.rows(i);
+    const ResultRow& y = b.rows(i);
+    SCOPED_TRACE(absl::StrCat(x.strategy(), " ", where));
+    ASSERT_EQ(x.has_step_time_s(), y.has_step_time_s());
+    if (!y.has_step_time_s()) continue;  // out of memory
+    const double tol = 1e-9 * y.step_time_s();
+    EXPECT_NEAR(x.step_time_s(), y.step_time_s(), tol);
+    const Breakdown& p = x.breakdown();
+    const Breakdown& q = y.breakdown();
+    EXPECT_NEAR(p.compute_slowdown_s(), q.compute_slowdown_s(), tol);
+    EXPECT_NEAR(p.bandwidth_s(), q.bandwidth_s(), tol);
+    EXPECT_NEAR(p.latency_s(), q.latency_s(), tol);
+    EXPECT_NEAR(p.prefetch_wait_s(), q.prefetch_wait_s(), tol);
+    ASSERT_EQ(p.by_collective_size(), q.by_collective_size());
+    for (int c = 0; c < q.by_collective_size(); ++c) {
+      EXPECT_EQ(p.by_collective(c).collective(),
+                q.by_collective(c).collective());
+      EXPECT_NEAR(p.by_collective(c).seconds(), q.by_collective(c).seconds(),
+                  tol);
+    }
+  }
+}
+
+// A job simulated with the default engine options, and again with the
+// option `off` points at turned off.
+struct TwoRuns {
+  Results with;
+  Results without;
+};
+absl::StatusOr<TwoRuns> WithAndWithout(const Job& job,
+                                       bool EngineOptions::*off) {
+  EngineOptions options;
+  absl::StatusOr<Results> with = SimulateJob(job, options);
+  if (!with.ok()) return with.status();
+  options.*off = false;
+  absl::StatusOr<Results> without = SimulateJob(job, options);
+  if (!without.ok()) return without.status();
+  return TwoRuns{*std::move(with), *std::move(without)};
+}
+
 // Whole steps, replays against none: every named strategy at 64 GPUs and
 // ZeRO++ (qgZ's inter-node all-to-all) at 256, LLaMA-7B cut to 2 layers,
 // 3 micro-batches on dgx_a100. The same step to 1e-9 and the same breakdown.
@@ -1030,35 +1077,18 @@ TEST(EngineLoneStages, StepsAreTheSameWithoutReplays) {
         gpus == 64 ? NamedStrategies() : std::vector<std::string>{"zeropp"},
         gpus, 3);
     ASSERT_TRUE(job.ok()) << job.status();
-    EngineOptions options;
-    absl::StatusOr<Results> with = SimulateJob(*job, options);
-    options.replay_stages = false;
-    absl::StatusOr<Results> without = SimulateJob(*job, options);
-    ASSERT_TRUE(with.ok()) << with.status();
-    ASSERT_TRUE(without.ok()) << without.status();
-    ASSERT_EQ(with->rows_size(), without->rows_size());
+    absl::StatusOr<TwoRuns> r =
+        WithAndWithout(*job, &EngineOptions::replay_stages);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const Results& with = r->with;
+    const Results& without = r->without;
+    ExpectSameSteps(with, without, absl::StrCat("at ", gpus, " GPUs"));
     int64_t replayed = 0;
-    for (int i = 0; i < with->rows_size(); ++i) {
-      const ResultRow& a = with->rows(i);
-      const ResultRow& b = without->rows(i);
+    for (int i = 0; i < with.rows_size(); ++i) {
+      const ResultRow& a = with.rows(i);
       SCOPED_TRACE(absl::StrCat(a.strategy(), " at ", gpus, " GPUs"));
-      ASSERT_TRUE(b.has_step_time_s());
-      EXPECT_NEAR(a.step_time_s(), b.step_time_s(), 1e-9 * b.step_time_s());
-      const double tol = 1e-9 * b.step_time_s();
-      const Breakdown& x = a.breakdown();
-      const Breakdown& y = b.breakdown();
-      EXPECT_NEAR(x.compute_slowdown_s(), y.compute_slowdown_s(), tol);
-      EXPECT_NEAR(x.bandwidth_s(), y.bandwidth_s(), tol);
-      EXPECT_NEAR(x.latency_s(), y.latency_s(), tol);
-      EXPECT_NEAR(x.prefetch_wait_s(), y.prefetch_wait_s(), tol);
-      ASSERT_EQ(x.by_collective_size(), y.by_collective_size());
-      for (int c = 0; c < y.by_collective_size(); ++c) {
-        EXPECT_EQ(x.by_collective(c).collective(),
-                  y.by_collective(c).collective());
-        EXPECT_NEAR(x.by_collective(c).seconds(), y.by_collective(c).seconds(),
-                    tol);
-      }
-      EXPECT_EQ(b.replay().stages_replayed(), 0);
+      ASSERT_TRUE(a.has_step_time_s());
+      EXPECT_EQ(without.rows(i).replay().stages_replayed(), 0);
       replayed += a.replay().stages_replayed();
       if (a.strategy() == "zeropp") EXPECT_GT(a.replay().stages_replayed(), 0);
     }
@@ -1185,9 +1215,8 @@ TEST(EngineNetworkSymmetry, ALinkTwoSendersShareKeepsEveryNode) {
 
 // Whole steps, symmetry against none: every named strategy at 64 GPUs of
 // dgx_a100, dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3
-// micro-batches), and ZeRO-3 at 256. The same step to 1e-9, the same
-// breakdown, and most of them on the network flows of fewer nodes than
-// the job's.
+// micro-batches), and ZeRO-3 at 256. The same steps (ExpectSameSteps), and
+// most of them on the network flows of fewer nodes than the job's.
 TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
   for (const auto& [platform, gpus] :
        std::vector<std::pair<std::string, int>>{{"dgx_a100", 64},
@@ -1198,30 +1227,16 @@ TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
         gpus == 64 ? NamedStrategies() : std::vector<std::string>{"zero3"},
         gpus, 3, platform);
     ASSERT_TRUE(job.ok()) << job.status();
-    EngineOptions options;
-    absl::StatusOr<Results> with = SimulateJob(*job, options);
-    options.network_symmetry = false;
-    absl::StatusOr<Results> without = SimulateJob(*job, options);
-    ASSERT_TRUE(with.ok()) << with.status();
-    ASSERT_TRUE(without.ok()) << without.status();
-    ASSERT_EQ(with->rows_size(), without->rows_size());
+    absl::StatusOr<TwoRuns> r =
+        WithAndWithout(*job, &EngineOptions::network_symmetry);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectSameSteps(r->with, r->without,
+                    absl::StrCat("at ", gpus, " GPUs of ", platform));
     int fewer = 0;
-    for (int i = 0; i < with->rows_size(); ++i) {
-      const ResultRow& a = with->rows(i);
-      const ResultRow& b = without->rows(i);
-      SCOPED_TRACE(
-          absl::StrCat(a.strategy(), " at ", gpus, " GPUs of ", platform));
-      if (!b.has_step_time_s()) continue;  // out of memory
-      const double tol = 1e-9 * b.step_time_s();
-      EXPECT_NEAR(a.step_time_s(), b.step_time_s(), tol);
-      const Breakdown& x = a.breakdown();
-      const Breakdown& y = b.breakdown();
-      EXPECT_NEAR(x.bandwidth_s(), y.bandwidth_s(), tol);
-      EXPECT_NEAR(x.latency_s(), y.latency_s(), tol);
-      EXPECT_NEAR(x.prefetch_wait_s(), y.prefetch_wait_s(), tol);
-      EXPECT_NEAR(x.compute_slowdown_s(), y.compute_slowdown_s(), tol);
-      EXPECT_EQ(b.replay().network_nodes(), gpus / 8);
-      if (a.replay().network_nodes() < gpus / 8) ++fewer;
+    for (int i = 0; i < r->with.rows_size(); ++i) {
+      if (!r->with.rows(i).has_step_time_s()) continue;
+      EXPECT_EQ(r->without.rows(i).replay().network_nodes(), gpus / 8);
+      if (r->with.rows(i).replay().network_nodes() < gpus / 8) ++fewer;
     }
     EXPECT_GT(fewer, 0);
   }

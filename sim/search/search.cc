@@ -103,21 +103,28 @@ struct Candidate {
 };
 
 // BoundVariants of every candidate, per candidate in order. The candidates
-// are dealt round-robin to --jobs children (a large model's schedule takes
-// a while to lower); each keeps one StepBounder, since the candidates share
+// are dealt to --jobs children by spec (a large model's schedule takes a
+// while to lower); each keeps one StepBounder, since the candidates share
 // most calls and a large group's plan takes a while to build.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, const SearchOptions& options) {
   const int children =
       std::max(1, std::min<int>(options.engine.jobs, candidates.size()));
+  // A spec's candidates, whatever their settings, go to one child: they
+  // share most calls (a call's size follows the parameters, not the
+  // batch), so each child plans and summarizes its own share of them.
+  std::map<std::string, int> child_of;
+  for (const Candidate& c : candidates) {
+    child_of.try_emplace(c.spec, static_cast<int>(child_of.size()) % children);
+  }
   std::vector<ChildTask> tasks;
   for (int k = 0; k < children; ++k) {
     tasks.push_back([&, k]() -> absl::StatusOr<std::string> {
       std::unique_ptr<StepBounder> bounder;
       PlanBounds out;
-      for (size_t i = k; i < candidates.size(); i += children) {
-        const Candidate& c = candidates[i];
+      for (const Candidate& c : candidates) {
+        if (child_of.at(c.spec) != k) continue;
         absl::Status st =
             BoundVariants(jobs[c.setting], c.spec, settings[c.setting], options,
                           &bounder, &out);
