@@ -1215,8 +1215,11 @@ TEST(EngineNetworkSymmetry, ALinkTwoSendersShareKeepsEveryNode) {
 
 // Whole steps, symmetry against none: every named strategy at 64 GPUs of
 // dgx_a100, dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3
-// micro-batches), and ZeRO-3 at 256. The same steps (ExpectSameSteps), and
-// most of them on the network flows of fewer nodes than the job's.
+// micro-batches), and ZeRO-3 and MiCS over 2-node shards at 256 GPUs of
+// dgx_h100. The same steps (ExpectSameSteps), and most of them on the
+// network flows of fewer nodes than the job's. MiCS's shard groups are
+// pairs of nodes, whose rings (n -> n + 1 -> n) repeat every 2 nodes, and
+// its replicas' all-reduce rings every node: it runs 2 nodes' flows.
 TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
   for (const auto& [platform, gpus] :
        std::vector<std::pair<std::string, int>>{{"dgx_a100", 64},
@@ -1224,7 +1227,8 @@ TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
                                                 {"a800_lins", 64},
                                                 {"dgx_h100", 256}}) {
     absl::StatusOr<Job> job = TwoLayerJob(
-        gpus == 64 ? NamedStrategies() : std::vector<std::string>{"zero3"},
+        gpus == 64 ? NamedStrategies()
+                   : std::vector<std::string>{"zero3", "mics:shard_size=16"},
         gpus, 3, platform);
     ASSERT_TRUE(job.ok()) << job.status();
     absl::StatusOr<TwoRuns> r =
@@ -1237,6 +1241,9 @@ TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
       if (!r->with.rows(i).has_step_time_s()) continue;
       EXPECT_EQ(r->without.rows(i).replay().network_nodes(), gpus / 8);
       if (r->with.rows(i).replay().network_nodes() < gpus / 8) ++fewer;
+      if (r->with.rows(i).strategy() == "mics:shard_size=16") {
+        EXPECT_EQ(r->with.rows(i).replay().network_nodes(), 2);
+      }
     }
     EXPECT_GT(fewer, 0);
   }
