@@ -6,6 +6,7 @@
 // (SimulateCollective and SimulateJob fork; the flow probe uses
 // RunIsolated): SimGrid allows one engine per process.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <simgrid/s4u.hpp>
@@ -137,6 +138,32 @@ std::vector<double> ParseDoubles(const std::string& text) {
   return out;
 }
 
+// Runs `body` in a child process with SimGrid started and `p` built for
+// `mesh`; its answer, or the build's error.
+absl::StatusOr<std::string> OnFabric(
+    const Platform& p, const Mesh& mesh,
+    const std::function<absl::StatusOr<std::string>(Fabric&)>& body) {
+  return RunIsolated({[&]() -> absl::StatusOr<std::string> {
+                       StartSimGrid();
+                       absl::StatusOr<std::unique_ptr<Fabric>> f =
+                           Fabric::Build(p, mesh);
+                       if (!f.ok()) return f.status();
+                       return body(**f);
+                     }},
+                     1)[0];
+}
+
+// A collective call of `bytes` over `group`.
+CollectiveCall Call(CollectiveOp op, Algorithm algorithm, int64_t bytes,
+                    const Group& group) {
+  CollectiveCall call;
+  call.set_op(op);
+  call.set_algorithm(algorithm);
+  call.set_bytes(bytes);
+  *call.mutable_group() = group;
+  return call;
+}
+
 constexpr CollectiveOp kRingOps[] = {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE};
 
 // Ring steps: p - 1 for all-gather and reduce-scatter, 2 (p - 1) for
@@ -220,13 +247,8 @@ TEST(EngineSharing, TwoFlowsOnOneLinkEachGetHalf) {
   k.nvlink = 200e9;
   const Platform p = TestPlatform(k);
   constexpr double kB = 1e9;
-  absl::StatusOr<std::string> r = RunIsolated(
-      {[&]() -> absl::StatusOr<std::string> {
-        StartSimGrid();
-        absl::StatusOr<std::unique_ptr<Fabric>> f =
-            Fabric::Build(p, Mesh{8, 2});
-        if (!f.ok()) return f.status();
-        const Fabric& fab = **f;
+  absl::StatusOr<std::string> r =
+      OnFabric(p, Mesh{8, 2}, [&](Fabric& fab) -> absl::StatusOr<std::string> {
         std::string out;
         auto record = [&](const std::vector<sg4::CommPtr>& comms,
                           double start) {
@@ -263,8 +285,7 @@ TEST(EngineSharing, TwoFlowsOnOneLinkEachGetHalf) {
         });
         sg4::Engine::get_instance()->run();
         return out;
-      }},
-      1)[0];
+      });
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<double> t = ParseDoubles(*r);
   ASSERT_EQ(t.size(), 10u);
@@ -925,18 +946,11 @@ TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
   k.gpus_per_node = 2;
   k.nics_per_node = 1;
   const Platform p = TestPlatform(k);
-  absl::StatusOr<std::string> r = RunIsolated(
-      {[&]() -> absl::StatusOr<std::string> {
-        StartSimGrid();
-        const Mesh mesh{2, 2};
-        absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
-        if (!f.ok()) return f.status();
-        CollectiveEngine engine(**f, FlowMode::kFast, 1);
-        CollectiveCall call;
-        call.set_op(ALL_GATHER);
-        call.set_algorithm(TREE);
-        call.set_bytes(4);
-        *call.mutable_group() = InterGroup(mesh);
+  const Mesh mesh{2, 2};
+  absl::StatusOr<std::string> r =
+      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+        CollectiveEngine engine(f, FlowMode::kFast, 1);
+        const CollectiveCall call = Call(ALL_GATHER, TREE, 4, InterGroup(mesh));
         if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
         std::string out;
         for (const Stage& stage : engine.summary(call).stages) {
@@ -947,8 +961,7 @@ TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
           absl::StrAppend(&out, stage.by_step.size(), " by step");
         }
         return out;
-      }},
-      1)[0];
+      });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "0 4 0; 0 by step");
 }
@@ -970,19 +983,13 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
   const Platform p = TestPlatform(k);
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    absl::StatusOr<std::string> r = RunIsolated(
-        {[&]() -> absl::StatusOr<std::string> {
-          StartSimGrid();
-          const Mesh mesh{1, 4};
-          absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
-          if (!f.ok()) return f.status();
-          CollectiveEngine engine(**f, FlowMode::kFast, 1);
+    const Mesh mesh{1, 4};
+    absl::StatusOr<std::string> r =
+        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+          CollectiveEngine engine(f, FlowMode::kFast, 1);
           engine.set_replay_stages(replay);
-          CollectiveCall call;
-          call.set_op(ALL_GATHER);
-          call.set_algorithm(RING);
-          call.set_bytes(400'000'000);
-          *call.mutable_group() = GlobalGroup(mesh);
+          const CollectiveCall call =
+              Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh));
           if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
           std::vector<double> t(4);
           auto timed = [&](double* out) {
@@ -990,11 +997,11 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
             engine.Run(call);
             *out = sg4::Engine::get_clock() - start;
           };
-          sg4::Actor::create("x", (*f)->gpu(0), [&] {
+          sg4::Actor::create("x", f.gpu(0), [&] {
             timed(&t[0]);
             timed(&t[1]);
             const double third = sg4::Engine::get_clock();
-            sg4::Actor::create("b", (*f)->gpu(0), [&, third] {
+            sg4::Actor::create("b", f.gpu(0), [&, third] {
               sg4::this_actor::sleep_until(third + 0.010);
               timed(&t[3]);
             });
@@ -1005,8 +1012,7 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
           return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
                                  t[2], t[3], c.recorded, c.replayed,
                                  c.disturbed);
-        }},
-        1)[0];
+        });
     ASSERT_TRUE(r.ok()) << r.status();
     const std::vector<double> v = ParseDoubles(*r);
     ASSERT_EQ(v.size(), 7u);
@@ -1104,31 +1110,17 @@ struct SymmetryRun {
   int network_nodes = 0;
 };
 
-CollectiveCall Call(CollectiveOp op, Algorithm algorithm, int64_t bytes,
-                    const Group& group) {
-  CollectiveCall call;
-  call.set_op(op);
-  call.set_algorithm(algorithm);
-  call.set_bytes(bytes);
-  *call.mutable_group() = group;
-  return call;
-}
-
 // One engine per list of calls, each prepared; the last list's last call
 // is then run.
 absl::StatusOr<SymmetryRun> RunSymmetry(
     const Platform& p, const std::vector<std::vector<CollectiveCall>>& sets) {
-  absl::StatusOr<std::string> r = RunIsolated(
-      {[&]() -> absl::StatusOr<std::string> {
-        StartSimGrid();
-        const Mesh mesh{1, 4};
-        absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
-        if (!f.ok()) return f.status();
+  absl::StatusOr<std::string> r =
+      OnFabric(p, Mesh{1, 4}, [&](Fabric& f) -> absl::StatusOr<std::string> {
         std::string out;
         std::vector<std::unique_ptr<CollectiveEngine>> engines;
         for (const std::vector<CollectiveCall>& calls : sets) {
           engines.push_back(
-              std::make_unique<CollectiveEngine>(**f, FlowMode::kFast, 1));
+              std::make_unique<CollectiveEngine>(f, FlowMode::kFast, 1));
           for (const CollectiveCall& c : calls) {
             if (absl::Status s = engines.back()->Prepare(c); !s.ok()) return s;
           }
@@ -1137,14 +1129,13 @@ absl::StatusOr<SymmetryRun> RunSymmetry(
         CollectiveEngine& last = *engines.back();
         last.UseSymmetry();
         double seconds = 0;
-        sg4::Actor::create("x", (*f)->gpu(0), [&] {
+        sg4::Actor::create("x", f.gpu(0), [&] {
           seconds = last.Run(sets.back().back()).seconds;
         });
         sg4::Engine::get_instance()->run();
         return absl::StrFormat("%s%.17g %d", out, seconds,
                                last.network_nodes());
-      }},
-      1)[0];
+      });
   if (!r.ok()) return r.status();
   const std::vector<double> v = ParseDoubles(*r);
   SymmetryRun out;

@@ -159,7 +159,7 @@ int CollectiveEngine::NetworkPeriod() const {
 }
 
 void CollectiveEngine::UseSymmetry() {
-  set_node_symmetry(AllIntraSymmetric());
+  node_symmetry_ = AllIntraSymmetric();
   net_period_ = network_symmetry_ && mode_ == FlowMode::kFast
                     ? NetworkPeriod()
                     : fabric_.mesh().nodes;

@@ -96,16 +96,8 @@ class CollectiveEngine {
   // actors, which SimGrid ended with the run.
   void EndRun();
 
-  // Simulate NVSwitch traffic of node 0 only. Exact when every node runs
-  // the same program and every prepared plan is intra-symmetric: NVSwitch
-  // ports carry only their own node's traffic. The caller decides, before
-  // any call runs (this and set_replay_stages drop the stages' flows).
-  void set_node_symmetry(bool on) {
-    node_symmetry_ = on;
-    stage_flows_.clear();  // built with or without other nodes' NVSwitch
-  }
+  // Whether only node 0's NVSwitch traffic runs (UseSymmetry).
   bool node_symmetry() const { return node_symmetry_; }
-  bool AllIntraSymmetric() const;
   // Network symmetry (docs/engine.md §8): the fewest nodes P, dividing the
   // job's, such that the network flows of every prepared call, all groups
   // together, are the same shifted by P nodes (each flow from NIC i of node
@@ -116,10 +108,12 @@ class CollectiveEngine {
   int NetworkPeriod() const;
   // On by default; fast mode only. Off, every network flow runs.
   void set_network_symmetry(bool on) { network_symmetry_ = on; }
-  // Once every call of the program is prepared, before any runs: node
-  // symmetry where AllIntraSymmetric(), and, with network symmetry on, only
-  // the network flows that leave the first NetworkPeriod() nodes run, each
-  // from its NIC's sending half to the receiving half of the NIC it enters
+  // Once every call of the program is prepared, before any runs (it drops
+  // the stages' flows). Node symmetry: only node 0's NVSwitch traffic runs
+  // where every plan is intra-symmetric, exact since NVSwitch ports carry
+  // only their own node's traffic. Network symmetry, if on: only the
+  // network flows leaving the first NetworkPeriod() nodes run, each from
+  // its NIC's sending half to the receiving half of the NIC it enters
   // taken P nodes back (Fabric::nic_out, nic_in). Exact: NIC i of every
   // node then carries what NIC i of node n mod P does; max-min shares,
   // being unique, are the same for a flow and its twins, and no other link
@@ -153,6 +147,8 @@ class CollectiveEngine {
     PlanShape shape;
     double intra_inflation = 1;  // IntraInflation (estimate.h)
   };
+  // Every prepared plan sees the same intra-node hops on every node.
+  bool AllIntraSymmetric() const;
   // A call's entry from its plan: the summary, the groups of its shape,
   // and the wire protocol with the smallest estimate.
   absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan);
