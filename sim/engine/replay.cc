@@ -697,9 +697,11 @@ bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Blocks simulated past the first repeating one before the tail: the state
-// repeats at its second boundary at the earliest, and the ops of the block
-// after that must be done before the tail begins.
-constexpr int kKeptBlocks = 3;
+// repeats at its second boundary at the earliest (block lo + 1's start
+// comes back at lo + 2's), and the ops of block lo + 1, which stand for the
+// far blocks, must be done before the tail begins: one block later, as
+// many ops of a block still run when the next begins.
+constexpr int kKeptBlocks = 2;
 
 // The first block j whose start state comes back at block j + 1's start,
 // or -1. `snaps` are taken at blocks lo + 1, lo + 2, ...; the oldest op in
@@ -829,8 +831,8 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     }
   }
   // Ops standing for others must be done before the tail can touch them.
-  const int near = r.BlockStart(j + 2);  // ops before it stand for themselves
-                                         // or for far blocks
+  const int near = r.BlockStart(j + 1);  // ops before it stand for themselves
+                                         // or (block j) for far blocks
   for (int x = 0; x < near; ++x) {
     if (!Before((*t)[x], tail_start)) {
       info->set_full_because(absl::StrCat(
@@ -848,8 +850,8 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     }
   }
   // Expand (replay.h): before block j + 1 as simulated; far blocks repeat
-  // block j + 1; the last keep - j blocks and the tail are the simulated
-  // ones, later by the dropped blocks.
+  // block j; the last keep - j blocks and the tail are the simulated ones,
+  // later by the dropped blocks.
   const int dropped = r.hi - keep;
   StepTimes::Repeat repeat;
   repeat.near_end = r.BlockStart(j + 1);
@@ -857,7 +859,7 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   repeat.first_op = r.first_op;
   repeat.period_ops = P;
   repeat.lo = r.lo;
-  repeat.first_repeated = j + 1;
+  repeat.first_repeated = j;
   repeat.dropped = dropped;
   repeat.period_s = period;
   StepTimes times(*std::move(t), step.size(), repeat);

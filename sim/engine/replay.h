@@ -149,9 +149,10 @@ struct StepTiming {
 // Expanding a collapsed run (blocks lo..hi repeat; blocks keep+1..hi were
 // dropped; the state at block j's start came back at block j+1's, one
 // period later): ops before block j+1 are as simulated; ops of block b in
-// j+1..hi-(keep-j) are block j+1's, b-j-1 periods later (they end before
-// the tail begins, which is checked); the last keep-j blocks and the tail
-// are the simulated ones, hi-keep periods later.
+// j+1..hi-(keep-j) are block j's, b-j periods later (block j starts from
+// the state block j+1 starts from, and its ops end before the tail begins,
+// which is checked); the last keep-j blocks and the tail are the simulated
+// ones, hi-keep periods later.
 //
 // A folded step (sim/schedule/periodic.h) is replayed as the step it stands
 // for: collapsed from its base, or unfolded for a full replay.
