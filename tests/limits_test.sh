@@ -180,6 +180,11 @@ refused "row 10: sharp_latency_s -1" "efficiency.sharp_latency_s" "-1" -- \
 platform nan_over 's/oversubscription: 1/oversubscription: nan/'
 refused "row 10: oversubscription nan" "network.oversubscription" "nan" -- \
   "$bin" memory "$root/scenarios/quickstart.textproto" --platform nan_over.textproto
+platform ar_over 's/oversubscription: 1/oversubscription: 2/'
+refused "adaptive routing on an oversubscribed fabric" "ar_over.textproto" \
+  "network.adaptive_routing" "oversubscription 1, not 2" -- \
+  "$bin" run "$root/scenarios/quickstart.textproto" --platform ar_over.textproto \
+  --strategy zero3 --gpus 16
 refused "row 10: --step-factor nan" "step_factor" "nan" -- \
   "$bin" collective --platform dgx_a100 --gpus 16 --step-factor nan
 cat >neg_step.textproto <<EOF

@@ -122,17 +122,28 @@ TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
   EXPECT_EQ(*r, want);
 }
 
+// dgx_a100 with static routing: the fat tree's leaves as cabled.
+Platform StaticRouting(Platform p) {
+  p.mutable_network()->set_adaptive_routing(false);
+  return p;
+}
+
 TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
   // Hosts: 16384 GPUs + the leaves' ports + 2 halves of each NIC of the
   // first 1024 nodes (16384). Rail-optimised, each of the 8 rails takes
   // ceil(2048 / 20) = 103 leaves of 20 ports, 2060 (12 spare, with
   // placeholder hosts): 16480. In all 49248.
   absl::StatusOr<std::string> r =
-      BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
+      BuildAndMapNics(StaticRouting(Shipped("dgx_a100")), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
   std::string want = "49248 ";
   for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
   EXPECT_EQ(*r, want);
+  // With adaptive routing (as shipped), one switch of 16384 ports: no
+  // spare port, 16384 + 16384 + 16384 = 49152 hosts.
+  r = BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->substr(0, 6), "49152 ");
 }
 
 // dgx_a100 at 64 GPUs, 8 nodes: rail-optimised, leaf i holds NIC i of the
@@ -145,7 +156,7 @@ TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
 // on the first) kept on one leaf. Hosts: 64 GPUs + 64 NICs + the halves of
 // the first 4 nodes' 32 NICs = 192.
 TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
-  const Platform p = Shipped("dgx_a100");
+  const Platform p = StaticRouting(Shipped("dgx_a100"));
   absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, Mesh{8, 8});
@@ -161,6 +172,28 @@ TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
   });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "192 2 2 4 4 4");
+}
+
+// With adaptive routing a non-blocking fat tree is one switch
+// (fabric.cc): every route between two NICs is their own two links, on a
+// rail (0 -> 8), across rails (7 -> 8) or across what would be leaves.
+TEST(PlatformFabric, AdaptiveRoutingIsOneSwitch) {
+  const Platform p = Shipped("dgx_a100");
+  ASSERT_TRUE(p.network().adaptive_routing());
+  absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, Mesh{32, 8});
+    if (!f.ok()) return f.status();
+    auto links = [&](int a, int b) {
+      std::vector<sg4::Link*> route;
+      (*f)->nic(a)->route_to((*f)->nic(b), route, nullptr);
+      return route.size();
+    };
+    return absl::StrCat(links(0, 8), " ", links(7, 8), " ", links(0, 255), " ",
+                        links(255, 1));
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "2 2 2 2");
 }
 
 TEST(PlatformFabric, A800TwoGpusShareEachNic) {

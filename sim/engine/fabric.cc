@@ -74,6 +74,9 @@ absl::Status Fabric::BuildNodes() {
 // per_leaf / oversubscription up-links to as many spines. Upper tiers of a
 // real Clos are taken as non-blocking, which a single spine tier of the
 // same total bandwidth models for bandwidth; their hop latency is in alpha.
+// With adaptive routing (non-blocking only, validate.cc) it is one switch:
+// a leaf's up-links, used as one pool, carry at most what its NICs send,
+// so no link past a NIC's own ever limits a flow.
 absl::Status Fabric::BuildNetwork() {
   const Network& n = platform_.network();
   const int per_node = n.nics_per_node();
@@ -82,10 +85,11 @@ absl::Status Fabric::BuildNetwork() {
   // each rail starts on a leaf of its own, its last leaf's spare ports
   // unused, as in a DGX SuperPOD's scalable units (a leaf per rail per
   // SU). Otherwise NICs fill leaves in order, node by node.
-  const bool rails = n.rail_optimized() && n.nics_per_leaf() > 0;
-  const int per_leaf = n.nics_per_leaf() == 0 ? nics
-                       : rails ? std::min(n.nics_per_leaf(), mesh_.nodes)
-                               : std::min(n.nics_per_leaf(), nics);
+  const bool one_switch = n.nics_per_leaf() == 0 || n.adaptive_routing();
+  const bool rails = n.rail_optimized() && !one_switch;
+  const int per_leaf = one_switch ? nics
+                       : rails    ? std::min(n.nics_per_leaf(), mesh_.nodes)
+                                  : std::min(n.nics_per_leaf(), nics);
   const int per_rail = (mesh_.nodes + per_leaf - 1) / per_leaf * per_leaf;
   const int leaves =
       rails ? per_node * per_rail / per_leaf : (nics + per_leaf - 1) / per_leaf;

@@ -33,6 +33,11 @@ void CheckNetwork(const Platform& p, FieldCheck& c) {
       "network.nics_per_node",
       gpus < 1 || nics < 1 || gpus % nics == 0 || nics % gpus == 0,
       absl::StrCat(nics, " NICs cannot be shared evenly by ", gpus, " GPUs"));
+  c.Rule("network.adaptive_routing",
+         !n.adaptive_routing() || n.oversubscription() == 1,
+         absl::StrCat("adaptive routing is modelled on a non-blocking fabric "
+                      "only (oversubscription 1, not ",
+                      n.oversubscription(), ")"));
 }
 
 void CheckProtocols(const Platform& p, FieldCheck& c) {
