@@ -361,10 +361,14 @@ TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
   EXPECT_GE(tensors.at("P int8 8x4"), 1);
   EXPECT_EQ(Gathered(s, BACKWARD).first, 2 * kGatheredParams);
   EXPECT_EQ(tensors.at("P 8x1"), Gathered(s, BACKWARD).second);
-  // qgZ tensor by tensor (every module with parameters, norms included).
-  constexpr int kTensors = 1 + 32 * 9 + 2;
-  EXPECT_EQ(tensors.at("G int4 8x1"), kTensors);  // inside the node
-  EXPECT_EQ(tensors.at("G int4 1x4"), kTensors);  // across nodes
+  // qgZ tensor by tensor: every matrix (embedding, 7 per block, lm_head;
+  // 4096-wide, so divisible by 2 x 32) as int4 all-to-alls; every norm
+  // (2 per block and the final one) is 1-D, reduce-scattered in bf16 over
+  // the 32 GPUs, as DeepSpeed's all_to_all_quant_reduce does.
+  constexpr int kMatrices = 1 + 32 * 7 + 1;
+  EXPECT_EQ(tensors.at("G int4 8x1"), kMatrices);  // inside the node
+  EXPECT_EQ(tensors.at("G int4 1x4"), kMatrices);  // across nodes
+  EXPECT_EQ(tensors.at("G 8x4"), 32 * 2 + 1);
 }
 
 TEST(Schedule, QuantizedBytesCarryScales) {

@@ -156,25 +156,36 @@ TEST(TrafficZeroPP, CrossNodeVolumeAboutAQuarterOfZero3) {
   //  - qwZ forward all-gather, flat ring, int8 + an fp32 scale per 4096:
   //      A x psi (1 + 4/4096)
   //  - hpZ backward all-gather inside the node: 0
-  //  - qgZ: int4 all-to-all inside the node (0 across), then all-to-all
-  //    across nodes of the psi/M slice: each of the N GPUs sends (g-1)/g of
-  //    psi/M int4 values plus scales, psi/(2M) (1 + 4 x 2/4096) bytes:
-  //      B = N (g-1)/g psi/(2M) (1 + 1/512) = 3.5 psi (1 + 1/512)
+  //  - qgZ, tensor by tensor (DeepSpeed's all_to_all_quant_reduce): a
+  //    matrix whose size divides by 2N = 128 goes int4 all-to-all inside
+  //    the node (0 across), then across nodes on the psi/M slice: each of
+  //    the N GPUs sends (g-1)/g of it, int4 plus scales,
+  //      N (g-1)/g psi_q/(2M) (1 + 4 x 2/4096) = 3.5 psi_q (1 + 1/512).
+  //    Here only the MLP's (4e6 = 2^8 x 15625 each): psi_q = 500 x 8e6.
+  //    The rest is reduce-scattered in bf16 on the flat ring, A x 2 bytes
+  //    per element padded to a multiple of 64: attention's 1e6 = 2^6 x
+  //    15625 (not 2^7), 2e9 in all; the norms' 1,001 x 1000 (1024 each);
+  //    the tied embedding's 998,999,000 (998,999,040).
   const double a = kG * (kN - 1) / kN;
+  const double psi_q = 500 * 8e6;
+  const double psi_r = 2e9 + 1001 * 1024 + 998999040;
   const double want = (a * kPsi * (1 + 4.0 / 4096) +
-                       kN * (kG - 1) / kG * kPsi / (2 * kM) * (1 + 1.0 / 512)) /
+                       kN * (kG - 1) / kG * psi_q / (2 * kM) * (1 + 1.0 / 512) +
+                       a * 2 * psi_r) /
                       (3 * a * 2 * kPsi);
   // qgZ quantizes tensor by tensor (DeepSpeed's all_to_all_quant_reduce),
   // so each tensor's last scale group rounds up: a few scales more than the
   // whole-model count above, ~2e-6 of the ratio.
   EXPECT_NEAR(zeropp / zero3, want, 1e-5);
-  // = (7.875 x 1.000977 + 3.5 x 1.001953) / 47.25 = 0.24105, not 0.25:
-  // the paper counts every collective's volume per GPU as if it all crossed
-  // nodes (3M -> 0.5M + 0 + 0.25M). On a flat ring only g of N edges cross
-  // nodes (A = 7.875 psi-units per pass) while qgZ's hierarchical
-  // all-to-all sends all of its cross-node slice (3.5 units, not
-  // 0.25 x 2 x 7.875 = 3.94): 0.5/3 + 3.5/47.25 = 0.2407 before scales.
-  EXPECT_NEAR(want, 0.24105, 1e-5);
+  // = (7.875 x 1.000977 + 3.5 x 4/7 x 1.001953 + 15.75 x 3.000024/7)
+  //   / 47.25 = (7.8827 + 2.0039 + 6.7500) / 47.25 = 0.35210. With every
+  // matrix divisible it would be (7.8827 + 3.5 x 1.001953) / 47.25 =
+  // 0.24105, not 0.25: the paper counts every collective's volume per GPU
+  // as if it all crossed nodes (3M -> 0.5M + 0 + 0.25M). On a flat ring
+  // only g of N edges cross nodes (A = 7.875 psi-units per pass) while
+  // qgZ's hierarchical all-to-all sends all of its cross-node slice (3.5
+  // units, not 0.25 x 2 x 7.875 = 3.94).
+  EXPECT_NEAR(want, 0.35210, 1e-5);
 }
 
 }  // namespace

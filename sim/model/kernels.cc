@@ -205,10 +205,18 @@ Unit MakeUnit(std::string name, int64_t params) {
 
 int64_t NormParams(const Shape& sh) { return sh.rmsnorm ? sh.h : 2 * sh.h; }
 
+// A norm's unit: a weight of h, and for LayerNorm a bias of h.
+Unit NormParamsUnit(std::string name, const Shape& sh) {
+  Unit u = MakeUnit(std::move(name), NormParams(sh));
+  u.vectors.assign(sh.rmsnorm ? 1 : 2, sh.h);
+  return u;
+}
+
 // A linear layer's unit: its GEMM forward, its two gradients backward.
 Unit LinearUnit(const std::string& name, const Shape& sh, int64_t out,
                 int64_t in) {
   Unit u = MakeUnit(name, out * in + (sh.bias ? out : 0));
+  if (sh.bias) u.vectors = {out};
   u.forward.push_back(LinearForward(name, sh, out, in));
   LinearBackward(name, sh, out, in, &u.backward);
   return u;
@@ -225,7 +233,7 @@ Kernel Residual(const Shape& sh) {
 }
 
 Unit NormUnit(const std::string& name, const Shape& sh) {
-  Unit u = MakeUnit(name, NormParams(sh));
+  Unit u = NormParamsUnit(name, sh);
   u.forward.push_back(NormForward(sh));
   u.backward.push_back(NormBackward(sh));
   // The norm's input is also the residual's: their gradients meet here.
@@ -368,13 +376,16 @@ std::vector<Unit> BlockUnits(const Model& model, const Batch& batch) {
 
 std::vector<Unit> HeadUnits(const Model& model, const Batch& batch) {
   const Shape sh = ShapeOf(model, batch);
-  Unit norm = MakeUnit("norm", NormParams(sh));
+  Unit norm = NormParamsUnit("norm", sh);
   norm.forward.push_back(NormForward(sh));
   norm.backward.push_back(NormBackward(sh));
   // The output projection runs whether or not its matrix is the
   // embedding's (tied): its parameters are counted there then.
   Unit head = LinearUnit("lm_head", sh, sh.vocab, sh.h);
-  if (model.tied_embeddings()) head.params = 0;
+  if (model.tied_embeddings()) {
+    head.params = 0;
+    head.vectors.clear();
+  }
   const int64_t logits = sh.tokens * sh.vocab;
   // HF casts the logits to fp32 for the loss (6 general), whose
   // log-softmax reads and writes fp32 (8 general); nll_loss picks T values.

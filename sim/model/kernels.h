@@ -37,6 +37,11 @@ struct Batch;  // model.h
 struct Unit {
   std::string name;
   int64_t params = 0;
+  // Elements of each of its 1-D tensors (a norm's weight and bias, a
+  // linear layer's bias), in PyTorch's registration order after the one
+  // matrix the rest of `params` is, if any. DeepSpeed's qgZ quantizes
+  // matrices only (lower.cc).
+  std::vector<int64_t> vectors;
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
 };

@@ -586,6 +586,48 @@ class StepBuilder {
     *bucket = Bucket();
   }
 
+  // qgZ, tensor by tensor (DeepSpeed's all_to_all_quant_reduce,
+  // runtime/comm/coalesced_collectives.py): a matrix whose elements divide
+  // by 2 x the G group goes int4 all-to-all inside the node, then across
+  // nodes on the node-reduced slice (data and scales in one call per level
+  // here; DeepSpeed makes two, the scales' latency is left out). Every 1-D
+  // tensor, and a matrix that does not divide, is reduce-scattered in bf16
+  // over the G group instead, padded to a multiple of it
+  // (reduce_scatter_coalesced of that one tensor). Returns the last call.
+  int ReduceQgZ(int mb, const Bucket& bucket, int done) {
+    const int layer = segments_[bucket.segments.back()].layer;
+    const Stream stream = ReduceStream();
+    const Group g = FactorGroup(strategy_.g());
+    const int64_t world = FactorSize(strategy_.g());
+    const Group intra = MakeGroup(strategy_.g().intra(), 1, 1, 1);
+    const Group inter = MakeGroup(1, 1, strategy_.g().inter(), 1);
+    auto reduce_scatter = [&](int64_t elements) {
+      done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, g,
+                        2 * CeilDiv(elements, world) * world, BF16,
+                        AlgorithmFor(g), "G", {done});
+    };
+    for (int q : bucket.segments) {
+      for (const Unit* u : segments_[q].units) {
+        if (u->params == 0) continue;
+        int64_t matrix = u->params;
+        for (int64_t v : u->vectors) matrix -= v;
+        if (matrix > 0 && matrix % (2 * world) == 0) {
+          done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, intra,
+                            QuantizedBytes(matrix, 4), INT4, DIRECT, "G int4",
+                            {done}, 0, ex_.launch_overhead_s());
+          done = Collective(
+              stream, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
+              QuantizedBytes(CeilDiv(matrix, strategy_.g().intra()), 4), INT4,
+              DIRECT, "G int4", {done}, 0, ex_.launch_overhead_s());
+        } else if (matrix > 0) {
+          reduce_scatter(matrix);
+        }
+        for (int64_t v : u->vectors) reduce_scatter(v);
+      }
+    }
+    return done;
+  }
+
   // PaRO's factors: reduce G onto its shards every micro-batch (or once);
   // after the last one, finish the reduction over the OS scope. DeepSpeed
   // ZeRO-1/2 all-reduce their buckets whole instead of reduce-scattering.
@@ -596,23 +638,7 @@ class StepBuilder {
     int done = bucket.after;
     if (FactorSize(strategy_.g()) > 1) {
       if (strategy_.quantized_gradients()) {
-        // qgZ, tensor by tensor (DeepSpeed's all_to_all_quant_reduce): int4
-        // all-to-all inside the node, then across nodes on the node-reduced
-        // slice; data and scales are two calls each.
-        const Group intra = MakeGroup(strategy_.g().intra(), 1, 1, 1);
-        const Group inter = MakeGroup(1, 1, strategy_.g().inter(), 1);
-        for (int q : bucket.segments) {
-          for (const Unit* u : segments_[q].units) {
-            if (u->params == 0) continue;
-            done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER,
-                              intra, QuantizedBytes(u->params, 4), INT4, DIRECT,
-                              "G int4", {done}, 0, ex_.launch_overhead_s());
-            done = Collective(
-                stream, BACKWARD, mb, layer, REDUCE_SCATTER, inter,
-                QuantizedBytes(CeilDiv(u->params, strategy_.g().intra()), 4),
-                INT4, DIRECT, "G int4", {done}, 0, ex_.launch_overhead_s());
-          }
-        }
+        done = ReduceQgZ(mb, bucket, done);
       } else {
         const Group g = FactorGroup(strategy_.g());
         done =
