@@ -116,7 +116,7 @@ int CollectiveEngine::NetworkPeriod() const {
         flows.emplace_back(r.from_nic, r.to_nic,
                            WireBytes(h.elements, *e.protocol),
                            h.steps * r.alpha);
-        pairs.insert({r.from_nic, r.to_nic});
+        if (!fabric_.one_switch()) pairs.insert({r.from_nic, r.to_nic});
       }
     }
     std::sort(flows.begin(), flows.end());
@@ -137,7 +137,8 @@ int CollectiveEngine::NetworkPeriod() const {
   // A link that only ever carries flows of one sending NIC (or one
   // receiving NIC), at a NIC's speed, never carries more than that NIC's
   // link does: under the max-min shares found without it, it is never over
-  // its capacity, so those shares are the max-min ones with it too.
+  // its capacity, so those shares are the max-min ones with it too. One
+  // switch has no such link (no pair is listed then).
   struct Users {
     int from;
     int to;  // -1: several
