@@ -1,12 +1,13 @@
 #include "sim/collective/plan_summary.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace shardsim {
 namespace {
@@ -22,7 +23,9 @@ struct HopBuilder {
   Hop hop;
   std::vector<std::pair<int, int>> steps;  // [first, last]
 };
-using StageHops = std::map<std::pair<int32_t, int32_t>, HopBuilder>;
+// By (src, dst); hashed, since a 1024-GPU HO-Ring adds 10^6 hops, and
+// sorted once assembled.
+using StageHops = absl::flat_hash_map<std::pair<int32_t, int32_t>, HopBuilder>;
 
 void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
               int64_t elements, int first, int last) {
@@ -464,10 +467,19 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
+    std::vector<HopBuilder*> sorted;
+    sorted.reserve(hops[i].size());
     for (auto& [key, b] : hops[i]) {
-      if (b.hop.elements == 0) continue;
-      b.hop.steps = CountSteps(std::move(b.steps));
-      stage.hops.push_back(b.hop);
+      if (b.hop.elements != 0) sorted.push_back(&b);
+    }
+    std::sort(sorted.begin(), sorted.end(),
+              [](const HopBuilder* a, const HopBuilder* b) {
+                return std::tie(a->hop.src, a->hop.dst) <
+                       std::tie(b->hop.src, b->hop.dst);
+              });
+    for (HopBuilder* b : sorted) {
+      b->hop.steps = CountSteps(std::move(b->steps));
+      stage.hops.push_back(b->hop);
     }
     for (size_t s = 0; s < layout.kind.size(); ++s) {
       if (layout.kind[s] != 0 && layout.stage[s] == i) {
