@@ -119,10 +119,20 @@ struct Segment {
 };
 
 // The plan's explicit transfers and chains as segments, in no particular
-// order: what phases 1 and 3 and the step loads read.
+// order: what phases 1 and 3 and the step loads read. Transfers in a row
+// between the same pair in the same step (one per channel, as plans append
+// them) are one segment: all three read a segment's elements as a sum.
 std::vector<Segment> Segments(const Plan& plan) {
   std::vector<Segment> out;
   for (const Transfer& t : plan.transfers) {
+    if (!out.empty()) {
+      Segment& g = out.back();
+      if (g.first == t.step && g.last == t.step && g.src == t.src &&
+          g.dst == t.dst) {
+        g.elements += t.count;
+        continue;
+      }
+    }
     out.push_back(Segment{t.src, t.dst, t.step, t.step, t.count});
   }
   for (const ChainPass& chain : plan.chains) {
