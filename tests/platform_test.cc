@@ -146,6 +146,26 @@ TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
   EXPECT_EQ(r->substr(0, 6), "49152 ");
 }
 
+// `p` built for `mesh`: its host count, then the links of the route
+// between each pair of NICs.
+absl::StatusOr<std::string> HostsAndRoutes(
+    const Platform& p, const Mesh& mesh,
+    const std::vector<std::pair<int, int>>& pairs) {
+  return InChild([&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, mesh);
+    if (!f.ok()) return f.status();
+    std::string out =
+        absl::StrCat(sg4::Engine::get_instance()->get_host_count());
+    for (const auto& [a, b] : pairs) {
+      std::vector<sg4::Link*> route;
+      (*f)->nic(a)->route_to((*f)->nic(b), route, nullptr);
+      absl::StrAppend(&out, " ", route.size());
+    }
+    return out;
+  });
+}
+
 // dgx_a100 at 64 GPUs, 8 nodes: rail-optimised, leaf i holds NIC i of the
 // 8 nodes (a DGX SuperPOD's scalable unit has a leaf per rail), so 8 leaves
 // of 8 NICs, 8 up-links each, no spare port. A flow along a rail stays in
@@ -156,20 +176,9 @@ TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
 // on the first) kept on one leaf. Hosts: 64 GPUs + 64 NICs + the halves of
 // the first 4 nodes' 32 NICs = 192.
 TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
-  const Platform p = StaticRouting(Shipped("dgx_a100"));
-  absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
-    StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, Mesh{8, 8});
-    if (!f.ok()) return f.status();
-    auto links = [&](int a, int b) {
-      std::vector<sg4::Link*> route;
-      (*f)->nic(a)->route_to((*f)->nic(b), route, nullptr);
-      return route.size();
-    };
-    return absl::StrCat(sg4::Engine::get_instance()->get_host_count(), " ",
-                        links(0, 8), " ", links(8, 56), " ", links(7, 8), " ",
-                        links(15, 16), " ", links(0, 9));
-  });
+  absl::StatusOr<std::string> r =
+      HostsAndRoutes(StaticRouting(Shipped("dgx_a100")), Mesh{8, 8},
+                     {{0, 8}, {8, 56}, {7, 8}, {15, 16}, {0, 9}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "192 2 2 4 4 4");
 }
@@ -180,20 +189,12 @@ TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
 TEST(PlatformFabric, AdaptiveRoutingIsOneSwitch) {
   const Platform p = Shipped("dgx_a100");
   ASSERT_TRUE(p.network().adaptive_routing());
-  absl::StatusOr<std::string> r = InChild([&]() -> absl::StatusOr<std::string> {
-    StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> f = Fabric::Build(p, Mesh{32, 8});
-    if (!f.ok()) return f.status();
-    auto links = [&](int a, int b) {
-      std::vector<sg4::Link*> route;
-      (*f)->nic(a)->route_to((*f)->nic(b), route, nullptr);
-      return route.size();
-    };
-    return absl::StrCat(links(0, 8), " ", links(7, 8), " ", links(0, 255), " ",
-                        links(255, 1));
-  });
+  // 32 nodes of 8 GPUs (ranks: GPU 0 of node 0 to GPU 0 of node 1, ...).
+  // Hosts: 256 GPUs + 256 NICs + both halves of the first 16 nodes' 128.
+  absl::StatusOr<std::string> r =
+      HostsAndRoutes(p, Mesh{8, 32}, {{0, 8}, {7, 8}, {0, 255}, {255, 1}});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, "2 2 2 2");
+  EXPECT_EQ(*r, "768 2 2 2 2");
 }
 
 TEST(PlatformFabric, A800TwoGpusShareEachNic) {
