@@ -296,10 +296,20 @@ std::vector<StepLoad> StepLoads(const Plan& plan,
       }
     }
   }
-  std::sort(segs.begin(), segs.end(), [](const Keyed& a, const Keyed& b) {
-    return std::tie(a.endpoint, a.way, a.slot) <
-           std::tie(b.endpoint, b.way, b.slot);
-  });
+  // Grouped by (endpoint, way, slot), in that order; a group's order is
+  // its events' (sorted below). A counting sort: endpoints are dense, and
+  // a 1024-GPU plan has 10^5 segments.
+  const int endpoints =
+      std::max(plan.shape.size(), static_cast<int>(nics.size()));
+  auto key = [](const Keyed& k) {
+    return (k.endpoint * 2 + k.way) * kSlots + k.slot;
+  };
+  std::vector<int> place(endpoints * 2 * kSlots + 1, 0);
+  for (const Keyed& k : segs) ++place[key(k) + 1];
+  for (size_t i = 1; i < place.size(); ++i) place[i] += place[i - 1];
+  std::vector<Keyed> grouped(segs.size());
+  for (const Keyed& k : segs) grouped[place[key(k)]++] = k;
+  segs = std::move(grouped);
   // Per endpoint: +elements where a segment starts, - past where it ends;
   // the sum holds from one event's step to the next's.
   struct Sum {
