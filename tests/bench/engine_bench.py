@@ -65,6 +65,11 @@ def main():
             benches.append((f"quickstart, zeropp, {gpus} GPUs",
                             [shardsim, "run", quick, "--gpus", gpus,
                              "--strategy", "zeropp", "--jobs", "1"]))
+        # Issue 12: qgZ at 1024 GPUs should cost no more than ZeRO-3 there,
+        # the same step (4 micro-batches) otherwise.
+        benches.append(("quickstart, zero3, 1024 GPUs (against zeropp's)",
+                        [shardsim, "run", quick, "--gpus", "1024",
+                         "--strategy", "zero3", "--jobs", "1"]))
         benches.append(("quickstart sweep, every named strategy, ZeRO++ "
                         "included, 8..1024 GPUs [< 30 s]",
                         [shardsim, "run", quick, "--gpus", GPUS,
