@@ -519,7 +519,6 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
 
 PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   PlanSummary out;
-  out.volume = CountVolume(plan);
   const std::vector<Segment> segments = Segments(plan);
   const StepLayout layout = CutStages(StepKinds(plan, segments));
   const int steps = static_cast<int>(layout.kind.size());

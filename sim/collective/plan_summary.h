@@ -55,7 +55,6 @@ struct Stage {
 
 struct PlanSummary {
   std::vector<Stage> stages;
-  PlanVolume volume;
   // Every node of the group sees the same intra-node hops (same local
   // ranks, sizes, steps), so one node's NVSwitch traffic stands for all.
   bool intra_symmetric = true;
@@ -70,7 +69,7 @@ struct PlanSummary {
 using NicMembers = std::vector<std::vector<int32_t>>;
 
 // With `by_step` false the stages' by_step are left empty: all that
-// estimates and bounds read (hops, step loads, volume) without listing
+// estimates and bounds read (hops, step loads) without listing
 // every message, which a long chain has millions of. The engine needs
 // them.
 PlanSummary Summarize(const Plan& plan, bool by_step = true,

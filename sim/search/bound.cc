@@ -105,7 +105,7 @@ StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
   // least the mean. Every group of the call's shape runs it at once
   // (collective_engine.h), each member's NIC shared by gpus_per_nic_ of
   // them: the busiest NIC sends at least the mean over the NICs in use.
-  const PlanVolume& v = summary.volume;
+  const PlanVolume v = CountVolume(plan);
   const double members = GroupSize(call.group());
   const double nvlink = v.intra_node / members / speed.intra;
   const double volume =
