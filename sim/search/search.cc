@@ -1,9 +1,13 @@
 #include "sim/search/search.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <set>
 #include <string>
@@ -102,33 +106,46 @@ struct Candidate {
   std::string spec;
 };
 
-// BoundVariants of every candidate, per candidate in order. The candidates
-// are dealt to --jobs children by spec (a large model's schedule takes a
-// while to lower); each keeps one StepBounder, since the candidates share
-// most calls and a large group's plan takes a while to build.
+// BoundVariants of every candidate, per candidate in order, in --jobs
+// children. A spec's candidates, whatever their settings, go to one child:
+// they share most calls (a call's size follows the parameters, not the
+// batch), and each child keeps one StepBounder, since a large group's plan
+// takes a while to build. Each child takes the next spec when it is done
+// with one, from a counter the children share: specs differ in cost a
+// hundredfold (a Lins triple broadcasting over 1024 GPUs against a flat
+// ring), and dealt in turn they left one child idle for a third of the
+// phase.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, const SearchOptions& options) {
-  const int children =
-      std::max(1, std::min<int>(options.engine.jobs, candidates.size()));
-  // A spec's candidates, whatever their settings, go to one child: they
-  // share most calls (a call's size follows the parameters, not the
-  // batch), so each child plans and summarizes its own share of them.
-  std::map<std::string, int> child_of;
+  std::vector<std::string> specs;  // in the candidates' order
+  std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
-    child_of.try_emplace(c.spec, static_cast<int>(child_of.size()) % children);
+    std::vector<const Candidate*>& list = of_spec[c.spec];
+    if (list.empty()) specs.push_back(c.spec);
+    list.push_back(&c);
   }
+  const int children =
+      std::max(1, std::min<int>(options.engine.jobs, specs.size()));
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    return absl::InternalError("plan: no shared memory for the bound phase");
+  }
+  static_assert(std::atomic<int>::is_always_lock_free);
+  std::atomic<int>* next = new (shared) std::atomic<int>(0);
   std::vector<ChildTask> tasks;
   for (int k = 0; k < children; ++k) {
-    tasks.push_back([&, k]() -> absl::StatusOr<std::string> {
+    tasks.push_back([&]() -> absl::StatusOr<std::string> {
       std::unique_ptr<StepBounder> bounder;
       PlanBounds out;
-      for (const Candidate& c : candidates) {
-        if (child_of.at(c.spec) != k) continue;
-        absl::Status st =
-            BoundVariants(jobs[c.setting], c.spec, settings[c.setting], options,
-                          &bounder, &out);
-        if (!st.ok()) return st;
+      for (int i; (i = next->fetch_add(1)) < static_cast<int>(specs.size());) {
+        for (const Candidate* c : of_spec.at(specs[i])) {
+          absl::Status st =
+              BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
+                            options, &bounder, &out);
+          if (!st.ok()) return st;
+        }
       }
       return out.SerializeAsString();
     });
@@ -142,8 +159,10 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     return setting_index.at(p.SerializeAsString());
   };
   std::map<std::pair<int, std::string>, PlanBounds> by_candidate;
-  for (absl::StatusOr<std::string>& r :
-       RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s)) {
+  std::vector<absl::StatusOr<std::string>> results =
+      RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s);
+  munmap(shared, sizeof(std::atomic<int>));
+  for (absl::StatusOr<std::string>& r : results) {
     if (!r.ok()) return r.status();
     PlanBounds bounds;
     if (!bounds.ParseFromString(*r)) {
