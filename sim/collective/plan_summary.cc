@@ -34,6 +34,13 @@ void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
   b.hop.dst = dst;
   b.hop.inter = LeavesNode(shape, src, dst);
   b.hop.elements += elements;
+  // Passes come mostly in step order: a run that starts inside the last
+  // one, or right after it, extends it (CountSteps counts the union).
+  if (!b.steps.empty() && b.steps.back().first <= first &&
+      first <= b.steps.back().second + 1) {
+    b.steps.back().second = std::max(b.steps.back().second, last);
+    return;
+  }
   b.steps.push_back({first, last});
 }
 
