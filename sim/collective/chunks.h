@@ -74,6 +74,7 @@ class ChannelGrid {
   // The chunk of every member, in member order.
   std::vector<Range> AllChunks() const {
     std::vector<Range> ranges;
+    ranges.reserve(shape_.size());
     for (int m = 0; m < shape_.size(); ++m) ranges.push_back(Chunk(m));
     return ranges;
   }
@@ -81,6 +82,7 @@ class ChannelGrid {
   // The members of node `node`, local 0 first.
   std::vector<int> NodeOrder(int node) const {
     std::vector<int> order;
+    order.reserve(per_node());
     for (int l = 0; l < per_node(); ++l) order.push_back(Member(node, l));
     return order;
   }
@@ -88,6 +90,7 @@ class ChannelGrid {
   // Column `local` (its member on every node), starting at `first_node`.
   std::vector<int> ColumnOrder(int local, int first_node) const {
     std::vector<int> order;
+    order.reserve(nodes());
     for (int h = 0; h < nodes(); ++h) {
       order.push_back(Member(first_node + h, local));
     }

@@ -54,15 +54,22 @@ namespace shardsim::internal {
 namespace {
 
 int AllGather(const ChannelGrid& grid, int first, Plan* out) {
+  out->rings.reserve(out->rings.size() + grid.per_node() +
+                     grid.nodes() * grid.nodes());
   for (int l = 0; l < grid.per_node(); ++l) {
     AppendRingAllGather(grid.ColumnOrder(l, 0), grid.ColumnChunks(l), first,
                         grid.channel(), out);
   }
+  // Every node's chunks, each row's ring reused (nodes^2 passes).
+  std::vector<std::vector<Range>> rows;
+  rows.reserve(grid.nodes());
+  for (int q = 0; q < grid.nodes(); ++q) rows.push_back(grid.NodeChunks(q));
   for (int n = 0; n < grid.nodes(); ++n) {
+    const std::vector<int> order = grid.NodeOrder(n);
     for (int j = 0; j < grid.nodes(); ++j) {
       // Row j (node n-j's chunks) is in place at step j: own for j = 0,
       // else delivered by the column ring at step j-1.
-      AppendRingAllGather(grid.NodeOrder(n), grid.NodeChunks(n - j), first + j,
+      AppendRingAllGather(order, rows[Mod(n - j, grid.nodes())], first + j,
                           grid.channel(), out);
     }
   }
