@@ -116,8 +116,10 @@ class Channel : public ChannelGrid {
           const std::vector<Block>& blocks, int first_step) {
     int steps = 0;
     const size_t ranges = blocks.empty() ? 0 : blocks[0].size();
+    std::vector<Range> ring_q;
+    ring_q.reserve(blocks.size());
     for (size_t q = 0; q < ranges; ++q) {
-      std::vector<Range> ring_q;
+      ring_q.clear();
       for (const Block& block : blocks) ring_q.push_back(block[q]);
       steps = phase(order, ring_q, first_step, channel(), out_);
     }
