@@ -85,11 +85,10 @@ absl::Status Fabric::BuildNetwork() {
   // each rail starts on a leaf of its own, its last leaf's spare ports
   // unused, as in a DGX SuperPOD's scalable units (a leaf per rail per
   // SU). Otherwise NICs fill leaves in order, node by node.
-  one_switch_ = n.nics_per_leaf() == 0 || n.adaptive_routing();
-  const bool rails = n.rail_optimized() && !one_switch_;
-  const int per_leaf = one_switch_ ? nics
-                       : rails     ? std::min(n.nics_per_leaf(), mesh_.nodes)
-                                   : std::min(n.nics_per_leaf(), nics);
+  const bool rails = n.rail_optimized() && !one_switch();
+  const int per_leaf = one_switch() ? nics
+                       : rails      ? std::min(n.nics_per_leaf(), mesh_.nodes)
+                                    : std::min(n.nics_per_leaf(), nics);
   const int per_rail = (mesh_.nodes + per_leaf - 1) / per_leaf * per_leaf;
   const int leaves =
       rails ? per_node * per_rail / per_leaf : (nics + per_leaf - 1) / per_leaf;

@@ -45,7 +45,10 @@ class Fabric {
   simgrid::s4u::Host* nic_host(int nic) const { return nics_[nic]; }
   // The network is one switch (adaptive routing, or nics_per_leaf 0):
   // every route between two NICs is their own two links.
-  bool one_switch() const { return one_switch_; }
+  bool one_switch() const {
+    return platform_.network().nics_per_leaf() == 0 ||
+           platform_.network().adaptive_routing();
+  }
 
   // Network symmetry (docs/engine.md §8): NIC `nic`'s sending and
   // receiving halves as hosts of their own. A route from an out host to an
@@ -77,7 +80,6 @@ class Fabric {
   std::vector<simgrid::s4u::Host*> nics_;        // by NIC index node*nics + i
   std::vector<simgrid::s4u::Host*> nic_halves_;  // out, in, by NIC index
   std::vector<simgrid::s4u::Link*> ports_;       // NVSwitch port of each GPU
-  bool one_switch_ = false;
 };
 
 }  // namespace shardsim

@@ -203,12 +203,11 @@ Unit MakeUnit(std::string name, int64_t params) {
   return u;
 }
 
-int64_t NormParams(const Shape& sh) { return sh.rmsnorm ? sh.h : 2 * sh.h; }
-
 // A norm's unit: a weight of h, and for LayerNorm a bias of h.
 Unit NormParamsUnit(std::string name, const Shape& sh) {
-  Unit u = MakeUnit(std::move(name), NormParams(sh));
-  u.vectors.assign(sh.rmsnorm ? 1 : 2, sh.h);
+  const int tensors = sh.rmsnorm ? 1 : 2;
+  Unit u = MakeUnit(std::move(name), tensors * sh.h);
+  u.vectors.assign(tensors, sh.h);
   return u;
 }
 
