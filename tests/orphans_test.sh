@@ -7,10 +7,12 @@ bin=$(realpath "$1")
 root=$(realpath "$2")
 failed=0
 # A run of several seconds (every named strategy at 1024 GPUs, two
-# children at a time); the marker finds its processes, children included
-# (a forked child keeps its parent's command line).
+# children at a time, every node's network flows run: 8 s; with network
+# symmetry the whole sweep takes under 1 s, which a timeout of 2 s would
+# never cut short); the marker finds its processes, children included (a
+# forked child keeps its parent's command line).
 marker="$root/scenarios/quickstart.textproto"
-args=(run "$marker" --gpus 1024 --jobs 2)
+args=(run "$marker" --gpus 1024 --jobs 2 --network_symmetry=false)
 left() { pgrep -f -- "$bin run $marker --gpus 1024" | wc -l; }
 
 for sig in TERM INT; do
