@@ -3,6 +3,8 @@
 #include "sim/collective/plan_cache.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -40,7 +42,7 @@ struct MemberCache {
         }) {}
   const Mesh mesh{4, 2};  // 2 nodes of 4
   const Platform platform;
-  int made = 0;
+  std::atomic<int> made = 0;
   PlanCache<int> cache;
 };
 
@@ -92,6 +94,39 @@ TEST(PlanCache, SharpNeedsSharpSwitchesAndAFailureLeavesNothing) {
   MemberCache with(Named(true));
   EXPECT_TRUE(with.cache.Get(sharp, 1024, 1).ok());
   EXPECT_EQ(with.made, 1);
+}
+
+// Threads asking for the same keys at once get one entry per key, made
+// once, and the same pointer (the plan search's bound phase shares a cache
+// between its threads).
+TEST(PlanCache, ThreadsShareOneEntryPerKey) {
+  MemberCache m(Named(false));
+  const CollectiveCall near = Call(MakeGroup(2, 1, 1, 1));
+  const CollectiveCall apart = Call(MakeGroup(2, 2, 1, 1));
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 200;
+  std::vector<std::vector<const int*>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        // Three keys: two counts of `near`, and `apart`.
+        const CollectiveCall& c = i % 3 == 2 ? apart : near;
+        absl::StatusOr<const int*> e = m.cache.Get(c, 1024 << (i % 3 == 1), 1);
+        got[t].push_back(e.ok() ? *e : nullptr);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(m.made, 3);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kRounds; ++i) {
+      ASSERT_NE(got[t][i], nullptr);
+      EXPECT_EQ(got[t][i], got[0][i % 3]) << "thread " << t << " call " << i;
+    }
+  }
+  EXPECT_EQ(*got[0][0], 1);  // rank 1 is member 1 of {0, 1}
+  EXPECT_EQ(*got[0][2], 0);  // and member 0 of {1, 3}
 }
 
 TEST(PlanCache, AGroupThatDoesNotTileTheMeshIsNamed) {

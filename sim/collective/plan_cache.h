@@ -7,11 +7,13 @@
 #define SHARDSIM_SIM_COLLECTIVE_PLAN_CACHE_H_
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "absl/container/node_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "sim/collective/group.h"
 #include "sim/collective/plan.h"
 #include "sim/schema/platform.pb.h"
@@ -50,7 +52,9 @@ absl::StatusOr<Plan> PlanCall(const CollectiveCall& call, const PlanKey& key,
 
 // Entries of type T, one per key, each made once from its call's plan by
 // `derive`. Entries never move once made: pointers stay valid for the
-// cache's life.
+// cache's life. Threads may share a cache: a key's entry is made by the
+// first thread to ask, outside the lock (a 1024-GPU plan takes a while),
+// and the others asking for it wait for it. `derive` may Get other keys.
 template <typename T>
 class PlanCache {
  public:
@@ -64,35 +68,67 @@ class PlanCache {
   PlanCache& operator=(const PlanCache&) = delete;
 
   // The entry for `call`, made on its key's first request (PlanCall, then
-  // derive). A failed request leaves nothing behind.
+  // derive). A failed request leaves nothing behind: a thread that waited
+  // for it makes the entry itself, and fails alike.
   absl::StatusOr<const T*> Get(const CollectiveCall& call, int64_t count,
                                int channels) {
     const PlanKey key = KeyOf(call, count, channels);
-    if (auto it = entries_.find(key); it != entries_.end()) return &it->second;
-    absl::StatusOr<Plan> plan = PlanCall(call, key, mesh_, platform_);
-    if (!plan.ok()) return plan.status();
-    absl::StatusOr<T> entry = derive_(call, *std::move(plan));
-    if (!entry.ok()) return entry.status();
-    return &entries_.emplace(key, *std::move(entry)).first->second;
+    absl::MutexLock lock(&mutex_);
+    for (;;) {
+      auto [it, fresh] = entries_.try_emplace(key);
+      if (fresh) break;  // this thread makes it
+      if (it->second.has_value()) return &*it->second;
+      made_.Wait(&mutex_);  // another thread is making it
+    }
+    absl::StatusOr<T> entry = Make(call, key);
+    auto it = entries_.find(key);
+    made_.SignalAll();
+    if (!entry.ok()) {
+      entries_.erase(it);
+      return entry.status();
+    }
+    return &it->second.emplace(*std::move(entry));
   }
 
   // The entry made for this call, or null.
   const T* Find(const CollectiveCall& call, int64_t count, int channels) const {
+    absl::MutexLock lock(&mutex_);
     auto it = entries_.find(KeyOf(call, count, channels));
-    return it == entries_.end() ? nullptr : &it->second;
+    return it == entries_.end() || !it->second.has_value() ? nullptr
+                                                           : &*it->second;
   }
 
-  // Every entry, in no particular order.
+  // Every entry made, in no particular order.
   template <typename F>
   void ForEach(F f) const {
-    for (const auto& [key, entry] : entries_) f(entry);
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [key, entry] : entries_) {
+      if (entry.has_value()) f(*entry);
+    }
   }
 
  private:
+  // PlanCall, then derive, with the lock released meanwhile.
+  absl::StatusOr<T> Make(const CollectiveCall& call, const PlanKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    mutex_.Unlock();
+    absl::StatusOr<T> entry = [&]() -> absl::StatusOr<T> {
+      absl::StatusOr<Plan> plan = PlanCall(call, key, mesh_, platform_);
+      if (!plan.ok()) return plan.status();
+      return derive_(call, *std::move(plan));
+    }();
+    mutex_.Lock();
+    return entry;
+  }
+
   const Mesh& mesh_;
   const Platform& platform_;
   Derive derive_;
-  absl::node_hash_map<PlanKey, T> entries_;
+  mutable absl::Mutex mutex_;
+  absl::CondVar made_;
+  // Empty while a thread makes it.
+  absl::node_hash_map<PlanKey, std::optional<T>> entries_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace shardsim

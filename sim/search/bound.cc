@@ -84,8 +84,9 @@ double LeastBeside(const std::vector<std::pair<double, double>>& compute,
 }  // namespace
 
 StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
-    : platform_(platform),
-      least_(mesh, platform, [this](const CollectiveCall& call, Plan plan) {
+    : mesh_(mesh),
+      platform_(platform),
+      least_(mesh_, platform, [this](const CollectiveCall& call, Plan plan) {
         return absl::StatusOr<LeastTime>(LeastCallTime(call, plan));
       }) {
   if (mesh.nodes > 1 && platform.network().nics_per_node() > 0) {

@@ -43,9 +43,11 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
                                       const Platform& platform);
 
 // StepLowerBound for many schedules on one mesh and platform (a strategy's
-// algorithm variants): each call's least time is worked out once.
+// algorithm variants): each call's least time is worked out once. Bound is
+// safe to call from several threads at once: they share the least times.
 class StepBounder {
  public:
+  // `platform` must outlive the bounder.
   StepBounder(const Mesh& mesh, const Platform& platform);
   StepBounder(const StepBounder&) = delete;
   StepBounder& operator=(const StepBounder&) = delete;
@@ -61,6 +63,7 @@ class StepBounder {
   };
   LeastTime LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
 
+  const Mesh mesh_;  // least_ keeps a reference
   const Platform& platform_;
   double gpus_per_nic_ = 1;  // GPUs of a node that share a NIC in use
   PlanCache<LeastTime> least_;

@@ -1,16 +1,14 @@
 #include "sim/search/search.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <new>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,8 +64,7 @@ bool Dominated(double bound, int64_t peak,
 // plans refuse a call gets no bound; the spec itself must plan.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const PlanSettings& settings,
-                           const SearchOptions& options,
-                           std::unique_ptr<StepBounder>* bounder,
+                           const SearchOptions& options, StepBounder* bounder,
                            PlanBounds* out) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
@@ -78,16 +75,13 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
       kinds.insert(KindOf(op.collective().group()));
     }
   }
-  if (*bounder == nullptr) {
-    *bounder = std::make_unique<StepBounder>(p->mesh, job.platform);
-  }
   for (const std::string& variant : AlgorithmVariants(
            spec, p->strategy, kinds, job.platform.network().sharp())) {
     absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
     if (!strategy.ok()) return strategy.status();
     Schedule schedule = *p->schedule;
     UseAlgorithms(*strategy, &schedule);
-    absl::StatusOr<double> b = (*bounder)->Bound(schedule);
+    absl::StatusOr<double> b = bounder->Bound(schedule);
     if (!b.ok() && variant == spec) return b.status();
     PlanBound* bound = out->add_bounds();
     bound->set_strategy(variant);
@@ -106,18 +100,20 @@ struct Candidate {
   std::string spec;
 };
 
-// BoundVariants of every candidate, per candidate in order, in --jobs
-// children. A spec's candidates, whatever their settings, go to one child:
-// they share most calls (a call's size follows the parameters, not the
-// batch), and each child keeps one StepBounder, since a large group's plan
-// takes a while to build. Each child takes the next spec when it is done
-// with one, from a counter the children share: specs differ in cost a
-// hundredfold (a Lins triple broadcasting over 1024 GPUs against a flat
-// ring), and dealt in turn they left one child idle for a third of the
-// phase.
+// BoundVariants of every candidate, per candidate in order, in one child
+// (the time limit holds) running --jobs threads that share one
+// StepBounder: specs share most calls (a call's size follows the
+// parameters, not the batch, and a Lins triple differs from the next in one
+// factor), and a large group's plan takes a while to build, so each call's
+// least time is worked out once for all. In children of their own, each
+// with its bounder, half the plans were built twice. Each thread takes the
+// next spec when it is done with one: specs differ in cost a hundredfold
+// (a Lins triple broadcasting over 1024 GPUs against a flat ring). A
+// spec's candidates, whatever their settings, go to one thread.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
-    const std::vector<Candidate>& candidates, const SearchOptions& options) {
+    const std::vector<Candidate>& candidates, const Mesh& mesh,
+    const SearchOptions& options) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
@@ -125,31 +121,38 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     if (list.empty()) specs.push_back(c.spec);
     list.push_back(&c);
   }
-  const int children =
-      std::max(1, std::min<int>(options.engine.jobs, specs.size()));
-  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) {
-    return absl::InternalError("plan: no shared memory for the bound phase");
-  }
-  static_assert(std::atomic<int>::is_always_lock_free);
-  std::atomic<int>* next = new (shared) std::atomic<int>(0);
-  std::vector<ChildTask> tasks;
-  for (int k = 0; k < children; ++k) {
-    tasks.push_back([&]() -> absl::StatusOr<std::string> {
-      std::unique_ptr<StepBounder> bounder;
-      PlanBounds out;
-      for (int i; (i = next->fetch_add(1)) < static_cast<int>(specs.size());) {
+  const int n = static_cast<int>(specs.size());
+  const int threads = std::max(1, std::min(options.engine.jobs, n));
+  ChildTask task = [&]() -> absl::StatusOr<std::string> {
+    StepBounder bounder(mesh, jobs.front().platform);
+    std::vector<PlanBounds> of(n);  // per spec
+    std::vector<absl::Status> status(n);
+    std::atomic<int> next = 0;
+    std::atomic<bool> failed = false;
+    auto work = [&] {
+      for (int i; !failed && (i = next.fetch_add(1)) < n;) {
         for (const Candidate* c : of_spec.at(specs[i])) {
-          absl::Status st =
+          status[i] =
               BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
-                            options, &bounder, &out);
-          if (!st.ok()) return st;
+                            options, &bounder, &of[i]);
+          if (!status[i].ok()) {
+            failed = true;
+            break;
+          }
         }
       }
-      return out.SerializeAsString();
-    });
-  }
+    };
+    std::vector<std::thread> others;
+    for (int k = 1; k < threads; ++k) others.emplace_back(work);
+    work();
+    for (std::thread& t : others) t.join();
+    PlanBounds out;
+    for (int i = 0; i < n; ++i) {
+      if (!status[i].ok()) return status[i];  // the first in spec order
+      out.MergeFrom(of[i]);
+    }
+    return out.SerializeAsString();
+  };
   // A row's candidate: its settings, and its strategy up to its first '@'.
   std::map<std::string, int> setting_index;
   for (size_t k = 0; k < settings.size(); ++k) {
@@ -159,20 +162,17 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     return setting_index.at(p.SerializeAsString());
   };
   std::map<std::pair<int, std::string>, PlanBounds> by_candidate;
-  std::vector<absl::StatusOr<std::string>> results =
-      RunIsolated(tasks, options.engine.jobs, options.engine.time_limit_s);
-  munmap(shared, sizeof(std::atomic<int>));
-  for (absl::StatusOr<std::string>& r : results) {
-    if (!r.ok()) return r.status();
-    PlanBounds bounds;
-    if (!bounds.ParseFromString(*r)) {
-      return absl::InternalError("a lower bound came back unreadable");
-    }
-    for (PlanBound& b : *bounds.mutable_bounds()) {
-      const std::string& name = b.strategy();
-      *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
-           .add_bounds() = std::move(b);
-    }
+  absl::StatusOr<std::string> result =
+      RunIsolated({task}, 1, options.engine.time_limit_s)[0];
+  if (!result.ok()) return result.status();
+  PlanBounds bounds;
+  if (!bounds.ParseFromString(*result)) {
+    return absl::InternalError("a lower bound came back unreadable");
+  }
+  for (PlanBound& b : *bounds.mutable_bounds()) {
+    const std::string& name = b.strategy();
+    *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
+         .add_bounds() = std::move(b);
   }
   std::vector<PlanBounds> out;
   for (const Candidate& c : candidates) {
@@ -313,7 +313,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   // bound; the points in order of their bounds, a wave at a time, each
   // wave pruning the rest.
   absl::StatusOr<std::vector<PlanBounds>> variants =
-      LowerBounds(jobs, settings, fit, options);
+      LowerBounds(jobs, settings, fit, *mesh, options);
   if (!variants.ok()) return variants.status();
   std::vector<Candidate> points;
   std::vector<double> bounds;
