@@ -495,6 +495,17 @@ TEST(Search, WithEveryAlgorithmToo) {
   ExpectPruningKeepsTheAnswer(TinyJob(16), /*algorithms=*/true);
 }
 
+// The same on a800_lins, where two GPUs share each NIC: the bound counts a
+// step's load on a NIC over every group's GPUs on it, as the engine does.
+TEST(Search, WhereTwoGpusShareANic) {
+  Scenario s = SearchScenario(
+      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto", 16,
+      2, 64);
+  s.set_micro_batches(2);
+  s.set_platform("a800_lins");
+  ExpectPruningKeepsTheAnswer(Resolved(s), /*algorithms=*/true);
+}
+
 // The search lowers a spec once and gives each variant its algorithms
 // (UseAlgorithms): the step it shares by is the one the variant's own
 // lowering replays, for every candidate and variant of the tiny job.

@@ -91,6 +91,16 @@ int GroupFirstMember(const Group& g, const Mesh& m, int rank) {
          AxisBase(rank % m.gpus_per_node, g.intra_size(), g.intra_stride());
 }
 
+std::vector<std::vector<int>> GroupsOf(const Group& group, const Mesh& mesh) {
+  std::vector<std::vector<int>> out;
+  for (int rank = 0; rank < mesh.gpus(); ++rank) {
+    if (GroupFirstMember(group, mesh, rank) == rank) {
+      out.push_back(GroupMembers(group, mesh, rank));
+    }
+  }
+  return out;
+}
+
 std::string GroupName(const Group& g) {
   std::string s = absl::StrCat(g.intra_size(), "x", g.inter_size());
   if (g.intra_stride() > 1 || g.inter_stride() > 1) {

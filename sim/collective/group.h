@@ -48,6 +48,10 @@ std::vector<int> GroupMembers(const Group& group, const Mesh& mesh, int rank);
 // rank per group equals it, so it enumerates groups cheaply.
 int GroupFirstMember(const Group& group, const Mesh& mesh, int rank);
 
+// Every group of `group`'s shape in the mesh, by first member, each as its
+// GroupMembers: the groups that all run a call at once.
+std::vector<std::vector<int>> GroupsOf(const Group& group, const Mesh& mesh);
+
 // "8x1", "1x8 stride 8" style text for tables and errors.
 std::string GroupName(const Group& group);
 

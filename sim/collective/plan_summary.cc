@@ -1,6 +1,7 @@
 #include "sim/collective/plan_summary.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "sim/scenario/bandwidth.h"
 
 namespace shardsim {
 namespace {
@@ -523,6 +525,26 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
 }
 
 }  // namespace
+
+NicMembers CallNics(const std::vector<std::vector<int>>& groups,
+                    const Platform& platform, int gpus_per_node) {
+  if (platform.network().nics_per_node() <= 0) return {};  // no network
+  std::map<int, std::vector<int32_t>> by_nic;
+  for (const std::vector<int>& group : groups) {
+    for (size_t m = 0; m < group.size(); ++m) {
+      by_nic[NicOfRank(platform, gpus_per_node, group[m])].push_back(
+          static_cast<int32_t>(m));
+    }
+  }
+  NicMembers nics;
+  for (auto& [nic, members] : by_nic) {
+    std::sort(members.begin(), members.end());
+    nics.push_back(std::move(members));
+  }
+  std::sort(nics.begin(), nics.end());
+  nics.erase(std::unique(nics.begin(), nics.end()), nics.end());
+  return nics;
+}
 
 PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   PlanSummary out;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/collective/plan.h"
+#include "sim/schema/platform.pb.h"
 
 namespace shardsim {
 
@@ -67,6 +68,13 @@ struct PlanSummary {
 // share a NIC, and in a group of one member per node both are that member.
 // Empty: every member has a NIC of its own.
 using NicMembers = std::vector<std::vector<int32_t>>;
+
+// The NicMembers of a call run at once by every one of `groups` (GroupsOf,
+// group.h) on `platform`'s nodes of `gpus_per_node` GPUs: each NIC's list
+// sorted, and equal lists once, which is all a stage's floor counts. None
+// where the platform has no NICs.
+NicMembers CallNics(const std::vector<std::vector<int>>& groups,
+                    const Platform& platform, int gpus_per_node);
 
 // With `by_step` false the stages' by_step are left empty: all that
 // estimates and bounds read (hops, step loads) without listing

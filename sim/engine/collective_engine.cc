@@ -26,26 +26,6 @@ uint64_t WireBytes(double payload, const Protocol& proto) {
       std::llround(payload / proto.bandwidth_fraction()));
 }
 
-// The members on each NIC when all `groups` run at once (plan_summary.h),
-// each NIC's list sorted and equal lists once: what a stage's floor counts.
-NicMembers CallNics(const std::vector<std::vector<int>>& groups,
-                    const Fabric& fabric) {
-  std::map<int, std::vector<int32_t>> by_nic;
-  for (const std::vector<int>& group : groups) {
-    for (size_t m = 0; m < group.size(); ++m) {
-      by_nic[fabric.NicOf(group[m])].push_back(static_cast<int32_t>(m));
-    }
-  }
-  NicMembers nics;
-  for (auto& [nic, members] : by_nic) {
-    std::sort(members.begin(), members.end());
-    nics.push_back(std::move(members));
-  }
-  std::sort(nics.begin(), nics.end());
-  nics.erase(std::unique(nics.begin(), nics.end()), nics.end());
-  return nics;
-}
-
 }  // namespace
 
 CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
@@ -194,12 +174,10 @@ absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
   const Mesh& mesh = fabric_.mesh();
   Entry e;
   e.shape = plan.shape;
-  for (int rank = 0; rank < mesh.gpus(); ++rank) {
-    if (GroupFirstMember(call.group(), mesh, rank) == rank) {
-      e.groups.push_back(GroupMembers(call.group(), mesh, rank));
-    }
-  }
-  e.summary = Summarize(plan, /*by_step=*/true, CallNics(e.groups, fabric_));
+  e.groups = GroupsOf(call.group(), mesh);
+  e.summary =
+      Summarize(plan, /*by_step=*/true,
+                CallNics(e.groups, fabric_.platform(), mesh.gpus_per_node));
   e.intra_inflation = IntraInflation(call.algorithm(), fabric_.platform());
   if (mode_ == FlowMode::kPerStep) e.plan = std::move(plan);
   e.protocol = FastestProtocol(e.summary, fabric_.platform(), e.intra_inflation,

@@ -14,9 +14,7 @@ namespace sg4 = simgrid::s4u;
 namespace shardsim {
 
 int Fabric::NicOf(int rank) const {
-  const int m = mesh_.gpus_per_node;
-  return rank / m * platform_.network().nics_per_node() +
-         NicOfLocal(platform_, m, rank % m);
+  return NicOfRank(platform_, mesh_.gpus_per_node, rank);
 }
 
 double Fabric::NvlinkBandwidth() const {

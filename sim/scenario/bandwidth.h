@@ -30,6 +30,13 @@ inline int NicOfLocal(const Platform& p, int gpus_per_node, int local) {
   return nics >= m ? local * (nics / m) : local / (m / nics);
 }
 
+// The NIC (node * nics_per_node + NicOfLocal) that global rank `rank`
+// sends through.
+inline int NicOfRank(const Platform& p, int gpus_per_node, int rank) {
+  return rank / gpus_per_node * p.network().nics_per_node() +
+         NicOfLocal(p, gpus_per_node, rank % gpus_per_node);
+}
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_SCENARIO_BANDWIDTH_H_

@@ -101,7 +101,11 @@ StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
 StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
                                                   const Plan& plan) const {
   const Speeds speed = FastestSpeeds(platform_);
-  const PlanSummary summary = Summarize(plan, /*by_step=*/false);
+  // The step loads as the engine counts them: every group of the call's
+  // shape at once, each NIC's load the sum over the GPUs on it.
+  const PlanSummary summary = Summarize(
+      plan, /*by_step=*/false,
+      CallNics(GroupsOf(call.group(), mesh_), platform_, mesh_.gpus_per_node));
   // Every member sends through its own port: the busiest one sends at
   // least the mean. Every group of the call's shape runs it at once
   // (collective_engine.h), each member's NIC shared by gpus_per_nic_ of
@@ -112,9 +116,8 @@ StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
   const double volume =
       std::max(nvlink, v.inter_node / members * gpus_per_nic_ / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
-  // never faster than that estimate (estimate.h). Its floors count every
-  // GPU on a NIC (Summarize's NicMembers); these count a member's own
-  // sends, never more, so this least estimate is never above the engine's.
+  // never faster than that estimate (estimate.h), from this same summary:
+  // this least estimate is never above the engine's.
   double estimate = 0;
   FastestProtocol(summary, platform_,
                   IntraInflation(call.algorithm(), platform_), &estimate);

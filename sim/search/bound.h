@@ -26,8 +26,9 @@ namespace shardsim {
 //   members, at the largest efficiency and wire-protocol fraction; through
 //   a NIC, times the GPUs that share it, as every group of the call's
 //   shape runs at once) and its least alpha-beta estimate over the
-//   protocols (sim/collective/estimate.h, floors by member rather than by
-//   NIC: never above the engine's), which adds latencies, less 1e-4 for
+//   protocols (sim/collective/estimate.h, each step's floor at its busiest
+//   NIC with every group's GPUs on it, as the engine's own estimate counts
+//   it: never above the engine's), which adds latencies, less 1e-4 for
 //   SimGrid's solver precision (bound.cc). The engine adds contention and
 //   slower NVSwitch ports under compute;
 // - a memory op: nothing.
