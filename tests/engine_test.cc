@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "sim/analyze/analyze.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
 #include "sim/engine/simulate.h"
@@ -1251,6 +1252,39 @@ TEST(EngineNetworkSymmetry, StepsAreTheSameOnEveryNode) {
     }
     EXPECT_GT(fewer, 0);
   }
+}
+
+// Calls prepared before the simulations, as `shardsim plan` prepares them
+// (EngineOptions::prepared), among them another strategy's trees across
+// nodes, whose flows repeat under no shift of nodes: every point's step is
+// the one it has with calls of its own, its network symmetry judged on its
+// own calls only (ZeRO-3's flows are every node's alike, MiCS's every 2
+// nodes', the trees' only every 8).
+TEST(EnginePreparedCalls, SharedCallsChangeNoStep) {
+  absl::StatusOr<Job> job =
+      TwoLayerJob({"zero3", "mics:shard_size=16"}, 64, 3, "dgx_h100");
+  ASSERT_TRUE(job.ok()) << job.status();
+  PreparedCalls calls(Mesh{8, 8}, job->platform, FlowMode::kFast,
+                      job->platform.channels());
+  for (const char* spec : {"zero3@both=tree", "zero3", "mics:shard_size=16"}) {
+    absl::StatusOr<Point> p = LowerPoint(*job, spec, 64);
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (const Op& op : p->schedule->ops()) {
+      if (op.has_collective()) {
+        ASSERT_TRUE(calls.Get(op.collective()).ok()) << spec;
+      }
+    }
+  }
+  EngineOptions shared;
+  shared.prepared = &calls;
+  absl::StatusOr<Results> with = SimulateJob(*job, shared);
+  absl::StatusOr<Results> without = SimulateJob(*job, EngineOptions());
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  ASSERT_EQ(with->rows_size(), 2);
+  EXPECT_EQ(with->SerializeAsString(), without->SerializeAsString());
+  EXPECT_EQ(with->rows(0).replay().network_nodes(), 1);
+  EXPECT_EQ(with->rows(1).replay().network_nodes(), 2);
 }
 
 }  // namespace

@@ -98,15 +98,6 @@ class PlanCache {
                                                            : &*it->second;
   }
 
-  // Every entry made, in no particular order.
-  template <typename F>
-  void ForEach(F f) const {
-    absl::MutexLock lock(&mutex_);
-    for (const auto& [key, entry] : entries_) {
-      if (entry.has_value()) f(*entry);
-    }
-  }
-
  private:
   // PlanCall, then derive, with the lock released meanwhile.
   absl::StatusOr<T> Make(const CollectiveCall& call, const PlanKey& key)

@@ -29,15 +29,18 @@ uint64_t WireBytes(double payload, const Protocol& proto) {
 }  // namespace
 
 CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
-                                   int channels)
+                                   int channels, PreparedCalls* prepared)
     : fabric_(fabric),
       mode_(mode),
       channels_(channels),
       net_period_(fabric.mesh().nodes),
-      plans_(fabric.mesh(), fabric.platform(),
-             [this](const CollectiveCall& call, Plan plan) {
-               return MakeEntry(call, std::move(plan));
-             }) {
+      calls_(prepared) {
+  if (calls_ == nullptr ||
+      !calls_->Serve(fabric.mesh(), fabric.platform(), mode, channels)) {
+    own_ = std::make_unique<PreparedCalls>(fabric.mesh(), fabric.platform(),
+                                           mode, channels);
+    calls_ = own_.get();
+  }
   set_replay_stages(true);
 }
 
@@ -45,7 +48,7 @@ CollectiveEngine::~CollectiveEngine() = default;
 
 const CollectiveEngine::Entry& CollectiveEngine::entry(
     const CollectiveCall& call) const {
-  const Entry* e = plans_.Find(call, call.bytes(), channels_);
+  const Entry* e = calls_->Find(call);
   // Run, summary and protocol take prepared calls only (the contract).
   if (e == nullptr) std::abort();
   return *e;
@@ -61,8 +64,7 @@ const Protocol& CollectiveEngine::protocol(const CollectiveCall& call) const {
 
 bool CollectiveEngine::AllIntraSymmetric() const {
   bool all = true;
-  plans_.ForEach(
-      [&all](const Entry& e) { all = all && e.summary.intra_symmetric; });
+  for (const Entry* e : used_) all = all && e->summary.intra_symmetric;
   return all;
 }
 
@@ -106,13 +108,13 @@ int CollectiveEngine::NetworkPeriod() const {
       period = next;
     }
   };
-  plans_.ForEach([&](const Entry& e) {
-    for (const Stage& stage : e.summary.stages) {
-      if (period == nodes) return;
-      if (stage.by_step.empty()) add(e, stage.hops);
-      for (const std::vector<Hop>& step : stage.by_step) add(e, step);
+  for (const Entry* e : used_) {
+    for (const Stage& stage : e->summary.stages) {
+      if (period == nodes) break;
+      if (stage.by_step.empty()) add(*e, stage.hops);
+      for (const std::vector<Hop>& step : stage.by_step) add(*e, step);
     }
-  });
+  }
   if (period == nodes) return nodes;
   // A link that only ever carries flows of one sending NIC (or one
   // receiving NIC), at a NIC's speed, never carries more than that NIC's
@@ -148,51 +150,22 @@ void CollectiveEngine::UseSymmetry() {
 }
 
 absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
-  return plans_.Get(call, call.bytes(), channels_).status();
+  absl::StatusOr<const Entry*> e = calls_->Get(call);
+  if (!e.ok()) return e.status();
+  // A broadcast's entry from its local root's (PreparedCalls::Make) counts
+  // that one as prepared too, as an engine's own cache always held it.
+  if (call.op() == BROADCAST && mode_ == FlowMode::kFast &&
+      call.root() >= call.group().intra_size()) {
+    CollectiveCall local = call;
+    local.set_root(call.root() % call.group().intra_size());
+    if (const Entry* l = calls_->Find(local); l != nullptr) Use(l);
+  }
+  Use(*e);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<CollectiveEngine::Entry> CollectiveEngine::MakeEntry(
-    const CollectiveCall& call, Plan plan) {
-  // A broadcast from a root k nodes of the group on is the one from the
-  // root's local index with every member k nodes on (NodesOn): the same
-  // groups, protocol and stages, renamed. So it is summarized once per
-  // local root, where a broadcast of every owner's shard of a sharded
-  // state would summarize a plan per owner (128 of them across 128 nodes).
-  const int per_node = plan.shape.per_node;
-  if (call.op() == BROADCAST && call.root() >= per_node &&
-      mode_ == FlowMode::kFast) {
-    CollectiveCall local = call;
-    local.set_root(call.root() % per_node);
-    absl::StatusOr<const Entry*> from =
-        plans_.Get(local, local.bytes(), channels_);
-    if (!from.ok()) return from.status();
-    Entry e = **from;
-    e.summary =
-        NodesOn(std::move(e.summary), call.root() / per_node, plan.shape);
-    return e;
-  }
-  const Mesh& mesh = fabric_.mesh();
-  Entry e;
-  e.shape = plan.shape;
-  e.groups = GroupsOf(call.group(), mesh);
-  e.summary =
-      Summarize(plan, /*by_step=*/true,
-                CallNics(e.groups, fabric_.platform(), mesh.gpus_per_node));
-  e.intra_inflation = IntraInflation(call.algorithm(), fabric_.platform());
-  if (mode_ == FlowMode::kPerStep) e.plan = std::move(plan);
-  e.protocol = FastestProtocol(e.summary, fabric_.platform(), e.intra_inflation,
-                               nullptr);
-  // Only a platform that escaped validation gets here (no protocol, or
-  // every estimate infinite or NaN); never hand the engine a null protocol.
-  if (e.protocol == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("platform ", fabric_.platform().name(),
-                     ": no wire protocol gives a "
-                     "finite time for ",
-                     CollectiveOp_Name(call.op()), " of ", call.bytes(),
-                     " bytes (protocols, bandwidths and efficiencies)"));
-  }
-  return e;
+void CollectiveEngine::Use(const Entry* e) {
+  if (is_used_.insert(e).second) used_.push_back(e);
 }
 
 // SHARP's switch reduces in the fabric. Its load is modelled as what it

@@ -27,12 +27,14 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
 #include "sim/collective/plan_summary.h"
 #include "sim/engine/fabric.h"
+#include "sim/engine/prepared_calls.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -46,14 +48,16 @@ struct Flow {
   double finish = 0;           // when its last byte arrived
 };
 
-enum class FlowMode { kFast, kPerStep };
-
 class CollectiveEngine {
   struct LoneRecord;  // a stage's lone run (collective_engine.cc)
 
  public:
   // `channels`: parallel rings for every call (the platform's by default).
-  CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels);
+  // `prepared`, if given and made for this mesh, platform, mode and
+  // channel count (PreparedCalls::Serve), is where calls are prepared
+  // (shared, and kept after the engine); else the engine keeps its own.
+  CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels,
+                   PreparedCalls* prepared = nullptr);
   ~CollectiveEngine();
 
   // Plans `call` (once per PlanKey, plan_cache.h). Errors name the call's
@@ -139,19 +143,10 @@ class CollectiveEngine {
   const Protocol& protocol(const CollectiveCall& call) const;
 
  private:
-  struct Entry {
-    Plan plan;  // kept in per-step mode only
-    PlanSummary summary;
-    const Protocol* protocol = nullptr;
-    std::vector<std::vector<int>> groups;  // global ranks, member order
-    PlanShape shape;
-    double intra_inflation = 1;  // IntraInflation (estimate.h)
-  };
+  using Entry = PreparedCall;
   // Every prepared plan sees the same intra-node hops on every node.
   bool AllIntraSymmetric() const;
-  // A call's entry from its plan: the summary, the groups of its shape,
-  // and the wire protocol with the smallest estimate.
-  absl::StatusOr<Entry> MakeEntry(const CollectiveCall& call, Plan plan);
+  void Use(const Entry* e);  // adds it to used_ once
   const Entry& entry(const CollectiveCall& call) const;
   // Returns the latency part of the run.
   double RunFast(const Entry& e, Progress* progress);
@@ -206,8 +201,12 @@ class CollectiveEngine {
   bool node_symmetry_ = false;
   bool network_symmetry_ = true;
   int net_period_;  // nodes whose network flows run (UseSymmetry)
-  // One element per byte: the wire sees bytes, whatever the dtype.
-  PlanCache<Entry> plans_;
+  std::unique_ptr<PreparedCalls> own_;  // null: the caller's
+  PreparedCalls* calls_;
+  // What this engine prepared (a shared PreparedCalls has others' too),
+  // in the order first prepared: what symmetry is judged on.
+  std::vector<const Entry*> used_;
+  absl::flat_hash_set<const Entry*> is_used_;
   std::unique_ptr<FlowWorkers> workers_;  // created in the first call
   std::unique_ptr<LoneStages> lone_;      // null: no replays
   // Node-based: a call holds its stage's flows while others add theirs.

@@ -51,7 +51,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
         Fabric::Build(job.platform, point->mesh);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine collectives(**fabric, options.mode,
-                                 job.platform.channels());
+                                 job.platform.channels(), options.prepared);
     collectives.set_replay_stages(options.replay_stages);
     collectives.set_network_symmetry(options.network_symmetry);
     const StepOps step = point->ops();

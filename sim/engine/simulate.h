@@ -34,6 +34,11 @@ struct EngineOptions {
   // under mpirun or srun sets it to spread them over the ranks
   // (sim/runner/distribute.h); then only rank 0 gets rows back.
   TaskRunner run_tasks;
+  // Calls prepared before the points' processes start (`shardsim plan`
+  // prepares every call of its search in its bound phase): a point whose
+  // mesh and platform they serve takes its calls from them, inherited
+  // (CollectiveEngine). Unset: each point prepares its own.
+  PreparedCalls* prepared = nullptr;
 };
 
 // Every strategy x GPU count of the job: memory, traffic and, for the

@@ -84,11 +84,18 @@ double LeastBeside(const std::vector<std::pair<double, double>>& compute,
 }  // namespace
 
 StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
-    : mesh_(mesh),
-      platform_(platform),
-      least_(mesh_, platform, [this](const CollectiveCall& call, Plan plan) {
-        return absl::StatusOr<LeastTime>(LeastCallTime(call, plan));
-      }) {
+    : StepBounder(std::make_unique<PreparedCalls>(
+                      mesh, platform, FlowMode::kFast, platform.channels(),
+                      /*volumes=*/true),
+                  nullptr) {}
+
+StepBounder::StepBounder(PreparedCalls* calls) : StepBounder(nullptr, calls) {}
+
+StepBounder::StepBounder(std::unique_ptr<PreparedCalls> own,
+                         PreparedCalls* calls)
+    : own_(std::move(own)), calls_(own_ != nullptr ? own_.get() : calls) {
+  const Mesh& mesh = calls_->mesh();
+  const Platform& platform = calls_->platform();
   if (mesh.nodes > 1 && platform.network().nics_per_node() > 0) {
     std::set<int> nics;
     for (int local = 0; local < mesh.gpus_per_node; ++local) {
@@ -98,35 +105,27 @@ StepBounder::StepBounder(const Mesh& mesh, const Platform& platform)
   }
 }
 
-StepBounder::LeastTime StepBounder::LeastCallTime(const CollectiveCall& call,
-                                                  const Plan& plan) const {
-  const Speeds speed = FastestSpeeds(platform_);
-  // The step loads as the engine counts them: every group of the call's
-  // shape at once, each NIC's load the sum over the GPUs on it.
-  const PlanSummary summary = Summarize(
-      plan, /*by_step=*/false,
-      CallNics(GroupsOf(call.group(), mesh_), platform_, mesh_.gpus_per_node));
+StepBounder::LeastTime StepBounder::LeastCallTime(
+    const CollectiveCall& call, const PreparedCall& prepared) const {
+  const Speeds speed = FastestSpeeds(calls_->platform());
   // Every member sends through its own port: the busiest one sends at
   // least the mean. Every group of the call's shape runs it at once
   // (collective_engine.h), each member's NIC shared by gpus_per_nic_ of
   // them: the busiest NIC sends at least the mean over the NICs in use.
-  const PlanVolume v = CountVolume(plan);
+  const PlanVolume& v = prepared.volume;
   const double members = GroupSize(call.group());
   const double nvlink = v.intra_node / members / speed.intra;
   const double volume =
       std::max(nvlink, v.inter_node / members * gpus_per_nic_ / speed.inter);
   // The engine runs the call with the protocol of least estimate, and
-  // never faster than that estimate (estimate.h), from this same summary:
-  // this least estimate is never above the engine's.
-  double estimate = 0;
-  FastestProtocol(summary, platform_,
-                  IntraInflation(call.algorithm(), platform_), &estimate);
-  return {std::max(volume, estimate) * (1 - kSolverSlack),
+  // never faster than that estimate (estimate.h): the same prepared call's
+  // (its step loads count every group's GPUs on a NIC, as they run).
+  return {std::max(volume, prepared.estimate) * (1 - kSolverSlack),
           nvlink * (1 - kSolverSlack)};
 }
 
 absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
-  const Platform& platform = platform_;
+  const Platform& platform = calls_->platform();
   const std::vector<double> host_cost = HostCosts(schedule, platform);
   // The least time of every constraint the replay obeys
   // (sim/engine/replay.h), in issue order: the host issues the ops one
@@ -194,13 +193,13 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
         local.set_root(c.root() % c.group().intra_size());
         call = &local;
       }
-      absl::StatusOr<const LeastTime*> s =
-          least_.Get(*call, call->bytes(), platform.channels());
-      if (!s.ok()) return s.status();
-      t = (*s)->seconds;
+      absl::StatusOr<const PreparedCall*> prepared = calls_->Get(*call);
+      if (!prepared.ok()) return prepared.status();
+      const LeastTime least = LeastCallTime(*call, **prepared);
+      t = least.seconds;
       LeastTime& sum = collective_time[op.stream()];
       sum.seconds += t;
-      sum.nvlink_s += (*s)->nvlink_s;
+      sum.nvlink_s += least.nvlink_s;
     }
     end[id] = start + t;
     if (op.has_compute()) end[id] = std::max(end[id], host);

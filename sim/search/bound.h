@@ -4,10 +4,13 @@
 #ifndef SHARDSIM_SIM_SEARCH_BOUND_H_
 #define SHARDSIM_SIM_SEARCH_BOUND_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
+#include "sim/engine/prepared_calls.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -48,8 +51,11 @@ absl::StatusOr<double> StepLowerBound(const Schedule& schedule,
 // safe to call from several threads at once: they share the least times.
 class StepBounder {
  public:
-  // `platform` must outlive the bounder.
+  // With calls of its own.
   StepBounder(const Mesh& mesh, const Platform& platform);
+  // Reads `calls`, made with volumes (PreparedCalls), which must outlive
+  // it: the plan search's, shared with its simulations.
+  explicit StepBounder(PreparedCalls* calls);
   StepBounder(const StepBounder&) = delete;
   StepBounder& operator=(const StepBounder&) = delete;
 
@@ -62,12 +68,13 @@ class StepBounder {
     // while compute runs (nvlink_under_compute).
     double nvlink_s = 0;
   };
-  LeastTime LeastCallTime(const CollectiveCall& call, const Plan& plan) const;
+  StepBounder(std::unique_ptr<PreparedCalls> own, PreparedCalls* calls);
+  LeastTime LeastCallTime(const CollectiveCall& call,
+                          const PreparedCall& prepared) const;
 
-  const Mesh mesh_;  // least_ keeps a reference
-  const Platform& platform_;
+  std::unique_ptr<PreparedCalls> own_;  // null: the caller's
+  PreparedCalls* calls_;
   double gpus_per_nic_ = 1;  // GPUs of a node that share a NIC in use
-  PlanCache<LeastTime> least_;
 };
 
 }  // namespace shardsim

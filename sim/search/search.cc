@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "sim/analyze/analyze.h"
 #include "sim/engine/replay.h"
 #include "sim/results/results.h"
@@ -100,19 +102,19 @@ struct Candidate {
   std::string spec;
 };
 
-// BoundVariants of every candidate, per candidate in order, in one child
-// (the time limit holds) running --jobs threads that share one
-// StepBounder: specs share most calls (a call's size follows the
-// parameters, not the batch, and a Lins triple differs from the next in one
-// factor), and a large group's plan takes a while to build, so each call's
-// least time is worked out once for all. In children of their own, each
-// with its bounder, half the plans were built twice. Each thread takes the
-// next spec when it is done with one: specs differ in cost a hundredfold
-// (a Lins triple broadcasting over 1024 GPUs against a flat ring). A
-// spec's candidates, whatever their settings, go to one thread.
+// BoundVariants of every candidate, per candidate in order, in --jobs
+// threads that share `calls`: specs share most calls (a call's size
+// follows the parameters, not the batch, and a Lins triple differs from
+// the next in one factor), and a large group's plan takes a while to
+// build and summarize, so each is prepared once for the whole search, and
+// the simulations forked later inherit them (EngineOptions::prepared). Each
+// thread takes the next spec when it is done with one: specs differ in
+// cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
+// flat ring). A spec's candidates, whatever their settings, go to one
+// thread. The threads take no new spec past the time limit.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
-    const std::vector<Candidate>& candidates, const Mesh& mesh,
+    const std::vector<Candidate>& candidates, PreparedCalls* calls,
     const SearchOptions& options) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
@@ -123,36 +125,39 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   }
   const int n = static_cast<int>(specs.size());
   const int threads = std::max(1, std::min(options.engine.jobs, n));
-  ChildTask task = [&]() -> absl::StatusOr<std::string> {
-    StepBounder bounder(mesh, jobs.front().platform);
-    std::vector<PlanBounds> of(n);  // per spec
-    std::vector<absl::Status> status(n);
-    std::atomic<int> next = 0;
-    std::atomic<bool> failed = false;
-    auto work = [&] {
-      for (int i; !failed && (i = next.fetch_add(1)) < n;) {
-        for (const Candidate* c : of_spec.at(specs[i])) {
-          status[i] =
-              BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
-                            options, &bounder, &of[i]);
-          if (!status[i].ok()) {
-            failed = true;
-            break;
-          }
-        }
+  const absl::Time deadline =
+      options.engine.time_limit_s > 0
+          ? absl::Now() + absl::Seconds(options.engine.time_limit_s)
+          : absl::InfiniteFuture();
+  StepBounder bounder(calls);
+  std::vector<PlanBounds> of(n);  // per spec
+  std::vector<absl::Status> status(n);
+  std::atomic<int> next = 0;
+  std::atomic<bool> failed = false;
+  auto work = [&] {
+    for (int i; !failed && (i = next.fetch_add(1)) < n;) {
+      if (absl::Now() > deadline) {
+        status[i] = absl::DeadlineExceededError(
+            absl::StrCat("time limit of ", options.engine.time_limit_s,
+                         " s reached (--time-limit) while bounding, at spec ",
+                         i + 1, " of ", n));
       }
-    };
-    std::vector<std::thread> others;
-    for (int k = 1; k < threads; ++k) others.emplace_back(work);
-    work();
-    for (std::thread& t : others) t.join();
-    PlanBounds out;
-    for (int i = 0; i < n; ++i) {
-      if (!status[i].ok()) return status[i];  // the first in spec order
-      out.MergeFrom(of[i]);
+      for (const Candidate* c : of_spec.at(specs[i])) {
+        if (!status[i].ok()) break;
+        status[i] =
+            BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
+                          options, &bounder, &of[i]);
+      }
+      if (!status[i].ok()) failed = true;
     }
-    return out.SerializeAsString();
   };
+  std::vector<std::thread> others;
+  for (int k = 1; k < threads; ++k) others.emplace_back(work);
+  work();
+  for (std::thread& t : others) t.join();
+  for (int i = 0; i < n; ++i) {
+    if (!status[i].ok()) return status[i];  // the first in spec order
+  }
   // A row's candidate: its settings, and its strategy up to its first '@'.
   std::map<std::string, int> setting_index;
   for (size_t k = 0; k < settings.size(); ++k) {
@@ -162,17 +167,12 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     return setting_index.at(p.SerializeAsString());
   };
   std::map<std::pair<int, std::string>, PlanBounds> by_candidate;
-  absl::StatusOr<std::string> result =
-      RunIsolated({task}, 1, options.engine.time_limit_s)[0];
-  if (!result.ok()) return result.status();
-  PlanBounds bounds;
-  if (!bounds.ParseFromString(*result)) {
-    return absl::InternalError("a lower bound came back unreadable");
-  }
-  for (PlanBound& b : *bounds.mutable_bounds()) {
-    const std::string& name = b.strategy();
-    *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
-         .add_bounds() = std::move(b);
+  for (PlanBounds& bounds : of) {
+    for (PlanBound& b : *bounds.mutable_bounds()) {
+      const std::string& name = b.strategy();
+      *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
+           .add_bounds() = std::move(b);
+    }
   }
   std::vector<PlanBounds> out;
   for (const Candidate& c : candidates) {
@@ -311,9 +311,15 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
 
   // 2. Every algorithm choice of what fits is a point with its lower
   // bound; the points in order of their bounds, a wave at a time, each
-  // wave pruning the rest.
+  // wave pruning the rest. Their calls are prepared once, here, for the
+  // bounds and the simulations both (every job has the scenario's mesh
+  // and platform).
+  PreparedCalls calls(*mesh, job.platform, options.engine.mode,
+                      job.platform.channels(), /*volumes=*/true);
+  EngineOptions engine = options.engine;
+  engine.prepared = &calls;
   absl::StatusOr<std::vector<PlanBounds>> variants =
-      LowerBounds(jobs, settings, fit, *mesh, options);
+      LowerBounds(jobs, settings, fit, &calls, options);
   if (!variants.ok()) return variants.status();
   std::vector<Candidate> points;
   std::vector<double> bounds;
@@ -394,7 +400,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       std::vector<JobPoint> run;
       for (int i : batch)
         run.push_back({&jobs[points[i].setting], points[i].spec, gpus});
-      absl::StatusOr<Results> rows = SimulatePoints(run, options.engine);
+      absl::StatusOr<Results> rows = SimulatePoints(run, engine);
       if (!rows.ok()) return rows.status();
       if (rows->rows_size() != static_cast<int>(batch.size())) continue;
       for (size_t k = 0; k < batch.size(); ++k) {
