@@ -5,10 +5,7 @@
 #include <set>
 #include <vector>
 
-#include "sim/collective/estimate.h"
-#include "sim/collective/plan.h"
-#include "sim/collective/plan_cache.h"
-#include "sim/collective/plan_summary.h"
+#include "sim/collective/group.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/scenario/bandwidth.h"
 #include "sim/schedule/host_cost.h"

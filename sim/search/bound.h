@@ -9,7 +9,6 @@
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
 #include "sim/collective/plan.h"
-#include "sim/collective/plan_cache.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,7 +17,6 @@
 #include "sim/analyze/analyze.h"
 #include "sim/engine/replay.h"
 #include "sim/results/results.h"
-#include "sim/runner/isolate.h"
 #include "sim/schedule/lower.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
