@@ -69,8 +69,8 @@ ABSL_FLAG(bool, network_symmetry, true,
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
-          "run, collective: stop with an error after this many seconds "
-          "(0: no limit)");
+          "run, collective, plan: stop with an error after this many "
+          "seconds (0: no limit)");
 
 // volume
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
@@ -179,7 +179,7 @@ constexpr char kUsage[] =
     "  help      this text\n"
     "\n"
     "--json FILE writes the results; --jobs N simulations at once;\n"
-    "--time-limit S stops run and collective after S "
+    "--time-limit S stops run, collective and plan after S "
     "seconds\n" SHARDSIM_SCENARIO_FLAGS_HELP SHARDSIM_SWEEP_FLAGS_HELP;
 
 absl::StatusOr<FlowMode> ParseMode() {

@@ -109,11 +109,11 @@ struct Candidate {
 // thread takes the next spec when it is done with one: specs differ in
 // cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
 // flat ring). A spec's candidates, whatever their settings, go to one
-// thread. The threads take no new spec past the time limit.
+// thread. Past `deadline` the threads bound no further candidate.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
-    const SearchOptions& options) {
+    const SearchOptions& options, absl::Time deadline) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
@@ -123,10 +123,6 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   }
   const int n = static_cast<int>(specs.size());
   const int threads = std::max(1, std::min(options.engine.jobs, n));
-  const absl::Time deadline =
-      options.engine.time_limit_s > 0
-          ? absl::Now() + absl::Seconds(options.engine.time_limit_s)
-          : absl::InfiniteFuture();
   StepBounder bounder(calls);
   std::vector<PlanBounds> of(n);  // per spec
   std::vector<absl::Status> status(n);
@@ -134,17 +130,18 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   std::atomic<bool> failed = false;
   auto work = [&] {
     for (int i; !failed && (i = next.fetch_add(1)) < n;) {
-      if (absl::Now() > deadline) {
-        status[i] = absl::DeadlineExceededError(
-            absl::StrCat("time limit of ", options.engine.time_limit_s,
-                         " s reached (--time-limit) while bounding, at spec ",
-                         i + 1, " of ", n));
-      }
       for (const Candidate* c : of_spec.at(specs[i])) {
+        if (absl::Now() > deadline) {
+          status[i] = absl::DeadlineExceededError(
+              absl::StrCat("time limit of ", options.engine.time_limit_s,
+                           " s reached (--time-limit) while bounding, at spec ",
+                           i + 1, " of ", n));
+        } else {
+          status[i] =
+              BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
+                            options, &bounder, &of[i]);
+        }
         if (!status[i].ok()) break;
-        status[i] =
-            BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
-                          options, &bounder, &of[i]);
       }
       if (!status[i].ok()) failed = true;
     }
@@ -257,6 +254,11 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                      "has ",
                      job.scenario.gpus_size(), " (give --gpus N)"));
   }
+  // --time-limit holds for the whole search: the bounds and every wave.
+  const absl::Time deadline =
+      options.engine.time_limit_s > 0
+          ? absl::Now() + absl::Seconds(options.engine.time_limit_s)
+          : absl::InfiniteFuture();
   const int gpus = job.scenario.gpus(0);
   absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
   if (!mesh.ok()) {
@@ -317,7 +319,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   EngineOptions engine = options.engine;
   engine.prepared = &calls;
   absl::StatusOr<std::vector<PlanBounds>> variants =
-      LowerBounds(jobs, settings, fit, &calls, options);
+      LowerBounds(jobs, settings, fit, &calls, options, deadline);
   if (!variants.ok()) return variants.status();
   std::vector<Candidate> points;
   std::vector<double> bounds;
@@ -398,7 +400,17 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       std::vector<JobPoint> run;
       for (int i : batch)
         run.push_back({&jobs[points[i].setting], points[i].spec, gpus});
-      absl::StatusOr<Results> rows = SimulatePoints(run, engine);
+      const double left = absl::ToDoubleSeconds(deadline - absl::Now());
+      if (options.engine.time_limit_s > 0) engine.time_limit_s = left;
+      absl::StatusOr<Results> rows =
+          left > 0 ? SimulatePoints(run, engine)
+                   : absl::DeadlineExceededError("no time left");
+      if (absl::IsDeadlineExceeded(rows.status())) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "time limit of ", options.engine.time_limit_s,
+            " s reached (--time-limit) with ", done.size(), " of ",
+            order.size(), " points simulated or shared, ", pruned, " pruned"));
+      }
       if (!rows.ok()) return rows.status();
       if (rows->rows_size() != static_cast<int>(batch.size())) continue;
       for (size_t k = 0; k < batch.size(); ++k) {
