@@ -267,12 +267,12 @@ refused "--time-limit 1" "time limit of 1 s reached" -- \
   "$bin" run "$root/scenarios/quickstart.textproto" --gpus 1024 \
   --network_symmetry=false --time-limit 1
 # The plan's limit holds for the whole search, bounds and simulations alike
-# (each wave of simulations used to get the whole limit afresh).
-refused "plan --time-limit 1, bounding" "time limit of 1 s reached" \
-  "while bounding" -- \
+# (each wave of simulations used to get the whole limit afresh, so a plan
+# ran on past it). Where it stops depends on the machine: on 2 idle cores
+# of a Release build the first is still bounding, the second simulating.
+refused "plan --time-limit 1" "time limit of 1 s reached" -- \
   "$bin" plan "$root/scenarios/quickstart.textproto" --gpus 128 --time-limit 1
-refused "plan --time-limit 2, simulating" "time limit of 2 s reached" \
-  "points simulated or shared" -- \
+refused "plan --time-limit 2" "time limit of 2 s reached" -- \
   "$bin" plan "$root/scenarios/quickstart.textproto" --gpus 8 --time-limit 2
 
 echo "limits: $passed passed, $failed failed"
