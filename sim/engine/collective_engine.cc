@@ -152,14 +152,6 @@ void CollectiveEngine::UseSymmetry() {
 absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
   absl::StatusOr<const Entry*> e = calls_->Get(call);
   if (!e.ok()) return e.status();
-  // A broadcast's entry from its local root's (PreparedCalls::Make) counts
-  // that one as prepared too, as an engine's own cache always held it.
-  if (call.op() == BROADCAST && mode_ == FlowMode::kFast &&
-      call.root() >= call.group().intra_size()) {
-    CollectiveCall local = call;
-    local.set_root(call.root() % call.group().intra_size());
-    if (const Entry* l = calls_->Find(local); l != nullptr) Use(l);
-  }
   Use(*e);
   return absl::OkStatus();
 }

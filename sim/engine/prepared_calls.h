@@ -57,7 +57,6 @@ class PreparedCalls {
 
   const Mesh& mesh() const { return mesh_; }
   const Platform& platform() const { return platform_; }
-  FlowMode mode() const { return mode_; }
 
  private:
   absl::StatusOr<PreparedCall> Make(const CollectiveCall& call, Plan plan);
