@@ -1028,6 +1028,97 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
   }
 }
 
+// A direct all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
+// 10e9 B/s: 3 steps, in step t member m sends its 1e8 B to m + t, each
+// flow alone on its NIC pair: 10 ms, then 20 us of alpha, 30.06 ms in all.
+// Run 1 records the 3 steps, run 2 replays them as one chain. An identical
+// call B starts `offset` into run 3 (X). Their times, with the replays'
+// counts: recorded, replayed, disturbed.
+absl::StatusOr<std::vector<double>> ChainDisturbed(bool replay, double offset) {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  const Mesh mesh{1, 4};
+  absl::StatusOr<std::string> r =
+      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+        CollectiveEngine engine(f, FlowMode::kFast, 1);
+        engine.set_replay_stages(replay);
+        const CollectiveCall call =
+            Call(ALL_GATHER, DIRECT, 400'000'000, GlobalGroup(mesh));
+        if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+        std::vector<double> t(4);
+        auto timed = [&](double* out) {
+          const double start = sg4::Engine::get_clock();
+          engine.Run(call);
+          *out = sg4::Engine::get_clock() - start;
+        };
+        sg4::Actor::create("x", f.gpu(0), [&] {
+          timed(&t[0]);
+          timed(&t[1]);
+          const double third = sg4::Engine::get_clock();
+          sg4::Actor::create("b", f.gpu(0), [&, third] {
+            sg4::this_actor::sleep_until(third + offset);
+            timed(&t[3]);
+          });
+          timed(&t[2]);
+        });
+        sg4::Engine::get_instance()->run();
+        const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+        return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
+                               t[2], t[3], c.recorded, c.replayed, c.disturbed);
+      });
+  if (!r.ok()) return r.status();
+  return ParseDoubles(*r);
+}
+
+// B starts 15 ms into X, in X's step 2 (m to m + 2, from 10.02 ms), which
+// has 5.02e7 B left. B's step 1 (m to m + 1) shares each of X's up-links
+// and down-links: 5e9 B/s each. X's flows end at 25.04 ms; B, alone 20 us
+// (2e5 B), has 4.96e7 B left when X's step 3 (m to m + 3) starts at 25.06;
+// B's flows end at 34.98, X alone 20 us, B's step 2 from 35.00: X's last
+// 5.02e7 B end at 45.04, 45.06 ms with the alpha. B's step 2 has moved
+// 5.02e7 B by then and ends alone at 50.02; its step 3, alone, at 60.06:
+// 45.06 ms. Replays: X's steps 1 and 2 (disturbed) and B's step 3 alone.
+TEST(EngineLoneStages, AChainDisturbedInAStepRunsOnAsIfRun) {
+  for (bool replay : {true, false}) {
+    SCOPED_TRACE(replay ? "replays" : "no replays");
+    absl::StatusOr<std::vector<double>> v = ChainDisturbed(replay, 0.015);
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(v->size(), 7u);
+    EXPECT_NEAR((*v)[0], 0.03006, 1e-9);
+    EXPECT_NEAR((*v)[1], 0.03006, 1e-9);
+    EXPECT_NEAR((*v)[2], 0.04506, 1e-9);
+    EXPECT_NEAR((*v)[3], 0.04506, 1e-9);
+    EXPECT_EQ((*v)[4], replay ? 3 : 0);
+    EXPECT_EQ((*v)[5], replay ? 3 + 2 + 1 : 0);
+    EXPECT_EQ((*v)[6], replay ? 1 : 0);
+  }
+}
+
+// B starts 10.01 ms into X, in the alpha after X's first step, when the
+// tree is idle: B alone at 10e9 B/s until X's step 2 starts at 10.02 ms
+// (1e5 B). Then they share, 5e9 B/s each: B's flows end at 30.00 with
+// X's 1e5 B left, which end alone at 30.01; X's step 3 from 30.03. B's
+// step 2 from 30.02 is alone 10 us (1e5 B), then shares with X's step 3:
+// B's ends at 50.01, X's last 1e5 B alone at 50.02, 50.04 ms with the
+// alpha. B's step 3 from 50.03, alone: 60.05, 50.04 ms after its start.
+// Replays: X's step 1 (its chain cut in the alpha), B's steps 1 and 2
+// (each disturbed by X's next step) and 3 (alone).
+TEST(EngineLoneStages, AChainCutBetweenStepsLeavesTheTreeIdle) {
+  for (bool replay : {true, false}) {
+    SCOPED_TRACE(replay ? "replays" : "no replays");
+    absl::StatusOr<std::vector<double>> v = ChainDisturbed(replay, 0.01001);
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(v->size(), 7u);
+    EXPECT_NEAR((*v)[2], 0.05004, 1e-9);
+    EXPECT_NEAR((*v)[3], 0.05004, 1e-9);
+    EXPECT_EQ((*v)[4], replay ? 3 : 0);
+    EXPECT_EQ((*v)[5], replay ? 3 + 1 + 3 : 0);
+    EXPECT_EQ((*v)[6], replay ? 2 : 0);
+  }
+}
+
 // Two simulations of one job that must agree: the same rows, each timed
 // one's step to 1e-9 of it, and its breakdown cause by cause and
 // collective by collective.

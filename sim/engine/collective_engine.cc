@@ -190,13 +190,6 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
   return network(a, b, proto.inter_alpha_s());
 }
 
-void CollectiveEngine::Progress::AppendState(double now,
-                                             std::vector<double>* out) const {
-  out->push_back(part);
-  if (until >= 0) out->push_back(until - now);
-  AppendFlowsLeft(now, out);
-}
-
 void CollectiveEngine::EndRun() { workers_.reset(); }
 
 CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
@@ -442,6 +435,53 @@ struct CollectiveEngine::LoneRecord {
   }
 };
 
+// A step-by-step stage (an all-to-all's) whose steps all run on the fat
+// tree alone and are all recorded replays as one wait, not a wait per step
+// and one per alpha: 127 steps per call of qgZ's all-to-all at 1024 GPUs.
+// Its run is theirs one after the other, each step from the end of the
+// previous one's alphas (as RunFlows ends it), and the tree is idle between
+// a step's last flow and the next step, as it is step by step.
+struct CollectiveEngine::LoneChain {
+  bool chains = false;  // false: a step has NVSwitch flows, or no flows
+  std::vector<const LoneRecord*> records;  // per step
+  std::vector<double> last;                // per step: its last flow's end
+  std::vector<double> length;   // per step: until its last alpha is done
+  std::vector<double> latency;  // per step: that alpha (RunFlows' return)
+};
+
+// A chain's replay from step `first`: when each step starts.
+struct CollectiveEngine::ChainRun {
+  const LoneChain* chain;
+  size_t first;
+  int part;                    // the caller's Progress::part before it
+  std::vector<double> starts;  // of steps first.., then the chain's end
+
+  // The index in `starts` of the step under way at `now`.
+  size_t At(double now) const {
+    const size_t i =
+        std::upper_bound(starts.begin(), starts.end(), now) - starts.begin();
+    return std::min(i, starts.size() - 1) - 1;
+  }
+  // Whether flows of the step under way are still on the tree.
+  bool Busy(double now) const {
+    const size_t i = At(now);
+    return now < starts[i] + chain->last[first + i];
+  }
+  // As Progress::AppendState would step by step.
+  void AppendState(double now, std::vector<double>* out) const {
+    const size_t i = At(now);
+    const LoneRecord& r = *chain->records[first + i];
+    const double t = now - starts[i];
+    const bool alphas = t >= chain->last[first + i];
+    out->push_back(part + 2 * static_cast<double>(i) + (alphas ? 2 : 1));
+    if (alphas) {
+      out->push_back(starts[i + 1] - now);
+      return;
+    }
+    for (size_t f = 0; f < r.finish.size(); ++f) out->push_back(r.Left(f, t));
+  }
+};
+
 class CollectiveEngine::LoneStages {
  public:
   LoneStages()
@@ -455,20 +495,35 @@ class CollectiveEngine::LoneStages {
     ++counts_.recorded;
     records_.emplace(stage, std::move(record));
   }
+  // Chains are made once their steps are all recorded, and kept.
+  const LoneChain* FindChain(const Stage* stage) const {
+    auto it = chains_.find(stage);
+    return it == chains_.end() ? nullptr : &it->second;
+  }
+  const LoneChain* KeepChain(const Stage* stage, LoneChain chain) {
+    return &chains_.try_emplace(stage, std::move(chain)).first->second;
+  }
 
   // Nothing on the fat tree: no real flows, no replay.
   bool Idle() const { return real_ == 0 && replay_ == nullptr; }
 
   // Before flows reach the fat tree: a replay under way turns real (its
-  // owner starts its flows at this same instant, and counts as real).
+  // owner starts its flows at this same instant, and counts as real). A
+  // chain between two steps is cut instead: its owner goes on step by step
+  // from the next one, and the tree is idle till then.
   void Disturb() {
     if (replay_ == nullptr) return;
     Replay* r = replay_;
     replay_ = nullptr;
-    if (sg4::Engine::get_clock() >= r->end) return;  // its flows end now
-    r->disturbed_at = sg4::Engine::get_clock();
-    ++counts_.disturbed;
-    ++real_;
+    const double now = sg4::Engine::get_clock();
+    if (now >= r->end) return;  // its flows end now
+    if (r->chain != nullptr && !r->chain->Busy(now)) {
+      r->cut_at = now;
+    } else {
+      r->disturbed_at = now;
+      ++counts_.disturbed;
+      ++real_;
+    }
     wake_->notify_all();
   }
 
@@ -481,29 +536,33 @@ class CollectiveEngine::LoneStages {
   void Stop() { --real_; }
   uint64_t starts() const { return starts_; }
   const ReplayCounts& counts() const { return counts_; }
+  // Stages replayed, in whole or in part.
+  void CountReplays(int64_t stages) { counts_.replayed += stages; }
 
   struct Replay {
-    double end = 0;
-    double disturbed_at = -1;  // when it turned real, if it did
+    double end = 0;  // its last flow's end (a chain's: its last alpha's)
+    const ChainRun* chain = nullptr;  // a chain's steps
+    double disturbed_at = -1;         // when it turned real, if it did
+    double cut_at = -1;               // a chain: when it was cut, if it was
   };
-  // From an Idle() tree: waits until `r` ends or is disturbed. Returns
-  // false if disturbed: its owner then starts its flows and calls Stop().
-  bool Wait(Replay* r) {
-    ++counts_.replayed;
+  // From an Idle() tree: waits until `r` ends, is disturbed (its owner
+  // then starts its flows and calls Stop()) or cut.
+  void Wait(Replay* r) {
     replay_ = r;
     ++starts_;
     std::unique_lock<sg4::Mutex> lock(*mutex_);
-    while (r->disturbed_at < 0 && sg4::Engine::get_clock() < r->end) {
+    while (r->disturbed_at < 0 && r->cut_at < 0 &&
+           sg4::Engine::get_clock() < r->end) {
       wake_->wait_until(lock, r->end);
     }
     if (replay_ == r) replay_ = nullptr;
-    return r->disturbed_at < 0;
   }
 
  private:
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr wake_;
   absl::flat_hash_map<const std::vector<Hop>*, LoneRecord> records_;
+  absl::node_hash_map<const Stage*, LoneChain> chains_;
   int real_ = 0;  // flow sets on the tree now (RunFlows calls)
   uint64_t starts_ = 0;
   Replay* replay_ = nullptr;
@@ -518,6 +577,17 @@ void CollectiveEngine::set_replay_stages(bool on) {
 
 CollectiveEngine::ReplayCounts CollectiveEngine::replay_counts() const {
   return lone_ == nullptr ? ReplayCounts() : lone_->counts();
+}
+
+void CollectiveEngine::Progress::AppendState(double now,
+                                             std::vector<double>* out) const {
+  if (chain != nullptr) {
+    chain->AppendState(now, out);
+    return;
+  }
+  out->push_back(part);
+  if (until >= 0) out->push_back(until - now);
+  AppendFlowsLeft(now, out);
 }
 
 void CollectiveEngine::Progress::AppendFlowsLeft(
@@ -576,9 +646,10 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
 
 double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
                                   double floor, double floor_alpha,
-                                  Progress* progress) {
+                                  Progress* progress, const Resume* resume) {
   const StageFlows& stage = FlowsOf(e, hops);
-  const double start = sg4::Engine::get_clock();
+  const double start =
+      resume != nullptr ? resume->start : sg4::Engine::get_clock();
   if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>();
   ++progress->part;
   // When each flow ended, in group then hop order.
@@ -602,7 +673,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
     progress->net = &stage.net;  // RunNet points it at what it runs
     FlowWorkers::Join join;
     if (!local.empty()) workers_->Start(&local, nullptr, &join);
-    RunNet(&hops, start, stage.net, &net, &net_finish, progress);
+    RunNet(&hops, start, stage.net, &net, &net_finish, progress, resume);
     if (!local.empty()) workers_->Wait(&join);
     progress->flows = nullptr;
     progress->net = nullptr;
@@ -631,7 +702,13 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
 void CollectiveEngine::RunNet(const std::vector<Hop>* stage, double start,
                               const std::vector<Flow>& flows,
                               std::vector<Flow>* net,
-                              std::vector<double>* finish, Progress* progress) {
+                              std::vector<double>* finish, Progress* progress,
+                              const Resume* resume) {
+  if (resume != nullptr) {
+    RunRest(start, *resume->record, resume->at - start, flows, net, progress);
+    for (const Flow& f : *net) finish->push_back(f.finish);
+    return;
+  }
   lone_->Disturb();
   const bool alone = lone_->Idle();
   const LoneRecord* record = alone ? lone_->Find(stage) : nullptr;
@@ -672,14 +749,21 @@ bool CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
   progress->net = &flows;  // none started: the record says what is left
   progress->replay = &record;
   progress->replay_start = start;
-  const bool undisturbed = lone_->Wait(&r);
+  lone_->CountReplays(1);
+  lone_->Wait(&r);
   progress->replay = nullptr;
-  if (undisturbed) return true;
+  if (r.disturbed_at < 0) return true;
+  RunRest(start, record, r.disturbed_at - start, flows, net, progress);
+  return false;
+}
+
+void CollectiveEngine::RunRest(double start, const LoneRecord& record, double t,
+                               const std::vector<Flow>& flows,
+                               std::vector<Flow>* net, Progress* progress) {
   // Flows done by then run as empty ones: the collapse sees 0 bytes left,
   // as it would, and they are one list of flows with the rest.
   *net = flows;
   progress->net = net;
-  const double t = r.disturbed_at - start;
   for (size_t i = 0; i < net->size(); ++i) {
     Flow& f = (*net)[i];
     f.bytes = record.finish[i] <= t
@@ -691,7 +775,75 @@ bool CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
   for (size_t i = 0; i < net->size(); ++i) {
     if (record.finish[i] <= t) (*net)[i].finish = start + record.finish[i];
   }
-  return false;
+}
+
+const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
+    const Entry& e, const Stage& stage) {
+  if (const LoneChain* c = lone_->FindChain(&stage); c != nullptr) {
+    return c->chains ? c : nullptr;
+  }
+  LoneChain c;
+  for (const std::vector<Hop>& step : stage.by_step) {
+    const StageFlows& flows = FlowsOf(e, step);
+    if (!flows.local.empty() || flows.net.empty()) {
+      lone_->KeepChain(&stage, LoneChain());  // never chains
+      return nullptr;
+    }
+    const LoneRecord* r = lone_->Find(&step);
+    if (r == nullptr) return nullptr;  // not yet
+    // The step's end as RunFlows finds it (no floor).
+    double length = 0;
+    double latency = 0;
+    for (size_t i = 0; i < r->finish.size(); ++i) {
+      const double done = r->finish[i] + flows.alpha[i];
+      if (done > length) {
+        length = done;
+        latency = flows.alpha[i];
+      }
+    }
+    c.records.push_back(r);
+    c.last.push_back(*std::max_element(r->finish.begin(), r->finish.end()));
+    c.length.push_back(length);
+    c.latency.push_back(latency);
+  }
+  c.chains = true;
+  return lone_->KeepChain(&stage, std::move(c));
+}
+
+size_t CollectiveEngine::RunChain(const Entry& e, const Stage& stage,
+                                  const LoneChain& chain, size_t first,
+                                  Progress* progress, double* latency) {
+  const size_t steps = stage.by_step.size();
+  ChainRun run{&chain, first, progress->part, {}};
+  double t = sg4::Engine::get_clock();
+  run.starts.push_back(t);
+  for (size_t j = first; j < steps; ++j)
+    run.starts.push_back(t += chain.length[j]);
+  LoneStages::Replay r;
+  r.end = run.starts.back();
+  r.chain = &run;
+  progress->chain = &run;
+  lone_->Wait(&r);
+  progress->chain = nullptr;
+  const bool stopped = r.disturbed_at >= 0 || r.cut_at >= 0;
+  const size_t stop =
+      stopped ? first + run.At(sg4::Engine::get_clock()) : steps;
+  lone_->CountReplays(static_cast<int64_t>(stop - first) + (stopped ? 1 : 0));
+  for (size_t j = first; j < stop; ++j) *latency += chain.latency[j];
+  progress->part += 2 * static_cast<int>(stop - first);
+  if (!stopped) return steps;
+  const double start = run.starts[stop - first];
+  if (r.disturbed_at >= 0) {
+    const Resume resume{chain.records[stop], start, r.disturbed_at};
+    *latency += RunFlows(e, stage.by_step[stop], 0, 0, progress, &resume);
+  } else {  // cut after this step's flows: its alphas run out
+    progress->part += 2;
+    progress->until = run.starts[stop - first + 1];
+    sg4::this_actor::sleep_until(progress->until);
+    progress->until = -1;
+    *latency += chain.latency[stop];
+  }
+  return stop + 1;
 }
 
 double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
@@ -703,8 +855,21 @@ double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
           StageFloor(stage, *e.protocol, fabric_.platform(), &floor_alpha);
       latency += RunFlows(e, stage.hops, floor, floor_alpha, progress);
     } else {
-      for (const std::vector<Hop>& step : stage.by_step) {
-        latency += RunFlows(e, step, 0, 0, progress);
+      // A chain takes the steps left whenever the tree is idle; one not
+      // complete yet is not looked for again in this run.
+      bool chains = lone_ != nullptr;
+      for (size_t k = 0; k < stage.by_step.size();) {
+        const LoneChain* chain = chains ? ChainOf(e, stage) : nullptr;
+        chains = chain != nullptr;
+        if (chain != nullptr) {
+          lone_->Disturb();
+          if (lone_->Idle()) {
+            k = RunChain(e, stage, *chain, k, progress, &latency);
+            continue;
+          }
+        }
+        latency += RunFlows(e, stage.by_step[k], 0, 0, progress);
+        ++k;
       }
     }
   }

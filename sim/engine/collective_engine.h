@@ -50,6 +50,8 @@ struct Flow {
 
 class CollectiveEngine {
   struct LoneRecord;  // a stage's lone run (collective_engine.cc)
+  struct LoneChain;   // a stage of recorded steps, replayed as one
+  struct ChainRun;    // a LoneChain's replay under way
 
  public:
   // `channels`: parallel rings for every call (the platform's by default).
@@ -88,6 +90,8 @@ class CollectiveEngine {
     // Flows replayed rather than run (LoneStages, collective_engine.cc).
     const LoneRecord* replay = nullptr;
     double replay_start = 0;
+    // Steps replayed as one chain: it knows where it is (ChainRun).
+    const ChainRun* chain = nullptr;
     void AppendFlowsLeft(double now, std::vector<double>* out) const;
   };
 
@@ -150,11 +154,21 @@ class CollectiveEngine {
   const Entry& entry(const CollectiveCall& call) const;
   // Returns the latency part of the run.
   double RunFast(const Entry& e, Progress* progress);
+  // A replay of a lone stage from `start`, disturbed `at` (an instant): its
+  // flows not done by then run from there (RunRest).
+  struct Resume {
+    const LoneRecord* record;
+    double start;
+    double at;
+  };
   // Starts one flow per hop for every group, waits for them, then for each
   // hop's steps x alpha, and for `floor` seconds at least (of which
   // `floor_alpha` is latency). Returns the latency part of what it waited.
+  // With `resume`, the stage (flows on the fat tree only) began as that
+  // replay and goes on from where it was disturbed.
   double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
-                  double floor_alpha, Progress* progress);
+                  double floor_alpha, Progress* progress,
+                  const Resume* resume = nullptr);
   // A stage's flows as RunFlows starts them, made on the stage's first run
   // (its hops never move): every group's, in group then hop order, each
   // with its alpha (steps x the route's); and the NVSwitch flows and those
@@ -174,13 +188,27 @@ class CollectiveEngine {
   // follows until the caller resets it.
   void RunNet(const std::vector<Hop>* stage, double start,
               const std::vector<Flow>& flows, std::vector<Flow>* net,
-              std::vector<double>* finish, Progress* progress);
+              std::vector<double>* finish, Progress* progress,
+              const Resume* resume);
   // A recorded lone stage from `start`: true if its flows ended as they
   // did then; if disturbed, those not done ran for real from that instant,
   // in `net`, and it returns false.
   bool ReplayNet(double start, const LoneRecord& record,
                  const std::vector<Flow>& flows, std::vector<Flow>* net,
                  Progress* progress);
+  // A replay from `start` disturbed `t` seconds in: its flows not done
+  // then run for real, in `net`, with the bytes the record leaves them.
+  void RunRest(double start, const LoneRecord& record, double t,
+               const std::vector<Flow>& flows, std::vector<Flow>* net,
+               Progress* progress);
+  // A step-by-step stage's steps, if every one runs on the fat tree only
+  // and has a lone record (null otherwise); made once complete.
+  const LoneChain* ChainOf(const Entry& e, const Stage& stage);
+  // From an idle fat tree: replays steps `first`.. of `stage` as one wait.
+  // Returns the step to go on from: the last one, or the one after the
+  // step a flow reaching the tree disturbed (which it finished).
+  size_t RunChain(const Entry& e, const Stage& stage, const LoneChain& chain,
+                  size_t first, Progress* progress, double* latency);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {
