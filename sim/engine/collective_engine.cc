@@ -28,8 +28,8 @@ uint64_t WireBytes(double payload, const Protocol& proto) {
 
 }  // namespace
 
-CollectiveEngine::CollectiveEngine(const Fabric& fabric, FlowMode mode,
-                                   int channels, PreparedCalls* prepared)
+CollectiveEngine::CollectiveEngine(Fabric& fabric, FlowMode mode, int channels,
+                                   PreparedCalls* prepared)
     : fabric_(fabric),
       mode_(mode),
       channels_(channels),
@@ -235,8 +235,10 @@ class CollectiveEngine::FlowWorkers {
   static constexpr size_t kBatch = 32;
 
   // From an actor.
-  FlowWorkers()
-      : mutex_(sg4::Mutex::create()), work_(sg4::ConditionVariable::create()) {}
+  explicit FlowWorkers(Fabric* fabric)
+      : fabric_(fabric),
+        mutex_(sg4::Mutex::create()),
+        work_(sg4::ConditionVariable::create()) {}
 
   // Flows started together and not all done yet.
   struct Join {
@@ -302,13 +304,19 @@ class CollectiveEngine::FlowWorkers {
     const Box box = TakeBox();
     sg4::Host* const home = sg4::this_actor::get_host();
     std::vector<sg4::CommPtr> comms;
+    bool open = false;
     for (size_t i = first; i < last; ++i) {
       Flow& f = (*flows)[i];
       box.receiver->set_host(f.to);
       sg4::this_actor::set_host(f.from);
+      if (f.nvswitch && !open) {
+        fabric_->OpenNvlink();
+        open = true;
+      }
       comms.push_back(box.mailbox->put_async(&payload, f.bytes));
       f.comm = comms.back();
     }
+    if (open) fabric_->CloseNvlink();
     sg4::this_actor::set_host(home);  // started flows keep their route
     if (on_end == nullptr || !*on_end) {
       for (size_t i = first; i < last; ++i) {
@@ -385,6 +393,7 @@ class CollectiveEngine::FlowWorkers {
     }
   }
 
+  Fabric* const fabric_;
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr work_;
   std::deque<Batch> queue_;
@@ -569,6 +578,10 @@ class CollectiveEngine::LoneStages {
   ReplayCounts counts_;
 };
 
+void CollectiveEngine::SetNvlinkScale(double scale) {
+  fabric_.SetNvlinkScale(scale, node_symmetry_);
+}
+
 void CollectiveEngine::set_replay_stages(bool on) {
   lone_ =
       on && mode_ == FlowMode::kFast ? std::make_unique<LoneStages>() : nullptr;
@@ -633,7 +646,8 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
       }
       const double bytes =
           h.inter ? h.elements : h.elements * e.intra_inflation;
-      const Flow f{r.from, r.to, WireBytes(bytes, *e.protocol)};
+      Flow f{r.from, r.to, WireBytes(bytes, *e.protocol)};
+      f.nvswitch = !h.inter;
       s.all.push_back(f);
       s.alpha.push_back(h.steps * r.alpha);
       s.on_net.push_back(h.inter);
@@ -650,7 +664,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   const StageFlows& stage = FlowsOf(e, hops);
   const double start =
       resume != nullptr ? resume->start : sg4::Engine::get_clock();
-  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>();
+  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>(&fabric_);
   ++progress->part;
   // When each flow ended, in group then hop order.
   std::vector<double> finish(stage.alpha.size());
@@ -952,11 +966,14 @@ void CollectiveEngine::RunPerStep(const Entry& e) {
           "message", sg4::this_actor::get_host(), [=, &e, &group, &remaining] {
             const Message& m = (*msgs)[i];
             const Route r = RouteOf(e, group, m.src, m.dst);
-            const double bytes = LeavesNode(e.shape, m.src, m.dst)
-                                     ? m.elements
-                                     : m.elements * e.intra_inflation;
-            sg4::Comm::sendto_async(r.from, r.to, WireBytes(bytes, *e.protocol))
-                ->wait();
+            const bool leaves = LeavesNode(e.shape, m.src, m.dst);
+            const double bytes =
+                leaves ? m.elements : m.elements * e.intra_inflation;
+            if (!leaves) fabric_.OpenNvlink();
+            sg4::CommPtr comm = sg4::Comm::sendto_async(
+                r.from, r.to, WireBytes(bytes, *e.protocol));
+            if (!leaves) fabric_.CloseNvlink();
+            comm->wait();
             sg4::this_actor::sleep_for(r.alpha);
             for (int n : m.next) {
               if (--(*msgs)[n].waiting == 0) (*launch)(n);

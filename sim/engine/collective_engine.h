@@ -46,6 +46,7 @@ struct Flow {
   uint64_t bytes;
   simgrid::s4u::CommPtr comm;  // once started
   double finish = 0;           // when its last byte arrived
+  bool nvswitch = false;       // on NVSwitch ports (Fabric::OpenNvlink)
 };
 
 class CollectiveEngine {
@@ -58,7 +59,7 @@ class CollectiveEngine {
   // `prepared`, if given and made for this mesh, platform, mode and
   // channel count (PreparedCalls::Serve), is where calls are prepared
   // (shared, and kept after the engine); else the engine keeps its own.
-  CollectiveEngine(const Fabric& fabric, FlowMode mode, int channels,
+  CollectiveEngine(Fabric& fabric, FlowMode mode, int channels,
                    PreparedCalls* prepared = nullptr);
   ~CollectiveEngine();
 
@@ -133,6 +134,9 @@ class CollectiveEngine {
   // their first lone run (collective_engine.cc, LoneStages): the same
   // times, without their flows. On by default; fast mode only.
   void set_replay_stages(bool on);
+  // NVSwitch ports run at `scale` x their bandwidth from now (compute
+  // slows them, docs/engine.md): node 0's alone under node symmetry.
+  void SetNvlinkScale(double scale);
   // What the replays did so far: stages recorded, replayed, and replays
   // that other flows disturbed (and turned real).
   struct ReplayCounts {
@@ -223,7 +227,7 @@ class CollectiveEngine {
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 
-  const Fabric& fabric_;
+  Fabric& fabric_;
   const FlowMode mode_;
   const int channels_;
   bool node_symmetry_ = false;

@@ -22,11 +22,24 @@ double Fabric::NvlinkBandwidth() const {
 }
 
 void Fabric::SetNvlinkScale(double scale, bool node0_only) {
+  nvlink_scale_ = scale;
+  scaled_ports_ = node0_only
+                      ? std::min<size_t>(ports_.size(), mesh_.gpus_per_node)
+                      : ports_.size();
+  if (nvlink_open_ == 0) ScalePorts(scale);
+}
+
+void Fabric::OpenNvlink() {
+  if (nvlink_open_++ == 0 && nvlink_scale_ != 1) ScalePorts(1);
+}
+
+void Fabric::CloseNvlink() {
+  if (--nvlink_open_ == 0 && nvlink_scale_ != 1) ScalePorts(nvlink_scale_);
+}
+
+void Fabric::ScalePorts(double scale) {
   const double bw = NvlinkBandwidth() * scale;
-  const size_t n = node0_only
-                       ? std::min<size_t>(ports_.size(), mesh_.gpus_per_node)
-                       : ports_.size();
-  for (size_t i = 0; i < n; ++i) ports_[i]->set_bandwidth(bw);
+  for (size_t i = 0; i < scaled_ports_; ++i) ports_[i]->set_bandwidth(bw);
 }
 
 double Fabric::NicBandwidth() const {

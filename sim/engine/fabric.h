@@ -67,6 +67,17 @@ class Fabric {
   // `scale` x NvlinkBandwidth(): NCCL's copies slow while compute runs.
   void SetNvlinkScale(double scale, bool node0_only);
 
+  // SimGrid 3.32 bounds a flow's rate, for good, by the least bandwidth on
+  // its route when it starts (NetworkCm02Model::comm_action_set_bounds in
+  // src/surf/network_cm02.cpp): a flow started while compute slows the
+  // ports would keep that rate after compute ends. So NVSwitch flows start
+  // between OpenNvlink() and CloseNvlink(), which give the ports their
+  // full bandwidth meanwhile; no simulated time passes in between, so the
+  // scale still holds every port's capacity, but bounds no flow. Calls
+  // nest (other actors run during a start's simcalls).
+  void OpenNvlink();
+  void CloseNvlink();
+
  private:
   Fabric(const Platform& platform, const Mesh& mesh)
       : platform_(platform), mesh_(mesh) {}
@@ -80,6 +91,10 @@ class Fabric {
   std::vector<simgrid::s4u::Host*> nics_;        // by NIC index node*nics + i
   std::vector<simgrid::s4u::Host*> nic_halves_;  // out, in, by NIC index
   std::vector<simgrid::s4u::Link*> ports_;       // NVSwitch port of each GPU
+  double nvlink_scale_ = 1;                      // SetNvlinkScale's
+  size_t scaled_ports_ = 0;                      // ports it scaled
+  int nvlink_open_ = 0;                          // OpenNvlink()s not closed
+  void ScalePorts(double scale);
 };
 
 }  // namespace shardsim

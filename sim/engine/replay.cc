@@ -237,7 +237,7 @@ class Replayer {
         busy ? fabric_->platform().interference().nvlink_under_compute() : 1;
     if (scale != nvlink_scale_) {
       nvlink_scale_ = scale;
-      fabric_->SetNvlinkScale(scale, collectives_->node_symmetry());
+      collectives_->SetNvlinkScale(scale);
     }
   }
 

@@ -13,7 +13,7 @@
 //    time (sim/compute), slowed while collectives hold SMs
 //    (Interference: compute- and memory-bound parts apart); collectives run
 //    on the fabric, and NVSwitch ports run at nvlink_under_compute of their
-//    rate while compute runs.
+//    rate while compute runs (CollectiveEngine::SetNvlinkScale).
 //  - Why: the step's critical path is walked back from its last op; every
 //    second of it is charged to one cause (results.proto Breakdown).
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_
