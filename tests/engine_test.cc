@@ -1071,6 +1071,57 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
   }
 }
 
+// NVSwitch stages are replayed too, and a change of the ports' speed
+// disturbs a replay as flows would. A ring all-gather of S = 4e8 B over
+// the 2 GPUs of one node, 100e9 B/s ports: 2e8 B each way, 2 ms, then 5 us
+// of alpha. Run 1 is recorded, run 2 replays it; compute slows the ports
+// to half 1 ms into run 3: the last 1e8 B take 2 ms, 3.005 ms in all.
+TEST(EngineLoneStages, NvswitchReplayDisturbedByComputeAsIfRun) {
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  const Mesh mesh{2, 1};
+  for (bool replay : {true, false}) {
+    SCOPED_TRACE(replay ? "replays" : "no replays");
+    absl::StatusOr<std::string> r =
+        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+          CollectiveEngine engine(f, FlowMode::kFast, 1);
+          engine.set_replay_stages(replay);
+          const CollectiveCall call =
+              Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh));
+          if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+          std::vector<double> t(3);
+          sg4::Actor::create("x", f.gpu(0), [&] {
+            for (double& out : t) {
+              const double start = sg4::Engine::get_clock();
+              if (&out == &t[2]) {
+                sg4::Actor::create("compute", f.gpu(0), [&, start] {
+                  sg4::this_actor::sleep_until(start + 1e-3);
+                  engine.SetNvlinkScale(0.5);
+                });
+              }
+              engine.Run(call);
+              out = sg4::Engine::get_clock() - start;
+            }
+          });
+          sg4::Engine::get_instance()->run();
+          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+          return absl::StrFormat("%.17g %.17g %.17g %d %d %d", t[0], t[1], t[2],
+                                 c.recorded, c.replayed, c.disturbed);
+        });
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<double> v = ParseDoubles(*r);
+    ASSERT_EQ(v.size(), 6u);
+    EXPECT_NEAR(v[0], 2.005e-3, 1e-9);
+    EXPECT_NEAR(v[1], 2.005e-3, 1e-9);
+    EXPECT_NEAR(v[2], 3.005e-3, 1e-9);
+    EXPECT_EQ(v[3], replay ? 1 : 0);
+    EXPECT_EQ(v[4], replay ? 2 : 0);
+    EXPECT_EQ(v[5], replay ? 1 : 0);
+  }
+}
+
 // A direct all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
 // 10e9 B/s: 3 steps, in step t member m sends its 1e8 B to m + t, each
 // flow alone on its NIC pair: 10 ms, then 20 us of alpha, 30.06 ms in all.

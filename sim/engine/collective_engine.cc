@@ -451,7 +451,8 @@ struct CollectiveEngine::LoneRecord {
 // previous one's alphas (as RunFlows ends it), and the tree is idle between
 // a step's last flow and the next step, as it is step by step.
 struct CollectiveEngine::LoneChain {
-  bool chains = false;  // false: a step has NVSwitch flows, or no flows
+  bool chains = false;  // false: a step has flows of both domains, or none
+  LoneStages* lone = nullptr;              // the steps' domain
   std::vector<const LoneRecord*> records;  // per step
   std::vector<double> last;                // per step: its last flow's end
   std::vector<double> length;   // per step: until its last alpha is done
@@ -493,33 +494,49 @@ struct CollectiveEngine::ChainRun {
 
 class CollectiveEngine::LoneStages {
  public:
-  LoneStages()
-      : mutex_(sg4::Mutex::create()), wake_(sg4::ConditionVariable::create()) {}
+  // `scale`: as Rescale's, now.
+  explicit LoneStages(double scale)
+      : mutex_(sg4::Mutex::create()),
+        wake_(sg4::ConditionVariable::create()),
+        scale_(scale) {}
 
+  // Records (and chains) are kept per stage and per bandwidth scale of
+  // the domain's links, and never move.
   const LoneRecord* Find(const std::vector<Hop>* stage) const {
-    auto it = records_.find(stage);
+    auto it = records_.find({stage, scale_});
     return it == records_.end() ? nullptr : &it->second;
   }
   void Keep(const std::vector<Hop>* stage, LoneRecord record) {
     ++counts_.recorded;
-    records_.emplace(stage, std::move(record));
+    records_.try_emplace({stage, scale_}, std::move(record));
   }
-  // Chains are made once their steps are all recorded, and kept.
+  // Chains are made once their steps are all recorded.
   const LoneChain* FindChain(const Stage* stage) const {
-    auto it = chains_.find(stage);
+    auto it = chains_.find({stage, scale_});
     return it == chains_.end() ? nullptr : &it->second;
   }
   const LoneChain* KeepChain(const Stage* stage, LoneChain chain) {
-    return &chains_.try_emplace(stage, std::move(chain)).first->second;
+    return &chains_.try_emplace({stage, scale_}, std::move(chain))
+                .first->second;
   }
 
-  // Nothing on the fat tree: no real flows, no replay.
+  // The domain's links change bandwidth by `scale` (x their own) from
+  // now: a replay under way turns real, a run under way is not lone.
+  // (Its flows' rates are bounded by no link's bandwidth at their start:
+  // Fabric::OpenNvlink.)
+  void Rescale(double scale) {
+    Disturb();
+    ++starts_;
+    scale_ = scale;
+  }
+
+  // Nothing in the domain: no real flows, no replay.
   bool Idle() const { return real_ == 0 && replay_ == nullptr; }
 
-  // Before flows reach the fat tree: a replay under way turns real (its
+  // Before flows reach the domain: a replay under way turns real (its
   // owner starts its flows at this same instant, and counts as real). A
   // chain between two steps is cut instead: its owner goes on step by step
-  // from the next one, and the tree is idle till then.
+  // from the next one, and the domain is idle till then.
   void Disturb() {
     if (replay_ == nullptr) return;
     Replay* r = replay_;
@@ -536,7 +553,7 @@ class CollectiveEngine::LoneStages {
     wake_->notify_all();
   }
 
-  // Real flows on the tree from now until Stop(). Returns the number of
+  // Real flows in the domain from now until Stop(). Returns the number of
   // starts so far: a run was alone if it is unchanged at its end.
   uint64_t Start() {
     ++real_;
@@ -554,7 +571,7 @@ class CollectiveEngine::LoneStages {
     double disturbed_at = -1;         // when it turned real, if it did
     double cut_at = -1;               // a chain: when it was cut, if it was
   };
-  // From an Idle() tree: waits until `r` ends, is disturbed (its owner
+  // From an Idle() domain: waits until `r` ends, is disturbed (its owner
   // then starts its flows and calls Stop()) or cut.
   void Wait(Replay* r) {
     replay_ = r;
@@ -570,26 +587,39 @@ class CollectiveEngine::LoneStages {
  private:
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr wake_;
-  absl::flat_hash_map<const std::vector<Hop>*, LoneRecord> records_;
-  absl::node_hash_map<const Stage*, LoneChain> chains_;
-  int real_ = 0;  // flow sets on the tree now (RunFlows calls)
+  absl::node_hash_map<std::pair<const std::vector<Hop>*, double>, LoneRecord>
+      records_;
+  absl::node_hash_map<std::pair<const Stage*, double>, LoneChain> chains_;
+  double scale_;
+  int real_ = 0;  // flow sets in the domain now (RunFlows calls)
   uint64_t starts_ = 0;
   Replay* replay_ = nullptr;
   ReplayCounts counts_;
 };
 
-void CollectiveEngine::SetNvlinkScale(double scale) {
-  fabric_.SetNvlinkScale(scale, node_symmetry_);
-}
-
 void CollectiveEngine::set_replay_stages(bool on) {
-  lone_ =
-      on && mode_ == FlowMode::kFast ? std::make_unique<LoneStages>() : nullptr;
+  const bool replays = on && mode_ == FlowMode::kFast;
+  // The fat tree's links never change bandwidth.
+  lone_tree_ = replays ? std::make_unique<LoneStages>(1) : nullptr;
+  lone_nvswitch_ =
+      replays ? std::make_unique<LoneStages>(nvlink_scale_) : nullptr;
   stage_flows_.clear();  // built to run together or apart (FlowsOf)
 }
 
+void CollectiveEngine::SetNvlinkScale(double scale) {
+  nvlink_scale_ = scale;
+  fabric_.SetNvlinkScale(scale, node_symmetry_);
+  if (lone_nvswitch_ != nullptr) lone_nvswitch_->Rescale(scale);
+}
+
 CollectiveEngine::ReplayCounts CollectiveEngine::replay_counts() const {
-  return lone_ == nullptr ? ReplayCounts() : lone_->counts();
+  if (lone_tree_ == nullptr) return ReplayCounts();
+  ReplayCounts c = lone_tree_->counts();
+  const ReplayCounts& n = lone_nvswitch_->counts();
+  c.recorded += n.recorded;
+  c.replayed += n.replayed;
+  c.disturbed += n.disturbed;
+  return c;
 }
 
 void CollectiveEngine::Progress::AppendState(double now,
@@ -654,7 +684,7 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
       (h.inter ? s.net : s.local).push_back(f);
     }
   }
-  if (lone_ != nullptr && !s.net.empty()) s.all = {};  // run apart
+  if (lone_tree_ != nullptr) s.all = {};  // run by domain
   return s;
 }
 
@@ -672,23 +702,37 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   std::vector<Flow> flows;
   std::vector<Flow> local;
   std::vector<Flow> net;
-  if (lone_ == nullptr || stage.net.empty()) {
+  if (lone_tree_ == nullptr) {
     flows = stage.all;
     progress->flows = &flows;
     workers_->Run(&flows);
     progress->flows = nullptr;
     for (size_t i = 0; i < flows.size(); ++i) finish[i] = flows[i].finish;
+  } else if (stage.net.empty() || stage.local.empty()) {
+    // Flows of one domain, alone in it or not.
+    const bool on_tree = !stage.net.empty();
+    LoneStages* lone = on_tree ? lone_tree_.get() : lone_nvswitch_.get();
+    const std::vector<Flow>& mine = on_tree ? stage.net : stage.local;
+    progress->net = &mine;  // RunLone points it at what it runs
+    finish.clear();
+    RunLone(lone, &hops, start, mine, &net, &finish, progress, resume);
+    progress->net = nullptr;
   } else {
-    // NVSwitch flows and fat-tree flows share no link: the former run as
-    // ever, the latter as a stage of their own, alone or not.
+    // NVSwitch flows and fat-tree flows share no link: the former run for
+    // real (the NVSwitch domain is busy meanwhile), the latter as a stage
+    // of their own, alone on the tree or not.
+    lone_nvswitch_->Disturb();
+    lone_nvswitch_->Start();
     local = stage.local;
     std::vector<double> net_finish;
     progress->flows = &local;
-    progress->net = &stage.net;  // RunNet points it at what it runs
+    progress->net = &stage.net;  // RunLone points it at what it runs
     FlowWorkers::Join join;
-    if (!local.empty()) workers_->Start(&local, nullptr, &join);
-    RunNet(&hops, start, stage.net, &net, &net_finish, progress, resume);
-    if (!local.empty()) workers_->Wait(&join);
+    workers_->Start(&local, nullptr, &join);
+    RunLone(lone_tree_.get(), &hops, start, stage.net, &net, &net_finish,
+            progress, resume);
+    workers_->Wait(&join);
+    lone_nvswitch_->Stop();
     progress->flows = nullptr;
     progress->net = nullptr;
     size_t l = 0;
@@ -713,20 +757,22 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   return latency;
 }
 
-void CollectiveEngine::RunNet(const std::vector<Hop>* stage, double start,
-                              const std::vector<Flow>& flows,
-                              std::vector<Flow>* net,
-                              std::vector<double>* finish, Progress* progress,
-                              const Resume* resume) {
+void CollectiveEngine::RunLone(LoneStages* lone, const std::vector<Hop>* stage,
+                               double start, const std::vector<Flow>& flows,
+                               std::vector<Flow>* net,
+                               std::vector<double>* finish, Progress* progress,
+                               const Resume* resume) {
   if (resume != nullptr) {
-    RunRest(start, *resume->record, resume->at - start, flows, net, progress);
+    RunRest(lone, start, *resume->record, resume->at - start, flows, net,
+            progress);
     for (const Flow& f : *net) finish->push_back(f.finish);
     return;
   }
-  lone_->Disturb();
-  const bool alone = lone_->Idle();
-  const LoneRecord* record = alone ? lone_->Find(stage) : nullptr;
-  if (record != nullptr && ReplayNet(start, *record, flows, net, progress)) {
+  lone->Disturb();
+  const bool alone = lone->Idle();
+  const LoneRecord* record = alone ? lone->Find(stage) : nullptr;
+  if (record != nullptr &&
+      ReplayLone(lone, start, *record, flows, net, progress)) {
     finish->resize(flows.size());
     for (size_t i = 0; i < flows.size(); ++i) {
       (*finish)[i] = start + record->finish[i];
@@ -736,42 +782,44 @@ void CollectiveEngine::RunNet(const std::vector<Hop>* stage, double start,
   if (record == nullptr) {
     *net = flows;
     progress->net = net;
-    const uint64_t starts = lone_->Start();
+    const uint64_t starts = lone->Start();
     if (!alone) {
       workers_->Run(net);
-      lone_->Stop();
+      lone->Stop();
     } else {
       LoneRecord r;
       r.Snap(0, *net);
       workers_->Run(net,
                     [&] { r.Snap(sg4::Engine::get_clock() - start, *net); });
-      lone_->Stop();
-      if (lone_->starts() == starts) {  // nothing else reached the tree
+      lone->Stop();
+      if (lone->starts() == starts) {  // nothing else reached the domain
         for (const Flow& f : *net) r.finish.push_back(f.finish - start);
-        lone_->Keep(stage, std::move(r));
+        lone->Keep(stage, std::move(r));
       }
     }
   }
   for (const Flow& f : *net) finish->push_back(f.finish);
 }
 
-bool CollectiveEngine::ReplayNet(double start, const LoneRecord& record,
-                                 const std::vector<Flow>& flows,
-                                 std::vector<Flow>* net, Progress* progress) {
+bool CollectiveEngine::ReplayLone(LoneStages* lone, double start,
+                                  const LoneRecord& record,
+                                  const std::vector<Flow>& flows,
+                                  std::vector<Flow>* net, Progress* progress) {
   LoneStages::Replay r;
   r.end = start + *std::max_element(record.finish.begin(), record.finish.end());
   progress->net = &flows;  // none started: the record says what is left
   progress->replay = &record;
   progress->replay_start = start;
-  lone_->CountReplays(1);
-  lone_->Wait(&r);
+  lone->CountReplays(1);
+  lone->Wait(&r);
   progress->replay = nullptr;
   if (r.disturbed_at < 0) return true;
-  RunRest(start, record, r.disturbed_at - start, flows, net, progress);
+  RunRest(lone, start, record, r.disturbed_at - start, flows, net, progress);
   return false;
 }
 
-void CollectiveEngine::RunRest(double start, const LoneRecord& record, double t,
+void CollectiveEngine::RunRest(LoneStages* lone, double start,
+                               const LoneRecord& record, double t,
                                const std::vector<Flow>& flows,
                                std::vector<Flow>* net, Progress* progress) {
   // Flows done by then run as empty ones: the collapse sees 0 bytes left,
@@ -785,7 +833,7 @@ void CollectiveEngine::RunRest(double start, const LoneRecord& record, double t,
                   : static_cast<uint64_t>(std::llround(record.Left(i, t)));
   }
   workers_->Run(net);
-  lone_->Stop();
+  lone->Stop();
   for (size_t i = 0; i < net->size(); ++i) {
     if (record.finish[i] <= t) (*net)[i].finish = start + record.finish[i];
   }
@@ -793,17 +841,22 @@ void CollectiveEngine::RunRest(double start, const LoneRecord& record, double t,
 
 const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
     const Entry& e, const Stage& stage) {
-  if (const LoneChain* c = lone_->FindChain(&stage); c != nullptr) {
+  // The domain of its first step's flows.
+  const bool on_tree = !FlowsOf(e, stage.by_step[0]).net.empty();
+  LoneStages* lone = on_tree ? lone_tree_.get() : lone_nvswitch_.get();
+  if (const LoneChain* c = lone->FindChain(&stage); c != nullptr) {
     return c->chains ? c : nullptr;
   }
   LoneChain c;
+  c.lone = lone;
   for (const std::vector<Hop>& step : stage.by_step) {
     const StageFlows& flows = FlowsOf(e, step);
-    if (!flows.local.empty() || flows.net.empty()) {
-      lone_->KeepChain(&stage, LoneChain());  // never chains
+    const std::vector<Flow>& other = on_tree ? flows.local : flows.net;
+    if (!other.empty() || flows.alpha.empty()) {
+      lone->KeepChain(&stage, LoneChain());  // never chains
       return nullptr;
     }
-    const LoneRecord* r = lone_->Find(&step);
+    const LoneRecord* r = lone->Find(&step);
     if (r == nullptr) return nullptr;  // not yet
     // The step's end as RunFlows finds it (no floor).
     double length = 0;
@@ -821,7 +874,7 @@ const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
     c.latency.push_back(latency);
   }
   c.chains = true;
-  return lone_->KeepChain(&stage, std::move(c));
+  return lone->KeepChain(&stage, std::move(c));
 }
 
 size_t CollectiveEngine::RunChain(const Entry& e, const Stage& stage,
@@ -837,12 +890,13 @@ size_t CollectiveEngine::RunChain(const Entry& e, const Stage& stage,
   r.end = run.starts.back();
   r.chain = &run;
   progress->chain = &run;
-  lone_->Wait(&r);
+  chain.lone->Wait(&r);
   progress->chain = nullptr;
   const bool stopped = r.disturbed_at >= 0 || r.cut_at >= 0;
   const size_t stop =
       stopped ? first + run.At(sg4::Engine::get_clock()) : steps;
-  lone_->CountReplays(static_cast<int64_t>(stop - first) + (stopped ? 1 : 0));
+  chain.lone->CountReplays(static_cast<int64_t>(stop - first) +
+                           (stopped ? 1 : 0));
   for (size_t j = first; j < stop; ++j) *latency += chain.latency[j];
   progress->part += 2 * static_cast<int>(stop - first);
   if (!stopped) return steps;
@@ -871,13 +925,13 @@ double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
     } else {
       // A chain takes the steps left whenever the tree is idle; one not
       // complete yet is not looked for again in this run.
-      bool chains = lone_ != nullptr;
+      bool chains = lone_tree_ != nullptr;
       for (size_t k = 0; k < stage.by_step.size();) {
         const LoneChain* chain = chains ? ChainOf(e, stage) : nullptr;
         chains = chain != nullptr;
         if (chain != nullptr) {
-          lone_->Disturb();
-          if (lone_->Idle()) {
+          chain->lone->Disturb();
+          if (chain->lone->Idle()) {
             k = RunChain(e, stage, *chain, k, progress, &latency);
             continue;
           }

@@ -50,7 +50,8 @@ struct Flow {
 };
 
 class CollectiveEngine {
-  struct LoneRecord;  // a stage's lone run (collective_engine.cc)
+  class LoneStages;   // the lone runs of one domain (collective_engine.cc)
+  struct LoneRecord;  // a stage's lone run
   struct LoneChain;   // a stage of recorded steps, replayed as one
   struct ChainRun;    // a LoneChain's replay under way
 
@@ -86,8 +87,9 @@ class CollectiveEngine {
     friend class CollectiveEngine;
     int part = 0;  // waits begun so far (flows, sleeps)
     const std::vector<Flow>* flows = nullptr;  // in flight
-    const std::vector<Flow>* net = nullptr;    // on the fat tree, if apart
-    double until = -1;                         // sleeping until
+    // Those of one domain (fat tree, NVSwitch ports) run apart, if any.
+    const std::vector<Flow>* net = nullptr;
+    double until = -1;  // sleeping until
     // Flows replayed rather than run (LoneStages, collective_engine.cc).
     const LoneRecord* replay = nullptr;
     double replay_start = 0;
@@ -130,9 +132,10 @@ class CollectiveEngine {
   void UseSymmetry();
   // Nodes whose network flows run: the job's, or NetworkPeriod().
   int network_nodes() const { return net_period_; }
-  // Stages of inter-node flows alone on the fat tree are replayed from
-  // their first lone run (collective_engine.cc, LoneStages): the same
-  // times, without their flows. On by default; fast mode only.
+  // Stages of inter-node flows alone on the fat tree, and of NVSwitch
+  // flows alone on the NVSwitches, are replayed from their first lone run
+  // (collective_engine.cc, LoneStages): the same times, without their
+  // flows. On by default; fast mode only.
   void set_replay_stages(bool on);
   // NVSwitch ports run at `scale` x their bandwidth from now (compute
   // slows them, docs/engine.md): node 0's alone under node symmetry.
@@ -168,8 +171,8 @@ class CollectiveEngine {
   // Starts one flow per hop for every group, waits for them, then for each
   // hop's steps x alpha, and for `floor` seconds at least (of which
   // `floor_alpha` is latency). Returns the latency part of what it waited.
-  // With `resume`, the stage (flows on the fat tree only) began as that
-  // replay and goes on from where it was disturbed.
+  // With `resume`, the stage (flows of one domain) began as that replay
+  // and goes on from where it was disturbed.
   double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
                   double floor_alpha, Progress* progress,
                   const Resume* resume = nullptr);
@@ -179,38 +182,38 @@ class CollectiveEngine {
   // on the fat tree apart. A replayed stage's flows are never built again:
   // ZeRO++ at 1024 GPUs replays 145,000 stages of 1024 flows.
   struct StageFlows {
-    std::vector<Flow> all;  // not started; empty where local and net run apart
+    std::vector<Flow> all;  // not started; empty where domains run apart
     std::vector<double> alpha;
     std::vector<bool> on_net;
     std::vector<Flow> local;
     std::vector<Flow> net;
   };
   const StageFlows& FlowsOf(const Entry& e, const std::vector<Hop>& hops);
-  // A stage's flows on the fat tree (`flows`), started at `start`: recorded
-  // if alone and new, replayed if alone and recorded, else run. `finish`
-  // gets when each ended; `net` holds those run for real, which `progress`
-  // follows until the caller resets it.
-  void RunNet(const std::vector<Hop>* stage, double start,
-              const std::vector<Flow>& flows, std::vector<Flow>* net,
-              std::vector<double>* finish, Progress* progress,
-              const Resume* resume);
+  // A stage's flows of one domain (`flows`, on `lone`'s links), started at
+  // `start`: recorded if alone and new, replayed if alone and recorded,
+  // else run. `finish` gets when each ended; `net` holds those run for
+  // real, which `progress` follows until the caller resets it.
+  void RunLone(LoneStages* lone, const std::vector<Hop>* stage, double start,
+               const std::vector<Flow>& flows, std::vector<Flow>* net,
+               std::vector<double>* finish, Progress* progress,
+               const Resume* resume);
   // A recorded lone stage from `start`: true if its flows ended as they
   // did then; if disturbed, those not done ran for real from that instant,
   // in `net`, and it returns false.
-  bool ReplayNet(double start, const LoneRecord& record,
-                 const std::vector<Flow>& flows, std::vector<Flow>* net,
-                 Progress* progress);
+  bool ReplayLone(LoneStages* lone, double start, const LoneRecord& record,
+                  const std::vector<Flow>& flows, std::vector<Flow>* net,
+                  Progress* progress);
   // A replay from `start` disturbed `t` seconds in: its flows not done
   // then run for real, in `net`, with the bytes the record leaves them.
-  void RunRest(double start, const LoneRecord& record, double t,
-               const std::vector<Flow>& flows, std::vector<Flow>* net,
+  void RunRest(LoneStages* lone, double start, const LoneRecord& record,
+               double t, const std::vector<Flow>& flows, std::vector<Flow>* net,
                Progress* progress);
-  // A step-by-step stage's steps, if every one runs on the fat tree only
-  // and has a lone record (null otherwise); made once complete.
+  // A step-by-step stage's steps, if every one runs in one domain, the
+  // same, and has a lone record (null otherwise); made once complete.
   const LoneChain* ChainOf(const Entry& e, const Stage& stage);
-  // From an idle fat tree: replays steps `first`.. of `stage` as one wait.
+  // From an idle domain: replays steps `first`.. of `stage` as one wait.
   // Returns the step to go on from: the last one, or the one after the
-  // step a flow reaching the tree disturbed (which it finished).
+  // step a flow reaching the domain disturbed (which it finished).
   size_t RunChain(const Entry& e, const Stage& stage, const LoneChain& chain,
                   size_t first, Progress* progress, double* latency);
   void RunPerStep(const Entry& e);
@@ -223,7 +226,6 @@ class CollectiveEngine {
     int to_nic = -1;
   };
   class FlowWorkers;
-  class LoneStages;
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 
@@ -232,7 +234,8 @@ class CollectiveEngine {
   const int channels_;
   bool node_symmetry_ = false;
   bool network_symmetry_ = true;
-  int net_period_;  // nodes whose network flows run (UseSymmetry)
+  int net_period_;           // nodes whose network flows run (UseSymmetry)
+  double nvlink_scale_ = 1;  // SetNvlinkScale's
   std::unique_ptr<PreparedCalls> own_;  // null: the caller's
   PreparedCalls* calls_;
   // What this engine prepared (a shared PreparedCalls has others' too),
@@ -240,7 +243,10 @@ class CollectiveEngine {
   std::vector<const Entry*> used_;
   absl::flat_hash_set<const Entry*> is_used_;
   std::unique_ptr<FlowWorkers> workers_;  // created in the first call
-  std::unique_ptr<LoneStages> lone_;      // null: no replays
+  // Null: no replays. Flows on the fat tree and on NVSwitch ports share
+  // no link: each is a domain of its own.
+  std::unique_ptr<LoneStages> lone_tree_;
+  std::unique_ptr<LoneStages> lone_nvswitch_;
   // Node-based: a call holds its stage's flows while others add theirs.
   absl::node_hash_map<const std::vector<Hop>*, StageFlows> stage_flows_;
 };
