@@ -72,17 +72,19 @@ int CollectiveEngine::NetworkPeriod() const {
   const int nodes = fabric_.mesh().nodes;
   const int per_node = fabric_.platform().network().nics_per_node();
   const int nics = nodes * per_node;
-  // A flow as the network sees it: NICs, wire bytes, alpha.
+  // A flow as the network sees it from its sending node n: the NIC it
+  // leaves by and the one it enters, both counted from n's first NIC
+  // (wrapping), its wire bytes and alpha. Node n's flows shifted by P
+  // nodes are node n + P's exactly when n's relative flows are n + P's,
+  // so a stage's flows repeat every P nodes when every node's relative
+  // flows, sorted, equal those P nodes on.
   using NetFlow = std::tuple<int, int, uint64_t, double>;
-  // Whether `flows`, sorted, are the same shifted by `by` nodes.
-  auto same_shifted = [&](const std::vector<NetFlow>& flows, int by) {
-    std::vector<NetFlow> shifted = flows;
-    for (NetFlow& f : shifted) {
-      std::get<0>(f) = (std::get<0>(f) + by * per_node) % nics;
-      std::get<1>(f) = (std::get<1>(f) + by * per_node) % nics;
+  std::vector<std::vector<NetFlow>> from(nodes);  // by sending node
+  auto repeats = [&](int by) {
+    for (int n = 0; n < nodes; ++n) {
+      if (from[n] != from[(n + by) % nodes]) return false;
     }
-    std::sort(shifted.begin(), shifted.end());
-    return shifted == flows;
+    return true;
   };
   // Periods of a set of flows are the multiples of its least one (they
   // form a subgroup of the shifts), so each stage only moves P up to the
@@ -90,19 +92,21 @@ int CollectiveEngine::NetworkPeriod() const {
   int period = 1;
   absl::flat_hash_set<std::pair<int, int>> pairs;
   auto add = [&](const Entry& e, const std::vector<Hop>& hops) {
-    std::vector<NetFlow> flows;
+    for (std::vector<NetFlow>& f : from) f.clear();
     for (const std::vector<int>& group : e.groups) {
       for (const Hop& h : hops) {
         if (!h.inter) continue;
         const Route r = RouteOf(e, group, h.src, h.dst);
-        flows.emplace_back(r.from_nic, r.to_nic,
-                           WireBytes(h.elements, *e.protocol),
-                           h.steps * r.alpha);
+        const int n = r.from_nic / per_node;
+        const int first = n * per_node;
+        from[n].emplace_back(
+            r.from_nic - first, (r.to_nic - first + nics) % nics,
+            WireBytes(h.elements, *e.protocol), h.steps * r.alpha);
         if (!fabric_.one_switch()) pairs.insert({r.from_nic, r.to_nic});
       }
     }
-    std::sort(flows.begin(), flows.end());
-    while (period < nodes && !same_shifted(flows, period)) {
+    for (std::vector<NetFlow>& f : from) std::sort(f.begin(), f.end());
+    while (period < nodes && !repeats(period)) {
       int next = period * 2;
       while (nodes % next != 0) next += period;
       period = next;
