@@ -496,17 +496,16 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
-    std::vector<HopBuilder*> sorted;
+    // By their (src, dst) keys, held beside them: no pointer followed per
+    // comparison.
+    std::vector<std::pair<std::pair<int32_t, int32_t>, HopBuilder*>> sorted;
     sorted.reserve(hops[i].size());
     for (auto& [key, b] : hops[i]) {
-      if (b.hop.elements != 0) sorted.push_back(&b);
+      if (b.hop.elements != 0) sorted.emplace_back(key, &b);
     }
     std::sort(sorted.begin(), sorted.end(),
-              [](const HopBuilder* a, const HopBuilder* b) {
-                return std::tie(a->hop.src, a->hop.dst) <
-                       std::tie(b->hop.src, b->hop.dst);
-              });
-    for (HopBuilder* b : sorted) {
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [key, b] : sorted) {
       b->hop.steps = CountSteps(std::move(b->steps));
       stage.hops.push_back(b->hop);
     }
