@@ -1011,7 +1011,51 @@ TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
 }
 
 // ---- g. a lone inter-node stage replayed, and disturbed ---------------------
-//
+
+// An all-gather of S = 4e8 B (`algorithm`) over 4 nodes of one GPU and one
+// NIC of 10e9 B/s, run three times in a row (X), with or without replays;
+// an identical call B starts `offset` into the third run. The four runs'
+// times, then the replays' counts: recorded, replayed, disturbed.
+absl::StatusOr<std::vector<double>> ThirdRunDisturbed(Algorithm algorithm,
+                                                      bool replay,
+                                                      double offset) {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  const Mesh mesh{1, 4};
+  absl::StatusOr<std::string> r =
+      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+        CollectiveEngine engine(f, FlowMode::kFast, 1);
+        engine.set_replay_stages(replay);
+        const CollectiveCall call =
+            Call(ALL_GATHER, algorithm, 400'000'000, GlobalGroup(mesh));
+        if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+        std::vector<double> t(4);
+        auto timed = [&](double* out) {
+          const double start = sg4::Engine::get_clock();
+          engine.Run(call);
+          *out = sg4::Engine::get_clock() - start;
+        };
+        sg4::Actor::create("x", f.gpu(0), [&] {
+          timed(&t[0]);
+          timed(&t[1]);
+          const double third = sg4::Engine::get_clock();
+          sg4::Actor::create("b", f.gpu(0), [&, third] {
+            sg4::this_actor::sleep_until(third + offset);
+            timed(&t[3]);
+          });
+          timed(&t[2]);
+        });
+        sg4::Engine::get_instance()->run();
+        const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+        return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
+                               t[2], t[3], c.recorded, c.replayed, c.disturbed);
+      });
+  if (!r.ok()) return r.status();
+  return ParseDoubles(*r);
+}
+
 // A ring all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
 // 10e9 B/s: every hop's flow carries 3S/4 = 3e8 B over its own NIC pair,
 // 30 ms, then 3 x 20 us of alpha: 30.06 ms, base 0. Run 1 is recorded, run 2
@@ -1021,44 +1065,12 @@ TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
 // 2e8 by then and take their last 1e8 alone, 10 ms: 50 ms too. Both calls
 // take 50.06 ms, with the replays and without.
 TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
-  Knobs k;
-  k.gpus_per_node = 1;
-  k.nics_per_node = 1;
-  const Platform p = TestPlatform(k);
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    const Mesh mesh{1, 4};
-    absl::StatusOr<std::string> r =
-        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
-          CollectiveEngine engine(f, FlowMode::kFast, 1);
-          engine.set_replay_stages(replay);
-          const CollectiveCall call =
-              Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh));
-          if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
-          std::vector<double> t(4);
-          auto timed = [&](double* out) {
-            const double start = sg4::Engine::get_clock();
-            engine.Run(call);
-            *out = sg4::Engine::get_clock() - start;
-          };
-          sg4::Actor::create("x", f.gpu(0), [&] {
-            timed(&t[0]);
-            timed(&t[1]);
-            const double third = sg4::Engine::get_clock();
-            sg4::Actor::create("b", f.gpu(0), [&, third] {
-              sg4::this_actor::sleep_until(third + 0.010);
-              timed(&t[3]);
-            });
-            timed(&t[2]);
-          });
-          sg4::Engine::get_instance()->run();
-          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
-          return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
-                                 t[2], t[3], c.recorded, c.replayed,
-                                 c.disturbed);
-        });
+    absl::StatusOr<std::vector<double>> r =
+        ThirdRunDisturbed(RING, replay, 0.010);
     ASSERT_TRUE(r.ok()) << r.status();
-    const std::vector<double> v = ParseDoubles(*r);
+    const std::vector<double>& v = *r;
     ASSERT_EQ(v.size(), 7u);
     EXPECT_NEAR(v[0], 0.03006, 1e-9);
     EXPECT_NEAR(v[1], 0.03006, 1e-9);
@@ -1122,50 +1134,11 @@ TEST(EngineLoneStages, NvswitchReplayDisturbedByComputeAsIfRun) {
   }
 }
 
-// A direct all-gather of S = 4e8 B over 4 nodes of one GPU and one NIC of
-// 10e9 B/s: 3 steps, in step t member m sends its 1e8 B to m + t, each
-// flow alone on its NIC pair: 10 ms, then 20 us of alpha, 30.06 ms in all.
-// Run 1 records the 3 steps, run 2 replays them as one chain. An identical
-// call B starts `offset` into run 3 (X). Their times, with the replays'
-// counts: recorded, replayed, disturbed.
-absl::StatusOr<std::vector<double>> ChainDisturbed(bool replay, double offset) {
-  Knobs k;
-  k.gpus_per_node = 1;
-  k.nics_per_node = 1;
-  const Platform p = TestPlatform(k);
-  const Mesh mesh{1, 4};
-  absl::StatusOr<std::string> r =
-      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
-        CollectiveEngine engine(f, FlowMode::kFast, 1);
-        engine.set_replay_stages(replay);
-        const CollectiveCall call =
-            Call(ALL_GATHER, DIRECT, 400'000'000, GlobalGroup(mesh));
-        if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
-        std::vector<double> t(4);
-        auto timed = [&](double* out) {
-          const double start = sg4::Engine::get_clock();
-          engine.Run(call);
-          *out = sg4::Engine::get_clock() - start;
-        };
-        sg4::Actor::create("x", f.gpu(0), [&] {
-          timed(&t[0]);
-          timed(&t[1]);
-          const double third = sg4::Engine::get_clock();
-          sg4::Actor::create("b", f.gpu(0), [&, third] {
-            sg4::this_actor::sleep_until(third + offset);
-            timed(&t[3]);
-          });
-          timed(&t[2]);
-        });
-        sg4::Engine::get_instance()->run();
-        const CollectiveEngine::ReplayCounts c = engine.replay_counts();
-        return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
-                               t[2], t[3], c.recorded, c.replayed, c.disturbed);
-      });
-  if (!r.ok()) return r.status();
-  return ParseDoubles(*r);
-}
-
+// A direct all-gather (ThirdRunDisturbed): 3 steps, in step t member m
+// sends its 1e8 B to m + t, each flow alone on its NIC pair: 10 ms, then
+// 20 us of alpha, 30.06 ms in all. Run 1 records the 3 steps, run 2
+// replays them as one chain.
+//
 // B starts 15 ms into X, in X's step 2 (m to m + 2, from 10.02 ms), which
 // has 5.02e7 B left. B's step 1 (m to m + 1) shares each of X's up-links
 // and down-links: 5e9 B/s each. X's flows end at 25.04 ms; B, alone 20 us
@@ -1177,7 +1150,8 @@ absl::StatusOr<std::vector<double>> ChainDisturbed(bool replay, double offset) {
 TEST(EngineLoneStages, AChainDisturbedInAStepRunsOnAsIfRun) {
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    absl::StatusOr<std::vector<double>> v = ChainDisturbed(replay, 0.015);
+    absl::StatusOr<std::vector<double>> v =
+        ThirdRunDisturbed(DIRECT, replay, 0.015);
     ASSERT_TRUE(v.ok()) << v.status();
     ASSERT_EQ(v->size(), 7u);
     EXPECT_NEAR((*v)[0], 0.03006, 1e-9);
@@ -1202,7 +1176,8 @@ TEST(EngineLoneStages, AChainDisturbedInAStepRunsOnAsIfRun) {
 TEST(EngineLoneStages, AChainCutBetweenStepsLeavesTheTreeIdle) {
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    absl::StatusOr<std::vector<double>> v = ChainDisturbed(replay, 0.01001);
+    absl::StatusOr<std::vector<double>> v =
+        ThirdRunDisturbed(DIRECT, replay, 0.01001);
     ASSERT_TRUE(v.ok()) << v.status();
     ASSERT_EQ(v->size(), 7u);
     EXPECT_NEAR((*v)[2], 0.05004, 1e-9);
