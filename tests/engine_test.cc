@@ -324,9 +324,13 @@ TEST(EngineSharing, NvswitchFlowsFollowThePortsSpeedBothWays) {
   k.nics_per_node = 1;
   const Platform p = TestPlatform(k);
   const Mesh mesh{2, 1};
-  for (const auto& [from, to, want] :
-       {std::tuple{0.5, 1.0, 2.255e-3}, std::tuple{1.0, 0.5, 3.505e-3}}) {
-    SCOPED_TRACE(absl::StrCat(from, " then ", to));
+  struct Case {
+    double from;  // the ports' scale until 0.5 ms
+    double to;    // and from then on
+    double want;  // the call's seconds
+  };
+  for (const Case c : {Case{0.5, 1.0, 2.255e-3}, Case{1.0, 0.5, 3.505e-3}}) {
+    SCOPED_TRACE(absl::StrCat(c.from, " then ", c.to));
     absl::StatusOr<std::string> r =
         OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
           CollectiveEngine engine(f, FlowMode::kFast, 1);
@@ -334,21 +338,21 @@ TEST(EngineSharing, NvswitchFlowsFollowThePortsSpeedBothWays) {
               Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh));
           if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
           double t = 0;
-          sg4::Actor::create("compute", f.gpu(0), [&, from, to] {
-            engine.SetNvlinkScale(from);
+          sg4::Actor::create("compute", f.gpu(0), [&] {
+            engine.SetNvlinkScale(c.from);
             sg4::Actor::create("call", f.gpu(0), [&] {
               const double start = sg4::Engine::get_clock();
               engine.Run(call);
               t = sg4::Engine::get_clock() - start;
             });
             sg4::this_actor::sleep_for(0.5e-3);
-            engine.SetNvlinkScale(to);
+            engine.SetNvlinkScale(c.to);
           });
           sg4::Engine::get_instance()->run();
           return absl::StrFormat("%.17g", t);
         });
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_NEAR(ParseDoubles(*r)[0], want, 1e-9);
+    EXPECT_NEAR(ParseDoubles(*r)[0], c.want, 1e-9);
   }
 }
 
