@@ -126,7 +126,12 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     list.push_back(&c);
   }
   const int n = static_cast<int>(specs.size());
-  const int threads = std::max(1, std::min(options.engine.jobs, n));
+  // One thread more than --jobs: a thread often waits for a call another
+  // is preparing (PlanCache makes each once), and the spare one keeps the
+  // cores busy meanwhile. The 1024-GPU Lins plan's bounds on 2 cores took
+  // 24.1 s with 2 threads, 18.1 s with 3 and 17.7 s with 4 (peak memory
+  // 0.5, 0.74 and 0.89 GB).
+  const int threads = std::max(1, std::min(options.engine.jobs + 1, n));
   StepBounder bounder(calls);
   std::vector<PlanBounds> of(n);  // per spec
   std::vector<absl::Status> status(n);
