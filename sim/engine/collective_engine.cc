@@ -606,12 +606,11 @@ void CollectiveEngine::set_replay_stages(bool on) {
   // The fat tree's links never change bandwidth.
   lone_tree_ = replays ? std::make_unique<LoneStages>(1) : nullptr;
   lone_nvswitch_ =
-      replays ? std::make_unique<LoneStages>(nvlink_scale_) : nullptr;
+      replays ? std::make_unique<LoneStages>(fabric_.nvlink_scale()) : nullptr;
   stage_flows_.clear();  // built to run together or apart (FlowsOf)
 }
 
 void CollectiveEngine::SetNvlinkScale(double scale) {
-  nvlink_scale_ = scale;
   fabric_.SetNvlinkScale(scale, node_symmetry_);
   if (lone_nvswitch_ != nullptr) lone_nvswitch_->Rescale(scale);
 }
@@ -682,13 +681,12 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
           h.inter ? h.elements : h.elements * e.intra_inflation;
       Flow f{r.from, r.to, WireBytes(bytes, *e.protocol)};
       f.nvswitch = !h.inter;
-      s.all.push_back(f);
+      if (lone_tree_ == nullptr) s.all.push_back(f);  // else run by domain
       s.alpha.push_back(h.steps * r.alpha);
       s.on_net.push_back(h.inter);
       (h.inter ? s.net : s.local).push_back(f);
     }
   }
-  if (lone_tree_ != nullptr) s.all = {};  // run by domain
   return s;
 }
 
@@ -927,7 +925,7 @@ double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
           StageFloor(stage, *e.protocol, fabric_.platform(), &floor_alpha);
       latency += RunFlows(e, stage.hops, floor, floor_alpha, progress);
     } else {
-      // A chain takes the steps left whenever the tree is idle; one not
+      // A chain takes the steps left whenever its domain is idle; one not
       // complete yet is not looked for again in this run.
       bool chains = lone_tree_ != nullptr;
       for (size_t k = 0; k < stage.by_step.size();) {

@@ -182,7 +182,8 @@ class CollectiveEngine {
   // on the fat tree apart. A replayed stage's flows are never built again:
   // ZeRO++ at 1024 GPUs replays 145,000 stages of 1024 flows.
   struct StageFlows {
-    std::vector<Flow> all;  // not started; empty where domains run apart
+    // Not started; only without replays (with them, domains run apart).
+    std::vector<Flow> all;
     std::vector<double> alpha;
     std::vector<bool> on_net;
     std::vector<Flow> local;
@@ -234,8 +235,7 @@ class CollectiveEngine {
   const int channels_;
   bool node_symmetry_ = false;
   bool network_symmetry_ = true;
-  int net_period_;           // nodes whose network flows run (UseSymmetry)
-  double nvlink_scale_ = 1;  // SetNvlinkScale's
+  int net_period_;  // nodes whose network flows run (UseSymmetry)
   std::unique_ptr<PreparedCalls> own_;  // null: the caller's
   PreparedCalls* calls_;
   // What this engine prepared (a shared PreparedCalls has others' too),

@@ -66,6 +66,7 @@ class Fabric {
   // From a SimGrid actor: every NVSwitch port (or node 0's only) runs at
   // `scale` x NvlinkBandwidth(): NCCL's copies slow while compute runs.
   void SetNvlinkScale(double scale, bool node0_only);
+  double nvlink_scale() const { return nvlink_scale_; }
 
   // SimGrid 3.32 bounds a flow's rate, for good, by the least bandwidth on
   // its route when it starts (NetworkCm02Model::comm_action_set_bounds in
