@@ -22,9 +22,15 @@ namespace {
 
 // Transfers in step order, each step's in the order they came: a stable
 // counting sort, as steps are few and dense against the transfers (a tree
-// over 1024 GPUs has millions).
+// over 1024 GPUs has millions). Builders that emit step by step (direct,
+// 130,000 transfers for 128 members on 8 channels) need no copy at all.
 void SortByStep(std::vector<Transfer>* transfers) {
-  if (transfers->empty()) return;
+  if (std::is_sorted(transfers->begin(), transfers->end(),
+                     [](const Transfer& a, const Transfer& b) {
+                       return a.step < b.step;
+                     })) {
+    return;
+  }
   int lo = transfers->front().step;
   int hi = lo;
   for (const Transfer& t : *transfers) {
