@@ -29,6 +29,13 @@ void StartSimGrid() {
   engine->set_config("network/model:CM02");
   engine->set_config("network/crosstraffic:0");
   engine->set_config("network/TCP-gamma:1e18");
+  // Actor stacks: SimGrid's default is 8 MiB each, taken from the heap,
+  // whose first touch faults in a 2 MiB huge page per actor here
+  // (cli/main.cc: SetUpHeap); 14 MB of a 1024-GPU ZeRO++ step's 54 MB, and
+  // 25 ms. Our actors need under 8 KiB: 4 KiB overflows (SimGrid's guard
+  // page: the point fails with signal 11), 16 KiB passes every test and
+  // `reports/regenerate`. 256 KiB leaves a 32x margin.
+  engine->set_config("contexts/stack-size:256");  // KiB
 }
 
 namespace {
