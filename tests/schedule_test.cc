@@ -97,6 +97,22 @@ TEST(Schedule, Zero3GathersEveryModuleTwicePerMicroBatch) {
   EXPECT_EQ(n.size(), 4u);
 }
 
+TEST(Schedule, ReduceScattersCarryOneEqualBlockPerGpu) {
+  // A LLaMA-7B block: 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 =
+  // 202,383,360 parameters = 56 x 3,613,988 + 32. Over 56 GPUs each holds
+  // a padded shard of 3,613,989 (DeepSpeed's ds_tensor, FSDP's padded flat
+  // parameter), so the call moves 56 x 3,613,989 bf16 values.
+  const Schedule s = Lower("zero3", PerLayerBuckets(Training(2)), Mesh{8, 7});
+  int blocks = 0;
+  for (const Op& op : s.ops()) {
+    if (op.has_collective() && op.collective().op() == REDUCE_SCATTER &&
+        op.collective().bytes() == 2 * 56 * int64_t{3'613'989}) {
+      ++blocks;
+    }
+  }
+  EXPECT_EQ(blocks, 2 * 32);  // every block, both micro-batches
+}
+
 TEST(Schedule, DeepSpeedPrefetchStaysWithinItsLiveBudget) {
   // Gathered parameters alive in host order (allocated at the call, freed
   // after their module ran) never pass stage3_max_live_parameters by more

@@ -215,6 +215,17 @@ class StepBuilder {
                  DType dtype, Algorithm algorithm, const std::string& tensor,
                  std::vector<int> deps, int root = 0, double extra_host_s = 0) {
     if (GroupSize(group) == 1) return deps.empty() ? -1 : deps.back();
+    if (kind == ALL_GATHER || kind == REDUCE_SCATTER) {
+      // One equal block of whole values per member: NCCL's all-gather and
+      // reduce-scatter take one count per rank, so FSDP pads its flat
+      // parameter to a multiple of the group and DeepSpeed gives each rank
+      // ceil(numel / world) of a tensor (ds_tensor, partition_parameters.py).
+      // Uneven blocks would also make node n's flows differ from node
+      // n + 1's by a byte, and network symmetry fail (collective_engine.h).
+      const int64_t value = dtype == BF16 ? 2 : dtype == FP32 ? 4 : 1;
+      const int64_t block = GroupSize(group) * value;
+      bytes = CeilDiv(bytes, block) * block;
+    }
     const std::string where =
         layer >= 0 ? layers_[layer].name : std::string("model");
     static const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
@@ -603,8 +614,7 @@ class StepBuilder {
     const Group inter = MakeGroup(1, 1, strategy_.g().inter(), 1);
     auto reduce_scatter = [&](int64_t elements) {
       done = Collective(stream, BACKWARD, mb, layer, REDUCE_SCATTER, g,
-                        2 * CeilDiv(elements, world) * world, BF16,
-                        AlgorithmFor(g), "G", {done});
+                        2 * elements, BF16, AlgorithmFor(g), "G", {done});
     };
     for (int q : bucket.segments) {
       for (const Unit* u : segments_[q].units) {
