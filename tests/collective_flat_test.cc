@@ -113,6 +113,30 @@ TEST(FlatDirect, AllOpsSmallShapes) {
   ExpectCorrectOnSmallShapes(DIRECT, {1, 2});
 }
 TEST(FlatDirect, AllOpsLargeShapes) { ExpectCorrectOnLargeShapes(DIRECT, {1}); }
+TEST(FlatDirect, PassesAreStoredAsWhatTheyAre) {
+  // An all-to-all across 32 nodes: one pass of 256 chunks, not
+  // 255 x 256 x 8 = 522,240 transfers, which expanding lists (qgZ across
+  // 2048 nodes would be 33.5 million). count 256 x 80: every channel of
+  // every chunk moves 10 elements.
+  absl::StatusOr<Plan> plan =
+      MakePlan(Request(DIRECT, REDUCE_SCATTER, {8, 32}, 256 * 80, 8));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->transfers.empty());
+  ASSERT_EQ(plan->directs.size(), 1u);
+  EXPECT_EQ(plan->directs[0].chunks.size(), 256u);
+  EXPECT_EQ(plan->num_steps, 255);
+  const std::vector<Transfer> all = ExpandTransfers(*plan);
+  EXPECT_EQ(all.size(), 255u * 256 * 8);
+  // Step 4 (t = 5): member 254 adds chunk (254 + 5) mod 256 = 3 into 3.
+  const Transfer& x = all[4 * 256 * 8 + 254 * 8 + 7];  // channel 7
+  EXPECT_EQ(x.step, 4);
+  EXPECT_EQ(x.src, 254);
+  EXPECT_EQ(x.dst, 3);
+  EXPECT_EQ(x.offset, 3 * 80 + 70);
+  EXPECT_EQ(x.count, 10);
+  EXPECT_TRUE(x.reduce);
+}
+
 TEST(FlatTree, AllOpsSmallShapes) {
   ExpectCorrectOnSmallShapes(TREE, {1, 2, 3});
 }
@@ -293,6 +317,19 @@ TEST(FlatVolume, DirectAllGather) {
   const PlanVolume b = Volume(Request(DIRECT, BROADCAST, {8, 4}, 3200, 1, 9));
   EXPECT_EQ(b.inter_node, 24 * 3200);
   EXPECT_EQ(b.intra_node, 7 * 3200);
+  // Reduce-scatter: chunk d comes from the 31 others, 7 of them on d's
+  // node: the same volume. All-reduce: one pass of each, twice it.
+  const PlanVolume rs = Volume(Request(DIRECT, REDUCE_SCATTER, {8, 4}, 3200));
+  EXPECT_EQ(rs.inter_node, 76800);
+  EXPECT_EQ(rs.intra_node, 22400);
+  const PlanVolume ar = Volume(Request(DIRECT, ALL_REDUCE, {8, 4}, 3200));
+  EXPECT_EQ(ar.inter_node, 2 * 76800);
+  EXPECT_EQ(ar.intra_node, 2 * 22400);
+  // Uneven chunks, 3203 = 32 x 100 + 3: chunks 0..2 hold 101; each still
+  // crosses 24 inter and 7 intra hops: 3203 x 24, 3203 x 7.
+  const PlanVolume u = Volume(Request(DIRECT, ALL_GATHER, {8, 4}, 3203));
+  EXPECT_EQ(u.inter_node, 3203 * 24);
+  EXPECT_EQ(u.intra_node, 3203 * 7);
 }
 
 TEST(FlatVolume, SharpAllReduce) {

@@ -1,6 +1,7 @@
 // Direct (all-to-all) collectives: every member exchanges with every other
 // member over its own link, one partner per step. Fewest hops of any
 // algorithm (one per datum) at the price of p - 1 concurrent peers.
+#include <utility>
 #include <vector>
 
 #include "sim/collective/algorithms.h"
@@ -19,31 +20,17 @@ void Send(int step, int src, int dst, Range range, bool reduce, int channels,
   }
 }
 
-// Step t - 1 (t = 1..p-1): member m sends its own chunk to m + t. The shift
-// pairs every receiver with exactly one sender per step.
-int AllGather(const PlanRequest& req, int first_step, Plan* plan) {
+// An all-gather (member m sends its own chunk to m + t at step t - 1) or a
+// reduce-scatter pass (m adds chunk m + t into its owner), as DirectPass.
+int Pass(const PlanRequest& req, int first_step, bool reduce, Plan* plan) {
   const int p = req.shape.size();
-  for (int t = 1; t < p; ++t) {
-    for (int m = 0; m < p; ++m) {
-      Send(first_step + t - 1, m, (m + t) % p, ChunkRange(req.count, p, m),
-           /*reduce=*/false, req.channels, plan);
-    }
-  }
-  return p - 1;
-}
-
-// Step t - 1: member m adds its chunk (m + t) % p into that chunk's owner.
-// No member ever sends its own chunk, so the reduces landing in it never
-// race a read of it within a step.
-int ReduceScatter(const PlanRequest& req, int first_step, Plan* plan) {
-  const int p = req.shape.size();
-  for (int t = 1; t < p; ++t) {
-    for (int m = 0; m < p; ++m) {
-      const int dst = (m + t) % p;
-      Send(first_step + t - 1, m, dst, ChunkRange(req.count, p, dst),
-           /*reduce=*/true, req.channels, plan);
-    }
-  }
+  DirectPass pass;
+  pass.first_step = first_step;
+  pass.reduce = reduce;
+  pass.chunks.reserve(p);
+  for (int m = 0; m < p; ++m)
+    pass.chunks.push_back(ChunkRange(req.count, p, m));
+  plan->directs.push_back(std::move(pass));
   return p - 1;
 }
 
@@ -63,23 +50,16 @@ int Broadcast(const PlanRequest& req, Plan* plan) {
 }  // namespace
 
 absl::Status BuildDirect(const PlanRequest& request, Plan* plan) {
-  // Sized at once: a plan of 128 members holds 130,000 transfers on 8
-  // channels, and growing it by doubling would copy them and hold both.
-  const int64_t p = request.shape.size();
-  const int64_t passes = request.op == ALL_REDUCE ? 2 : 1;
-  plan->transfers.reserve(request.op == BROADCAST
-                              ? (p - 1) * request.channels
-                              : passes * p * (p - 1) * request.channels);
   switch (request.op) {
     case ALL_GATHER:
-      plan->num_steps = AllGather(request, 0, plan);
+      plan->num_steps = Pass(request, 0, /*reduce=*/false, plan);
       return absl::OkStatus();
     case REDUCE_SCATTER:
-      plan->num_steps = ReduceScatter(request, 0, plan);
+      plan->num_steps = Pass(request, 0, /*reduce=*/true, plan);
       return absl::OkStatus();
     case ALL_REDUCE: {
-      const int rs = ReduceScatter(request, 0, plan);
-      plan->num_steps = rs + AllGather(request, rs, plan);
+      const int rs = Pass(request, 0, /*reduce=*/true, plan);
+      plan->num_steps = rs + Pass(request, rs, /*reduce=*/false, plan);
       return absl::OkStatus();
     }
     case BROADCAST:

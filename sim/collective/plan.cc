@@ -165,6 +165,21 @@ std::vector<Transfer> ExpandTransfers(const Plan& plan) {
       }
     }
   }
+  for (const DirectPass& pass : plan.directs) {
+    const int n = static_cast<int>(pass.chunks.size());
+    for (int t = 1; t < n; ++t) {
+      for (int m = 0; m < n; ++m) {
+        const Range chunk = DirectChunk(pass, m, t);
+        for (int c = 0; c < plan.channels; ++c) {
+          const Range part = ChunkRange(chunk.count, plan.channels, c);
+          if (part.count == 0) continue;
+          out.push_back(
+              Transfer{pass.first_step + t - 1, c, m, DirectPeer(m, t, n),
+                       chunk.offset + part.offset, part.count, pass.reduce});
+        }
+      }
+    }
+  }
   SortByStep(&out);
   return out;
 }
@@ -206,6 +221,16 @@ PlanVolume CountVolume(const Plan& plan) {
           ring.ranges[((r + 1 - ring.lag) % n + n) % n].count;
       AddVolume(plan.shape, ring.order[r], ring.order[(r + 1) % n],
                 total - skipped, &v);
+    }
+  }
+  // Over a pass every chunk crosses from one member to each other one: to
+  // the per_node - 1 others of a node, and to every member of the others.
+  for (const DirectPass& pass : plan.directs) {
+    const int64_t n = static_cast<int64_t>(pass.chunks.size());
+    const int64_t local = std::min<int64_t>(plan.shape.per_node, n) - 1;
+    for (const Range& chunk : pass.chunks) {
+      v.intra_node += chunk.count * local;
+      v.inter_node += chunk.count * (n - 1 - local);
     }
   }
   return v;

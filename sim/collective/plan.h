@@ -106,6 +106,29 @@ struct ChainPass {
   std::vector<Range> pieces;
 };
 
+// An all-to-all pass, stored as what it is rather than as its
+// (n - 1) x n x channels transfers: 2048 members on 8 channels would be 33
+// million. n = chunks.size(), every member of the plan. At pass step t
+// (1 .. n - 1), plan step first_step + t - 1, member m sends to
+// d = (m + t) mod n (DirectPeer) its own chunk m (an all-gather pass) or,
+// reduce = true, chunk d, which d adds into its own (a reduce-scatter
+// pass), cut into one sub-range per channel as the ring's are. The shift
+// pairs every receiver with exactly one sender per step, and no member
+// ever sends the chunk it owns while reduces land in it.
+struct DirectPass {
+  int32_t first_step = 0;
+  bool reduce = false;
+  std::vector<Range> chunks;  // by member
+};
+
+// The receiver of member m at pass step t of an n-member direct pass, and
+// the chunk m sends it.
+inline int DirectPeer(int m, int t, int n) { return (m + t) % n; }
+inline Range DirectChunk(const DirectPass& pass, int m, int t) {
+  const int n = static_cast<int>(pass.chunks.size());
+  return pass.chunks[pass.reduce ? DirectPeer(m, t, n) : m];
+}
+
 struct Plan {
   CollectiveOp op = OP_UNSPECIFIED;
   Algorithm algorithm = ALGORITHM_UNSPECIFIED;
@@ -114,15 +137,18 @@ struct Plan {
   int channels = 1;
   int root = 0;  // BROADCAST only
   int num_steps = 0;
-  // The plan is the explicit transfers plus the ring and chain passes'.
+  // The plan is the explicit transfers plus the ring, chain and direct
+  // passes'.
   std::vector<Transfer> transfers;  // sorted by step, none empty
   std::vector<RingPass> rings;
   std::vector<ChainPass> chains;
+  std::vector<DirectPass> directs;
 };
 
-// Every transfer of the plan, ring and chain passes expanded, sorted by
-// step, empty ones dropped; inside a step the explicit transfers come
-// first, then the chains' (in plan order, by piece), then the rings'.
+// Every transfer of the plan, ring, chain and direct passes expanded,
+// sorted by step, empty ones dropped; inside a step the explicit transfers
+// come first, then the chains' (in plan order, by piece), then the rings',
+// then the direct passes' (by sender, then channel).
 // O(size of the plan): for executing and checking.
 std::vector<Transfer> ExpandTransfers(const Plan& plan);
 
@@ -168,7 +194,7 @@ struct PlanVolume {
   int64_t inter_node = 0;   // GPU to another node's GPU or to the switch
   int64_t from_switch = 0;  // switch to GPU
 };
-// Reads ring and chain passes without expanding them.
+// Reads ring, chain and direct passes without expanding them.
 PlanVolume CountVolume(const Plan& plan);
 
 }  // namespace shardsim

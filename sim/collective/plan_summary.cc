@@ -144,6 +144,17 @@ std::vector<Segment> Segments(const Plan& plan) {
     }
     out.push_back(Segment{t.src, t.dst, t.step, t.step, t.count});
   }
+  for (const DirectPass& pass : plan.directs) {
+    const int n = static_cast<int>(pass.chunks.size());
+    for (int t = 1; t < n; ++t) {
+      const int step = pass.first_step + t - 1;
+      for (int m = 0; m < n; ++m) {
+        const int64_t elements = DirectChunk(pass, m, t).count;
+        if (elements == 0) continue;
+        out.push_back(Segment{m, DirectPeer(m, t, n), step, step, elements});
+      }
+    }
+  }
   for (const ChainPass& chain : plan.chains) {
     const std::vector<PieceRun> runs = PieceRuns(chain);
     for (size_t h = 0; h + 1 < chain.order.size(); ++h) {
@@ -232,19 +243,30 @@ struct Message {
 };
 using StepMessages = std::vector<Message>;
 
-// The explicit transfers' messages, step by step: each step's transfers
-// summed per pair (sorted by pair). Chains add none: every step a chain
-// runs in is in a pipelined stage (PipelinedStages), never run step by
-// step, and a long chain is millions of messages.
+// The explicit transfers' and direct passes' messages, step by step: each
+// step's transfers summed per pair (sorted by pair). Chains and rings add
+// none: every step they run in is in a pipelined stage (PipelinedStages),
+// never run step by step, and a long chain is millions of messages.
 StepMessages CollectMessages(const Plan& plan) {
   StepMessages merged;
   std::vector<Message> step;
-  for (size_t t = 0; t < plan.transfers.size();) {  // sorted by step
-    const int s = plan.transfers[t].step;
+  size_t t = 0;  // the explicit transfers are sorted by step
+  for (int s = 0; s < plan.num_steps || t < plan.transfers.size(); ++s) {
     step.clear();
     for (; t < plan.transfers.size() && plan.transfers[t].step == s; ++t) {
       const Transfer& x = plan.transfers[t];
       step.push_back(Message{s, x.src, x.dst, x.count});
+    }
+    for (const DirectPass& pass : plan.directs) {
+      const int n = static_cast<int>(pass.chunks.size());
+      const int k = s - pass.first_step + 1;  // the pass's step
+      if (k < 1 || k >= n) continue;
+      for (int m = 0; m < n; ++m) {
+        const int64_t elements = DirectChunk(pass, m, k).count;
+        if (elements > 0) {
+          step.push_back(Message{s, m, DirectPeer(m, k, n), elements});
+        }
+      }
     }
     std::sort(step.begin(), step.end(), [](const Message& x, const Message& y) {
       return std::tie(x.src, x.dst) < std::tie(y.src, y.dst);
