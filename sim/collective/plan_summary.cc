@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "sim/scenario/bandwidth.h"
 
 namespace shardsim {
@@ -18,12 +19,17 @@ enum Kind { kIntra = 1, kInter = 2 };
 
 int Wrap(int a, int n) { return ((a % n) + n) % n; }
 
+// Intervals of steps [first, last]. Nearly every hop has one (an
+// all-to-all's pair, a ring's edge), so it is kept inline: a 1024-GPU
+// HO-Ring has 10^6 hops, each a heap block otherwise.
+using StepIntervals = absl::InlinedVector<std::pair<int, int>, 1>;
+
 // Hops of one stage while they are being summed: bytes, and the steps each
 // is used in as intervals (passes on one hop may overlap in time; a hop
 // sends one message per step, so a step counts once).
 struct HopBuilder {
   Hop hop;
-  std::vector<std::pair<int, int>> steps;  // [first, last]
+  StepIntervals steps;
 };
 // By (src, dst); hashed, since a 1024-GPU HO-Ring adds 10^6 hops, and
 // sorted once assembled.
@@ -46,7 +52,7 @@ void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
   b.steps.push_back({first, last});
 }
 
-int CountSteps(std::vector<std::pair<int, int>> steps) {
+int CountSteps(StepIntervals steps) {
   std::sort(steps.begin(), steps.end());
   int count = 0;
   int covered = -1;  // last step already counted
