@@ -74,6 +74,14 @@ def main():
                         "included, 8..1024 GPUs [< 30 s]",
                         [shardsim, "run", quick, "--gpus", GPUS,
                          "--strategy", ",".join(NAMED)]))
+        # Beyond 1024 GPUs: qgZ's all-to-all across 256 and 512 nodes.
+        benches.append(("quickstart sweep, every named strategy, 2048 and "
+                        "4096 GPUs",
+                        [shardsim, "run", quick, "--gpus", "2048,4096",
+                         "--strategy", ",".join(NAMED)]))
+        benches.append(("quickstart, zeropp, 16384 GPUs",
+                        [shardsim, "run", quick, "--gpus", "16384",
+                         "--strategy", "zeropp", "--jobs", "1"]))
     if "--with-16k" in sys.argv:
         benches.append(("LLaMA-65B ZeRO-3 step, 4 micro-batches, 16384 GPUs, "
                         "dgx_h100 [< 10 s, < 2048 MB]",
