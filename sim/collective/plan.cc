@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/collective/algorithms.h"
+#include "sim/collective/chunks.h"
 
 namespace shardsim {
 
@@ -171,11 +172,11 @@ std::vector<Transfer> ExpandTransfers(const Plan& plan) {
       for (int m = 0; m < n; ++m) {
         const Range chunk = DirectChunk(pass, m, t);
         for (int c = 0; c < plan.channels; ++c) {
-          const Range part = ChunkRange(chunk.count, plan.channels, c);
+          const Range part = internal::SubRange(chunk, plan.channels, c);
           if (part.count == 0) continue;
-          out.push_back(
-              Transfer{pass.first_step + t - 1, c, m, DirectPeer(m, t, n),
-                       chunk.offset + part.offset, part.count, pass.reduce});
+          out.push_back(Transfer{pass.first_step + t - 1, c, m,
+                                 DirectPeer(m, t, n), part.offset, part.count,
+                                 pass.reduce});
         }
       }
     }
@@ -227,7 +228,7 @@ PlanVolume CountVolume(const Plan& plan) {
   // the per_node - 1 others of a node, and to every member of the others.
   for (const DirectPass& pass : plan.directs) {
     const int64_t n = static_cast<int64_t>(pass.chunks.size());
-    const int64_t local = std::min<int64_t>(plan.shape.per_node, n) - 1;
+    const int64_t local = plan.shape.per_node - 1;
     for (const Range& chunk : pass.chunks) {
       v.intra_node += chunk.count * local;
       v.inter_node += chunk.count * (n - 1 - local);
