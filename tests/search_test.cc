@@ -569,6 +569,26 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
   EXPECT_EQ(took, b->same_step());
 }
 
+// Points started ahead of their wave change nothing: the same points are
+// pruned, shared and simulated, with the same rows, as when each wave
+// starts its points only once it is decided. Four jobs, so that a wave's
+// last points leave cores idle for the next wave's.
+TEST(Search, StartingPointsAheadChangesNothing) {
+  SearchOptions waiting;
+  waiting.start_ahead = false;
+  waiting.engine.jobs = 4;
+  SearchOptions ahead = waiting;
+  ahead.start_ahead = true;
+  const Job job = TinyJob(16);
+  absl::StatusOr<PlanResults> a = SearchStrategies(job, waiting);
+  absl::StatusOr<PlanResults> b = SearchStrategies(job, ahead);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_GT(a->pruned(), 0);
+  EXPECT_GT(a->simulated(), 8);  // more than two waves
+  EXPECT_EQ(b->SerializeAsString(), a->SerializeAsString());
+}
+
 // The smallest peak of the candidates of `job` on `mesh` with
 // `settings` (micro-batches, recomputation), each spec with each of its
 // framework's knobs, from the memory model; its settings set as the plan

@@ -145,14 +145,19 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
   return results;
 }
 
+ChildTask PointTask(const JobPoint& point, const EngineOptions& options,
+                    bool single) {
+  return [point, options, single] {
+    return SimulatePoint(*point.job, point.spec, point.gpus, options, single);
+  };
+}
+
 absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
                                        const EngineOptions& options) {
   const bool single = points.size() == 1;
   std::vector<ChildTask> tasks;
   for (const JobPoint& p : points) {
-    tasks.push_back([p, &options, single] {
-      return SimulatePoint(*p.job, p.spec, p.gpus, options, single);
-    });
+    tasks.push_back(PointTask(p, options, single));
   }
   // A progress line, on a terminal only (sim/runner/progress.h); under MPI,
   // rank 0 shows its own points (sim/runner/distribute.h).

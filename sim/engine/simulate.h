@@ -59,6 +59,11 @@ struct JobPoint {
 absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
                                        const EngineOptions& options);
 
+// What SimulatePoints runs in a child for `point`: its row, serialized.
+// `single`: the point is its sweep's only one (TracePathFor).
+ChildTask PointTask(const JobPoint& point, const EngineOptions& options,
+                    bool single);
+
 // The sweep's sizes, each run alone over `gpus` GPUs, one after another in
 // one simulation (options: mode, replay_stages, network_symmetry and time
 // limit).

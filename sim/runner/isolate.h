@@ -6,9 +6,13 @@
 #define SHARDSIM_SIM_RUNNER_ISOLATE_H_
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace shardsim {
@@ -27,6 +31,47 @@ struct IsolateOptions {
   // they finish, when stderr is a terminal and the run has taken 2 s
   // (progress.h); erased before RunIsolated returns.
   bool progress = false;
+};
+
+// Children running tasks, at most `jobs` at once, whose results come back as
+// they end: RunIsolated's, and `shardsim plan`'s, which starts its next
+// points while the last of a wave still run (sim/search/search.cc). A
+// child dies with the caller, and with the pool: those still running when
+// it is destroyed are killed.
+class ChildPool {
+ public:
+  explicit ChildPool(int jobs);
+  ~ChildPool();
+  ChildPool(const ChildPool&) = delete;
+  ChildPool& operator=(const ChildPool&) = delete;
+
+  bool full() const { return static_cast<int>(running_.size()) >= jobs_; }
+  bool empty() const { return running_.empty(); }
+  // The ids of the children running, in no particular order.
+  std::vector<size_t> running() const;
+
+  // Forks a child that runs `task`, if not full(). Its result comes back
+  // under `id`; a crash is an error naming it "simulation `name`". Errors:
+  // the pipe or the fork failed.
+  absl::Status Start(size_t id, size_t name, const ChildTask& task);
+  // Waits until a child ends, for at most `wait_ms` (-1: as long as it
+  // takes), and returns its id and result; nullopt if none ended by then
+  // or none runs.
+  std::optional<std::pair<size_t, absl::StatusOr<std::string>>> Wait(
+      int wait_ms);
+  // Kills the child running `id`, if any; its result never comes.
+  void Kill(size_t id);
+
+ private:
+  struct Child {
+    size_t id;
+    size_t name;
+    int fd;
+    std::string out;
+  };
+  const int jobs_;
+  const int parent_;              // our pid, which a child checks it still has
+  std::map<int, Child> running_;  // by pid
 };
 
 // Runs each task in its own child process, at most `jobs` at a time, and

@@ -41,6 +41,10 @@ struct SearchOptions {
   // that point's times (ResultRow.same_step_as); false: every point is
   // simulated on its own (to check that the two agree).
   bool share_steps = true;
+  // Cores a wave leaves idle start the points the next waves will likely
+  // simulate (search.cc, WaveRunner); false: a wave's points start only
+  // once it is decided (to check that the two agree).
+  bool start_ahead = true;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 
