@@ -50,9 +50,9 @@ class ChildPool {
   // The ids of the children running, in no particular order.
   std::vector<size_t> running() const;
 
-  // Forks a child that runs `task`, if not full(). Its result comes back
-  // under `id`; a crash is an error naming it "simulation `name`". Errors:
-  // the pipe or the fork failed.
+  // Forks a child that runs `task`; call it only while not full(). Its
+  // result comes back under `id`; a crash is an error naming it
+  // "simulation `name`". Errors: the pipe or the fork failed.
   absl::Status Start(size_t id, size_t name, const ChildTask& task);
   // Waits until a child ends, for at most `wait_ms` (-1: as long as it
   // takes), and returns its id and result; nullopt if none ended by then
