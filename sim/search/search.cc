@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -89,8 +88,6 @@ class WaveRunner {
         guess_(std::move(guess)),
         pool_(engine.jobs) {}
 
-  bool started(int point) const { return started_.count(point) > 0; }
-
   // The wave decided against `point`: it is not simulated.
   void Drop(int point) {
     if (started_.erase(point) == 0) return;
@@ -128,7 +125,8 @@ class WaveRunner {
       const int wait_ms =
           deadline_ == absl::InfiniteFuture()
               ? -1
-              : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+              : static_cast<int>(std::min<int64_t>(
+                    absl::ToInt64Milliseconds(left) + 1, 1 << 30));
       if (auto r = pool_.Wait(wait_ms)) rows_[r->first] = std::move(r->second);
     }
     std::vector<ResultRow> out;
@@ -145,6 +143,8 @@ class WaveRunner {
   }
 
  private:
+  bool started(int point) const { return started_.count(point) > 0; }
+
   void Start(int point) {
     started_.insert(point);
     const JobPoint& p = points_[point];
@@ -512,21 +512,18 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   size_t next = 0;
   // Where guesses go on from: the points before it were started ahead, or
   // are pruned (and stay so: `done` only grows), or share a step begun.
+  // Waves start points before `next` only, so none from here on runs.
   size_t guessed = 0;
   std::set<Step> guessed_steps;
   std::vector<JobPoint> run;
   for (const Candidate& p : points) {
     run.push_back({&jobs[p.setting], p.spec, gpus});
   }
-  std::unique_ptr<WaveRunner> runner;
   auto guess = [&]() -> int {
     if (!options.start_ahead) return -1;
     for (guessed = std::max(guessed, next); guessed < order.size();) {
       const int i = order[guessed++];
-      if (runner->started(i) ||
-          (prune && Dominated(bounds[i], peaks[i], done))) {
-        continue;
-      }
+      if (prune && Dominated(bounds[i], peaks[i], done)) continue;
       if (steps[i] && options.share_steps &&
           (simulated_for.count(*steps[i]) > 0 ||
            !guessed_steps.insert(*steps[i]).second)) {
@@ -536,8 +533,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     }
     return -1;
   };
-  runner =
-      std::make_unique<WaveRunner>(std::move(run), engine, deadline, guess);
+  WaveRunner runner(std::move(run), engine, deadline, guess);
   while (next < order.size()) {
     std::vector<int> batch;
     std::vector<int> shared;
@@ -545,7 +541,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       const int i = order[next];
       if (prune && Dominated(bounds[i], peaks[i], done)) {
         ++pruned;
-        runner->Drop(i);
+        runner.Drop(i);
         if (is_preset(points[i])) {
           ResultRow* r = out.add_pruned_presets();
           r->set_strategy(points[i].spec);
@@ -561,14 +557,14 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         if (!added) {
           same_as[i] = first->second;
           shared.push_back(i);
-          runner->Drop(i);
+          runner.Drop(i);
           continue;
         }
       }
       batch.push_back(i);
     }
     if (!batch.empty()) {
-      absl::StatusOr<std::vector<ResultRow>> rows = runner->Run(batch);
+      absl::StatusOr<std::vector<ResultRow>> rows = runner.Run(batch);
       if (absl::IsDeadlineExceeded(rows.status())) {
         return absl::DeadlineExceededError(absl::StrCat(
             "time limit of ", options.engine.time_limit_s,
