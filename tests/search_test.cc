@@ -431,9 +431,16 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
                 plan->best(i).tokens_per_gpu_per_s());
     }
   }
-  EXPECT_FALSE(plan->presets().empty());
+  // Every named preset fits here; each simulated one is no faster, and
+  // each pruned one was pruned for a bound no shorter than the best step.
+  EXPECT_EQ(plan->presets_size() + plan->pruned_presets_size(),
+            static_cast<int>(NamedStrategies().size()));
   for (const ResultRow& p : plan->presets()) {
     EXPECT_GE(plan->best(0).tokens_per_gpu_per_s(), p.tokens_per_gpu_per_s())
+        << p.strategy();
+  }
+  for (const ResultRow& p : plan->pruned_presets()) {
+    EXPECT_GE(p.step_lower_bound_s(), plan->best(0).step_time_s())
         << p.strategy();
   }
   // The front's fastest point is the best point.

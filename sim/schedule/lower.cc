@@ -705,7 +705,11 @@ class StepBuilder {
   // Optimizer on the local OS shard, layer by layer, then rebuild the P
   // shards the next step needs: per layer (overlapping the rest of the
   // update) or in one call after it; DeepSpeed's persistent parameters are
-  // gathered again whole.
+  // gathered again whole. Lins' framework (InternEvo) broadcasts after the
+  // whole update: each OS-subgroup member its flat shard of every layer,
+  // one call per member (hybrid_zero_optim.py broadcast_params, after a
+  // device synchronize; configs/7B_sft.py overlap_sync_param=False, at
+  // InternEvo c628a8c), as Lins' T_os1 = (s_os/s_p) t(BC, 2Φ/s_os) counts.
   void Update() {
     const int os = FactorSize(strategy_.os());
     const int p = FactorSize(strategy_.p());
@@ -734,23 +738,22 @@ class StepBuilder {
       }
       if (os == p) continue;
       const int64_t p_shard = CeilDiv(2 * layers_[i].params, p);
-      if (Lins()) {
-        // Every member of the OS subgroup broadcasts its updated slice.
-        for (int root = 0; root < GroupSize(g); ++root) {
-          Collective(GATHER, UPDATE, -1, i, BROADCAST, g,
-                     CeilDiv(p_shard, os / p), BF16, AlgorithmFor(g), "P slice",
-                     {update}, root);
-        }
-      } else if (ex_.rebuild_per_layer()) {
+      if (!Lins() && ex_.rebuild_per_layer()) {
         Collective(GATHER, UPDATE, -1, i, ALL_GATHER, g, p_shard, BF16,
                    AlgorithmFor(g), "P shard", {update});
       } else {
         rebuild += p_shard;
       }
     }
-    if (rebuild > 0) {
+    if (rebuild == 0) return;
+    if (!Lins()) {
       Collective(GATHER, UPDATE, -1, -1, ALL_GATHER, g, rebuild, BF16,
                  AlgorithmFor(g), "P shard", {last_update});
+      return;
+    }
+    for (int root = 0; root < GroupSize(g); ++root) {
+      Collective(GATHER, UPDATE, -1, -1, BROADCAST, g, CeilDiv(rebuild, os / p),
+                 BF16, AlgorithmFor(g), "P slice", {last_update}, root);
     }
   }
 
