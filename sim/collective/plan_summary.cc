@@ -378,9 +378,9 @@ std::vector<StepLoad> StepLoads(const Plan& plan,
     }
     i = j;
   }
-  std::stable_sort(sums.begin(), sums.end(), [](const Sum& a, const Sum& b) {
-    return a.elements > b.elements;
-  });
+  // Sums of equal size claim a step with the same value, whichever first.
+  std::sort(sums.begin(), sums.end(),
+            [](const Sum& a, const Sum& b) { return a.elements > b.elements; });
   std::vector<StepLoad> load(steps);
   // Per slot, the first step at or after s that no larger sum has claimed
   // (a disjoint-set forest with path halving).
