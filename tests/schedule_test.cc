@@ -2,7 +2,9 @@
 // group, and the dependencies that give prefetch and bucketing.
 #include <map>
 #include <set>
+#include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
@@ -268,6 +270,24 @@ TEST(Schedule, LinsSelectAndDropThenBroadcastInsideOsGroup) {
   EXPECT_EQ(n.at("ALL_REDUCE BACKWARD 2x1 stride 4x1"), 2 * kLayers);
   EXPECT_EQ(n.at("ALL_REDUCE UPDATE 2x4 stride 4x1"), kLayers);
   EXPECT_EQ(n.at("BROADCAST UPDATE 2x1 stride 4x1"), 2);
+  // Each carries its member's half of the 4-way P shard of every layer:
+  // 2 bytes x 6,738,415,616 parameters / 4 / 2 (every layer's count is
+  // even), from roots 0 and 1, issued after the last optimizer op and
+  // waiting for it.
+  const Schedule s =
+      Lower("lins:p=4x1:g=8x1:os=8x1", PerLayerBuckets(Training(3)));
+  int last_optimizer = -1;
+  std::vector<int> roots;
+  for (int id = 0; id < s.ops_size(); ++id) {
+    const Op& op = s.ops(id);
+    if (op.phase() == UPDATE && op.has_compute()) last_optimizer = id;
+    if (!op.has_collective() || op.collective().op() != BROADCAST) continue;
+    EXPECT_EQ(op.collective().bytes(), int64_t{1'684'603'904});
+    EXPECT_GT(id, last_optimizer);
+    EXPECT_THAT(op.deps(), testing::Contains(last_optimizer));
+    roots.push_back(op.collective().root());
+  }
+  EXPECT_EQ(roots, (std::vector<int>{0, 1}));
 }
 
 // The gathers of a schedule in host order, and the compute op each feeds.
