@@ -277,10 +277,15 @@ TEST(Schedule, LinsSelectAndDropThenBroadcastInsideOsGroup) {
   const Schedule s =
       Lower("lins:p=4x1:g=8x1:os=8x1", PerLayerBuckets(Training(3)));
   int last_optimizer = -1;
+  for (int id = 0; id < s.ops_size(); ++id) {
+    if (s.ops(id).phase() == UPDATE && s.ops(id).has_compute()) {
+      last_optimizer = id;
+    }
+  }
+  ASSERT_GE(last_optimizer, 0);
   std::vector<int> roots;
   for (int id = 0; id < s.ops_size(); ++id) {
     const Op& op = s.ops(id);
-    if (op.phase() == UPDATE && op.has_compute()) last_optimizer = id;
     if (!op.has_collective() || op.collective().op() != BROADCAST) continue;
     EXPECT_EQ(op.collective().bytes(), int64_t{1'684'603'904});
     EXPECT_GT(id, last_optimizer);

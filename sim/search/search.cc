@@ -72,8 +72,9 @@ bool Dominated(double bound, int64_t peak,
 // `guess` names (the next in order that nothing simulated prunes yet).
 // A point started ahead that its wave prunes or shares after all is
 // dropped (killed, or its row forgotten): the results are the waves' own,
-// only sooner. The 1024-GPU Lins plan on 2 cores: 58-64 s waiting for each
-// wave, 49-52 s starting ahead (118 points ahead, none dropped). Under MPI
+// only sooner. The 1024-GPU Lins plan on 2 cores (session 17): 58-64 s
+// waiting for each wave, 49-52 s starting ahead (118 points ahead, none
+// dropped). Under MPI
 // (EngineOptions::run_tasks) each wave runs through SimulatePoints, nothing
 // ahead.
 class WaveRunner {
@@ -230,8 +231,8 @@ struct Candidate {
 // the simulations forked later inherit them (EngineOptions::prepared). Each
 // thread takes the next spec when it is done with one: specs differ in
 // cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
-// flat ring). A spec's candidates, whatever their settings, go to one
-// thread. Past `deadline` the threads bound no further candidate.
+// flat ring, session 17). A spec's candidates, whatever their settings, go to
+// one thread. Past `deadline` the threads bound no further candidate.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
@@ -247,8 +248,8 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   // One thread more than --jobs: a thread often waits for a call another
   // is preparing (PlanCache makes each once), and the spare one keeps the
   // cores busy meanwhile. The 1024-GPU Lins plan's bounds on 2 cores took
-  // 24.1 s with 2 threads, 18.1 s with 3 and 17.7 s with 4 (peak memory
-  // 0.5, 0.74 and 0.89 GB).
+  // (session 15) 24.1 s with 2 threads, 18.1 s with 3 and 17.7 s with 4 (peak
+  // memory 0.5, 0.74 and 0.89 GB).
   const int threads = std::max(1, std::min(options.engine.jobs + 1, n));
   StepBounder bounder(calls);
   std::vector<PlanBounds> of(n);  // per spec
@@ -460,7 +461,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   // Each simulation is a fork, which copies the page tables of every page
   // this process maps: the bounds' garbage, which SetUpHeap (main.cc) keeps
   // mapped for reuse, goes back first. 285 forks of the 1024-GPU Lins plan
-  // took 2.2 s with it and 1.0 s without.
+  // took 2.2 s with it and 1.0 s without (session 15).
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
