@@ -93,28 +93,17 @@ int CollectiveEngine::NetworkPeriod() const {
   absl::flat_hash_set<std::pair<int, int>> pairs;
   auto add = [&](const Entry& e, const std::vector<Hop>& hops) {
     for (std::vector<NetFlow>& f : from) f.clear();
-    const double inter_alpha = e.protocol->inter_alpha_s();
     for (const Hop& h : hops) {  // each node's flows are sorted below
       if (!h.inter) continue;
       const uint64_t bytes = WireBytes(h.elements, *e.protocol);
       for (const std::vector<int>& group : e.groups) {
-        // RouteOf's, without its hosts: between two GPUs, their NICs.
-        int from_nic, to_nic;
-        double alpha = inter_alpha;
-        if (h.src == kSwitch || h.dst == kSwitch) {
-          const Route r = RouteOf(e, group, h.src, h.dst);
-          from_nic = r.from_nic;
-          to_nic = r.to_nic;
-          alpha = r.alpha;
-        } else {
-          from_nic = fabric_.NicOf(group[h.src]);
-          to_nic = fabric_.NicOf(group[h.dst]);
-        }
-        const int n = from_nic / per_node;
+        const Route r = RouteOf(e, group, h.src, h.dst);
+        const int n = r.from_nic / per_node;
         const int first = n * per_node;
-        from[n].emplace_back(from_nic - first, (to_nic - first + nics) % nics,
-                             bytes, h.steps * alpha);
-        if (!fabric_.one_switch()) pairs.insert({from_nic, to_nic});
+        from[n].emplace_back(r.from_nic - first,
+                             (r.to_nic - first + nics) % nics, bytes,
+                             h.steps * r.alpha);
+        if (!fabric_.one_switch()) pairs.insert({r.from_nic, r.to_nic});
       }
     }
     for (std::vector<NetFlow>& f : from) std::sort(f.begin(), f.end());

@@ -74,9 +74,8 @@ bool Dominated(double bound, int64_t peak,
 // dropped (killed, or its row forgotten): the results are the waves' own,
 // only sooner. The 1024-GPU Lins plan on 2 cores (session 17): 58-64 s
 // waiting for each wave, 49-52 s starting ahead (118 points ahead, none
-// dropped). Under MPI
-// (EngineOptions::run_tasks) each wave runs through SimulatePoints, nothing
-// ahead.
+// dropped). Under MPI (EngineOptions::run_tasks) each wave runs through
+// SimulatePoints, nothing ahead.
 class WaveRunner {
  public:
   // `guess`: the next point to start ahead, or -1; called only while a core
