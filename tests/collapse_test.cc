@@ -225,8 +225,8 @@ TEST(Fold, EveryStrategyUnfoldsToTheWholeStep) {
             DropBlocks(*whole->schedule, *r, keep, &why);
         const std::optional<Shortened> b = DropBlocks(step, *rf, keep, &why);
         ASSERT_TRUE(a && b) << why;
-        EXPECT_EQ(a->schedule.SerializeAsString(),
-                  b->schedule.SerializeAsString());
+        EXPECT_EQ(a->schedule->SerializeAsString(),
+                  b->schedule->SerializeAsString());
         EXPECT_EQ(a->pinned, b->pinned);
       }
       // The same traffic, row for row.
@@ -385,6 +385,9 @@ TEST(Fold, ChainFoldedIsTheLongerChain) {
   EXPECT_EQ(step.deps(10), (StepOps::Refs{9, 0}));
   EXPECT_EQ(step.deps(11), (StepOps::Refs{10}));
   EXPECT_EQ(Unfold(step)->SerializeAsString(), Chain(10).SerializeAsString());
+  // Micro-batches 0..9 (op 10 is the last work op); whole, Chain(7) has 7.
+  EXPECT_EQ(step.micro_batches(), 10);
+  EXPECT_EQ(StepOps(base).micro_batches(), 7);
 }
 
 // A collapsed replay's times, stored for the simulated ops only: 6 of 9,
@@ -465,13 +468,13 @@ TEST(Repeats, DroppingBlocksShiftsTheTail) {
   // which is block 2's op 3 after the shift; and on op 0, pinned.
   std::optional<Shortened> cut = DropBlocks(s, *r, 2, &why);
   ASSERT_TRUE(cut.has_value()) << why;
-  ASSERT_EQ(cut->schedule.ops_size(), 6);
-  EXPECT_EQ(cut->schedule.ops(4).id(), 4);
-  EXPECT_EQ(cut->schedule.ops(4).micro_batch(), 6);
-  ASSERT_EQ(cut->schedule.ops(4).deps_size(), 2);
-  EXPECT_EQ(cut->schedule.ops(4).deps(0), 3);
-  EXPECT_EQ(cut->schedule.ops(4).deps(1), 0);
-  EXPECT_EQ(cut->schedule.ops(5).deps(0), 4);
+  ASSERT_EQ(cut->schedule->ops_size(), 6);
+  EXPECT_EQ(cut->schedule->ops(4).id(), 4);
+  EXPECT_EQ(cut->schedule->ops(4).micro_batch(), 6);
+  ASSERT_EQ(cut->schedule->ops(4).deps_size(), 2);
+  EXPECT_EQ(cut->schedule->ops(4).deps(0), 3);
+  EXPECT_EQ(cut->schedule->ops(4).deps(1), 0);
+  EXPECT_EQ(cut->schedule->ops(5).deps(0), 4);
   EXPECT_EQ(cut->pinned, std::vector<int>{0});
 }
 

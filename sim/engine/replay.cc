@@ -816,7 +816,7 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
   Snapshots snaps;
   absl::StatusOr<std::vector<OpTime>> t =
-      Replay(cut->schedule, fabric, collectives, watch, &snaps);
+      Replay(*cut->schedule, fabric, collectives, watch, &snaps);
   if (!t.ok()) return t.status();
   // The state repeats at the host where the host waits for the GPU in every
   // block. Where it runs ahead, its lead grows and the state repeats on the
@@ -826,7 +826,7 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   const bool on_gpu = j < 0;
   if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
   if (j < 0) {
-    info->set_full_because(NoRepeatBecause(cut->schedule, snaps.gpu));
+    info->set_full_because(NoRepeatBecause(*cut->schedule, snaps.gpu));
     return std::nullopt;
   }
   const std::vector<Snapshot>& at = on_gpu ? snaps.gpu : snaps.host;
@@ -836,7 +836,7 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   double tail_start = snaps.host.back().time;
   if (on_gpu) {
     tail_start = std::numeric_limits<double>::infinity();
-    for (int y = r.BlockStart(keep + 1); y < cut->schedule.ops_size(); ++y) {
+    for (int y = r.BlockStart(keep + 1); y < cut->schedule->ops_size(); ++y) {
       tail_start = std::min(tail_start, (*t)[y].start);
     }
   }
@@ -910,10 +910,7 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
   // the plans are symmetric across nodes too (collective_engine.h).
   collectives->UseSymmetry();
   StepTiming out;
-  int micro_batches = 0;
-  for (int id = 0; id < step.size(); ++id) {
-    micro_batches = std::max(micro_batches, step.micro_batch(id) + 1);
-  }
+  const int micro_batches = step.micro_batches();
   out.replay.set_micro_batches(micro_batches);
   out.replay.set_micro_batches_simulated(micro_batches);
   std::optional<StepTimes> times;

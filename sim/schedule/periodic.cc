@@ -177,6 +177,15 @@ int StepOps::micro_batch(int id) const {
   return mb < 0 ? mb : mb + Copies(id);
 }
 
+int StepOps::micro_batches() const {
+  int n = 0;
+  for (int b = 0; b < s_->ops_size(); ++b) {
+    const int last = FirstId(b) + (Multiplicity(b) - 1) * period_;
+    n = std::max(n, micro_batch(last) + 1);
+  }
+  return n;
+}
+
 int StepOps::frees(int id) const {
   const int b = Base(id);
   const int ref = s_->ops(b).memory().frees();
@@ -230,7 +239,7 @@ std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
   const int shift = tail - drop_from;
   const Schedule& s = ops.base();
   Shortened out;
-  Schedule& o = out.schedule;
+  Schedule& o = *out.schedule.mutable_schedule();
   o.set_strategy(s.strategy());
   o.set_gpus(s.gpus());
   o.set_gpus_per_node(s.gpus_per_node());

@@ -36,7 +36,10 @@ struct Repeats {
 std::optional<Repeats> FindRepeats(const Schedule& schedule, std::string* why);
 
 struct Shortened {
-  Schedule schedule;
+  // On an arena, as lowered steps are: a shortened step of thousands of ops
+  // is built and dropped whole (its ops freed one by one cost as much as
+  // copying them).
+  OwnedSchedule schedule;
   // Ops of the shortened schedule that a tail op waits for by their own id
   // (not shifted with the tail): the shortened run stands for the full one
   // only if each is done before the tail is issued.
@@ -93,6 +96,9 @@ class StepOps {
   int size() const { return s_->ops_size() + copies_ * period_; }
   const Op& op(int id) const { return s_->ops(Base(id)); }
   int micro_batch(int id) const;
+  // One more than the last micro-batch of any op: read off the base ops'
+  // last copies, not every op (a folded step of 128 has 10^5 of them).
+  int micro_batches() const;
   Refs deps(int id) const { return Shift(id, &Op::deps); }
   Refs host_waits(int id) const { return Shift(id, &Op::host_waits); }
   // The op a freeing memory op frees.
