@@ -24,32 +24,47 @@ int Wrap(int a, int n) { return ((a % n) + n) % n; }
 // HO-Ring has 10^6 hops, each a heap block otherwise.
 using StepIntervals = absl::InlinedVector<std::pair<int, int>, 1>;
 
-// Hops of one stage while they are being summed: bytes, and the steps each
-// is used in as intervals (passes on one hop may overlap in time; a hop
-// sends one message per step, so a step counts once).
-struct HopBuilder {
-  Hop hop;
+// What a segment or pass adds to one hop of a stage: bytes, and the steps
+// it uses the hop in (passes on one hop may overlap in time; a hop sends
+// one message per step, so a step counts once).
+struct HopPart {
+  int32_t src;
+  int32_t dst;
+  int64_t elements;
+  int32_t first;
+  int32_t last;
+};
+// A hop's ring parts summed so far.
+struct HopSum {
+  int64_t elements = 0;
   StepIntervals steps;
 };
-// By (src, dst); hashed, since a 1024-GPU HO-Ring adds 10^6 hops, and
-// sorted once assembled.
-using StageHops = absl::flat_hash_map<std::pair<int32_t, int32_t>, HopBuilder>;
+// A stage's hops while they are being summed, by (src, dst). Ring passes
+// come back to their hops (a 1024-GPU HO-Ring adds 10^7 parts to 10^6
+// hops), so theirs are summed as they come, in a table. Segments are
+// listed, and sorted once all are in: an all-to-all's pairs are all
+// distinct (10^7 at 16,384 GPUs), and in a table that large each would be
+// a cache miss.
+struct StageHops {
+  std::vector<HopPart> listed;
+  absl::flat_hash_map<std::pair<int32_t, int32_t>, HopSum> summed;
+};
 
-void AddToHop(StageHops* hops, const PlanShape& shape, int src, int dst,
-              int64_t elements, int first, int last) {
-  HopBuilder& b = (*hops)[{src, dst}];
-  b.hop.src = src;
-  b.hop.dst = dst;
-  b.hop.inter = LeavesNode(shape, src, dst);
-  b.hop.elements += elements;
+void ListPart(StageHops* hops, const HopPart& part) {
+  hops->listed.push_back(part);
+}
+
+void SumPart(StageHops* hops, const HopPart& part) {
+  HopSum& b = hops->summed[{part.src, part.dst}];
+  b.elements += part.elements;
   // Passes come mostly in step order: a run that starts inside the last
   // one, or right after it, extends it (CountSteps counts the union).
-  if (!b.steps.empty() && b.steps.back().first <= first &&
-      first <= b.steps.back().second + 1) {
-    b.steps.back().second = std::max(b.steps.back().second, last);
+  if (!b.steps.empty() && b.steps.back().first <= part.first &&
+      part.first <= b.steps.back().second + 1) {
+    b.steps.back().second = std::max(b.steps.back().second, part.last);
     return;
   }
-  b.steps.push_back({first, last});
+  b.steps.push_back({part.first, part.last});
 }
 
 int CountSteps(StepIntervals steps) {
@@ -438,18 +453,18 @@ std::vector<int> StageEnds(const StepLayout& layout) {
 void AddTransfers(const Plan& plan, const std::vector<Segment>& segments,
                   const StepLayout& layout, std::vector<StageHops>* hops) {
   const std::vector<int> stage_end = StageEnds(layout);
-  // Room for a hop per segment in the stage it starts in, at most what
-  // they add: an all-to-all's pairs are all distinct (10^7 at 16,384 GPUs),
-  // and a table grown to that size one doubling at a time moves each
-  // many times.
+  // Room for a part per segment in the stage it starts in: a list grown
+  // to 10^7 one doubling at a time moves each part many times.
   std::vector<size_t> starts(hops->size(), 0);
   for (const Segment& g : segments) ++starts[layout.stage[g.first]];
-  for (size_t i = 0; i < starts.size(); ++i) (*hops)[i].reserve(starts[i]);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    (*hops)[i].listed.reserve(starts[i]);
+  }
   for (const Segment& g : segments) {
     for (int s = g.first; s <= g.last;) {
       const int e = std::min(stage_end[s], g.last);
-      AddToHop(&(*hops)[layout.stage[s]], plan.shape, g.src, g.dst,
-               (e - s + 1) * g.elements, s, e);
+      ListPart(&(*hops)[layout.stage[s]],
+               {g.src, g.dst, (e - s + 1) * g.elements, s, e});
       s = e + 1;
     }
   }
@@ -478,9 +493,9 @@ void AddRingPasses(const Plan& plan, const StepLayout& layout,
     for (const Range& r : ring.ranges) total += r.count;
     for (int r = 0; r < n; ++r) {
       const auto [src, dst] = hop_ends(r);
-      AddToHop(&(*hops)[home], plan.shape, src, dst,
-               total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count, first,
-               last);
+      SumPart(&(*hops)[home],
+              {src, dst, total - ring.ranges[Wrap(r + 1 - ring.lag, n)].count,
+               first, last});
     }
   }
 }
@@ -550,18 +565,35 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
   std::vector<Stage> stages;
   for (int i = 0; i < layout.num_stages; ++i) {
     Stage stage;
-    // By their (src, dst) keys, held beside them: no pointer followed per
-    // comparison.
-    std::vector<std::pair<std::pair<int32_t, int32_t>, HopBuilder*>> sorted;
-    sorted.reserve(hops[i].size());
-    for (auto& [key, b] : hops[i]) {
-      if (b.hop.elements != 0) sorted.emplace_back(key, &b);
+    // A hop per (src, dst): its parts' bytes summed, their steps counted
+    // once each. A ring sum joins the list as a part per interval.
+    std::vector<HopPart>& parts = hops[i].listed;
+    for (const auto& [key, sum] : hops[i].summed) {
+      int64_t elements = sum.elements;
+      for (const auto& [first, last] : sum.steps) {
+        parts.push_back({key.first, key.second, elements, first, last});
+        elements = 0;
+      }
     }
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [key, b] : sorted) {
-      b->hop.steps = CountSteps(std::move(b->steps));
-      stage.hops.push_back(b->hop);
+    std::sort(parts.begin(), parts.end(),
+              [](const HopPart& a, const HopPart& b) {
+                return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+              });
+    StepIntervals steps;
+    for (size_t j = 0; j < parts.size();) {
+      Hop h;
+      h.src = parts[j].src;
+      h.dst = parts[j].dst;
+      h.inter = LeavesNode(plan.shape, h.src, h.dst);
+      steps.clear();
+      for (; j < parts.size() && parts[j].src == h.src && parts[j].dst == h.dst;
+           ++j) {
+        h.elements += parts[j].elements;
+        steps.push_back({parts[j].first, parts[j].last});
+      }
+      if (h.elements == 0) continue;
+      h.steps = CountSteps(steps);
+      stage.hops.push_back(h);
     }
     for (size_t s = 0; s < layout.kind.size(); ++s) {
       if (layout.kind[s] != 0 && layout.stage[s] == i) {
