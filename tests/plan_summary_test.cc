@@ -146,6 +146,27 @@ TEST(PlanSummary, AStepLoadsItsBusiestEndpoint) {
       (Summarize(plan).stages[0].steps == std::vector<StepLoad>{{0, 0, 6}}));
 }
 
+// A hop that a ring pass and explicit transfers both cross is one hop: its
+// bytes summed, each step counted once. A ring over members 0, 1, 2 of one
+// node, 12 elements in ranges of 4, lag 0: hop r carries all but the range
+// its successor starts with, 8, in steps 0 and 1. Transfers add 5 over
+// 0 -> 1 in step 1 (a step the ring already counts) and 3 in step 2: hop
+// 0 -> 1 carries 16 in 3 steps. A transfer of nothing (1 -> 0) is no hop.
+TEST(PlanSummary, ARingAndTransfersOnOneHopAddUp) {
+  Plan plan = Bare(ALL_GATHER, RING, {3, 1}, 12, 3);
+  RingPass ring;
+  ring.order = {0, 1, 2};
+  ring.ranges = {{0, 4}, {4, 4}, {8, 4}};
+  plan.rings = {ring};
+  plan.transfers = {Transfer{0, 0, 1, 0, 0, 0, false},
+                    Transfer{1, 0, 0, 1, 0, 5, false},
+                    Transfer{2, 0, 0, 1, 5, 3, false}};
+  const PlanSummary s = Summarize(plan);
+  ASSERT_EQ(s.stages.size(), 1u);
+  EXPECT_TRUE((s.stages[0].hops ==
+               std::vector<Hop>{H(0, 1, 16, 3), H(1, 2, 8, 2), H(2, 0, 8, 2)}));
+}
+
 // A NIC's load counts every GPU on it, each as its member of its group. Two
 // nodes, one member each, every node's two GPUs on one NIC (a800_lins: the
 // other GPU is the same member of another group running the same plan):
