@@ -453,13 +453,6 @@ std::vector<int> StageEnds(const StepLayout& layout) {
 void AddTransfers(const Plan& plan, const std::vector<Segment>& segments,
                   const StepLayout& layout, std::vector<StageHops>* hops) {
   const std::vector<int> stage_end = StageEnds(layout);
-  // Room for a part per segment in the stage it starts in: a list grown
-  // to 10^7 one doubling at a time moves each part many times.
-  std::vector<size_t> starts(hops->size(), 0);
-  for (const Segment& g : segments) ++starts[layout.stage[g.first]];
-  for (size_t i = 0; i < starts.size(); ++i) {
-    (*hops)[i].listed.reserve(starts[i]);
-  }
   for (const Segment& g : segments) {
     for (int s = g.first; s <= g.last;) {
       const int e = std::min(stage_end[s], g.last);
