@@ -104,6 +104,14 @@ Platform TestPlatform(const Knobs& k) {
   return p;
 }
 
+// Four nodes of one GPU and one 10 GB/s NIC each (the rest TestPlatform's).
+Platform FourNodes() {
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  return TestPlatform(k);
+}
+
 Platform Shipped(const std::string& name) {
   absl::StatusOr<Platform> p = LoadPlatform(name, "");
   EXPECT_TRUE(p.ok()) << p.status();
@@ -163,6 +171,23 @@ CollectiveCall Call(CollectiveOp op, Algorithm algorithm, int64_t bytes,
   call.set_bytes(bytes);
   *call.mutable_group() = group;
   return call;
+}
+
+// Seconds `call` takes alone on `p` built for `mesh`.
+absl::StatusOr<double> CallAlone(const Platform& p, const Mesh& mesh,
+                                 const CollectiveCall& call) {
+  absl::StatusOr<std::string> r =
+      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+        CollectiveEngine engine(f, FlowMode::kFast, 1);
+        if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
+        double seconds = 0;
+        sg4::Actor::create("x", f.gpu(0),
+                           [&] { seconds = engine.Run(call).seconds; });
+        sg4::Engine::get_instance()->run();
+        return absl::StrFormat("%.17g", seconds);
+      });
+  if (!r.ok()) return r.status();
+  return ParseDoubles(*r)[0];
 }
 
 constexpr CollectiveOp kRingOps[] = {ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE};
@@ -1319,13 +1344,6 @@ absl::StatusOr<SymmetryRun> RunSymmetry(
   return out;
 }
 
-Platform FourNodes() {
-  Knobs k;
-  k.gpus_per_node = 1;
-  k.nics_per_node = 1;
-  return TestPlatform(k);
-}
-
 // The least shift, in nodes, under which each set of flows is itself:
 //  - a ring all-gather of 4e8 B over the 4 nodes: hops n -> n+1 (mod 4),
 //    3e8 B each: 1 node;
@@ -1374,6 +1392,52 @@ TEST(EngineNetworkSymmetry, ALinkTwoSendersShareKeepsEveryNode) {
   EXPECT_EQ(r->periods, (std::vector<int>{1, 4}));
   EXPECT_NEAR(r->seconds, 0.04006, 1e-9);
   EXPECT_EQ(r->network_nodes, 4);
+}
+
+// A leaf's up-links carry nics_per_leaf / oversubscription NICs' worth,
+// whatever the ratio. Leaves of two NICs, static routing: nodes 0 and 1 on
+// one leaf, 2 and 3 on the other. A ring all-gather of 4e8 B over the 4
+// nodes sends 3e8 B over each hop n -> n + 1 in 3 steps of 20 us; hops
+// 1 -> 2 and 3 -> 0 cross the leaves, one flow each way on each leaf's
+// up-link. At 2:1 the leaf has one up-link of a NIC, 10e9 B/s: 30 ms +
+// 60 us. At 4:1, half an up-link's worth: one up-link at 5e9 B/s, 60.06 ms
+// (it ran as 2:1 when the count was floored to one up-link). At 3:1, two
+// thirds: 45.06 ms.
+TEST(EngineFabric, AnUplinkCarriesItsShareOfTheLeaf) {
+  const Group all = GlobalGroup(Mesh{1, 4});
+  const CollectiveCall ring = Call(ALL_GATHER, RING, 400'000'000, all);
+  for (const auto& [ratio, want] : std::vector<std::pair<double, double>>{
+           {2, 30.06e-3}, {3, 45.06e-3}, {4, 60.06e-3}}) {
+    Platform p = FourNodes();
+    p.mutable_network()->set_nics_per_leaf(2);
+    p.mutable_network()->set_oversubscription(ratio);
+    absl::StatusOr<double> t = CallAlone(p, Mesh{1, 4}, ring);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_NEAR(*t, want, 1e-9) << "at " << ratio << ":1";
+  }
+}
+
+// A job on part of a leaf has the leaf's up-links, not a share of them by
+// its own NICs. Two nodes of 2 GPUs and 2 NICs, rail-optimised, leaves of
+// 4 ports at 2:1: each rail's leaf holds its NIC of both nodes (2 of its 4
+// ports) and has 2 up-links. A flat ring all-gather of 4e8 B over the 4
+// GPUs, 0 -> 1 -> 2 -> 3 -> 0, crosses from rail 1 to rail 0 twice (1 -> 2
+// and 3 -> 0), to the leaf's two ports, whose up-links differ (d-mod-k):
+// 3e8 B each at a NIC's 10e9 B/s, 3 steps of 20 us, 30.06 ms. With the
+// up-links counted from the job's 2 ports (one), they shared it: 60.06 ms.
+TEST(EngineFabric, AJobOnPartOfALeafHasAllItsUplinks) {
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 2;
+  Platform p = TestPlatform(k);
+  p.mutable_network()->set_nics_per_leaf(4);
+  p.mutable_network()->set_oversubscription(2);
+  p.mutable_network()->set_rail_optimized(true);
+  const Mesh mesh{2, 2};
+  absl::StatusOr<double> t = CallAlone(
+      p, mesh, Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh)));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(*t, 30.06e-3, 1e-9);
 }
 
 // Whole steps, symmetry against none: every named strategy at 64 GPUs of

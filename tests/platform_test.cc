@@ -2,7 +2,6 @@
 // at small and large scale with the right NIC mapping; malformed platforms
 // are refused with the field named. Every SimGrid use runs in a child
 // process (sim/runner/isolate.h): SimGrid allows one engine per process.
-#include <cmath>
 #include <fstream>
 #include <memory>
 #include <simgrid/s4u.hpp>
@@ -18,6 +17,8 @@
 #include "sim/engine/fabric.h"
 #include "sim/engine/simulate.h"
 #include "sim/runner/isolate.h"
+#include "sim/scenario/bandwidth.h"
+#include "sim/scenario/fat_tree.h"
 #include "sim/scenario/scenario.h"
 
 namespace sg4 = simgrid::s4u;
@@ -76,19 +77,66 @@ TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   EXPECT_EQ(h100.network().nics_per_node(), 8);
   EXPECT_TRUE(h100.network().sharp());
   // Cloud (docs/strategies.md §5): 8 virtual NICs of 14 GB/s (middle of
-  // 10-18 GB/s), and a node's up-links floor(8 / oversubscription) x 14e9 =
-  // 56e9 B/s.
+  // 10-18 GB/s), and a node's up-links 8 / oversubscription x 14e9 = 56e9
+  // B/s: 4 up-links of a NIC's speed (LeafUplinksOf).
   const Platform cloud = Shipped("cloud_a100");
   const Network& n = cloud.network();
   EXPECT_DOUBLE_EQ(n.nic_bandwidth() * cloud.efficiency().network_fraction(),
                    (10e9 + 18e9) / 2);
   EXPECT_EQ(n.nics_per_leaf(), cloud.gpus_per_node());  // a node is a leaf
-  EXPECT_DOUBLE_EQ(std::floor(n.nics_per_leaf() / n.oversubscription()) *
-                       n.nic_bandwidth() *
-                       cloud.efficiency().network_fraction(),
-                   56e9);
+  const LeafUplinks up = LeafUplinksOf(cloud);
+  EXPECT_EQ(up.count, 4);
+  EXPECT_DOUBLE_EQ(up.bandwidth, NicBandwidth(cloud));
+  EXPECT_DOUBLE_EQ(up.count * up.bandwidth, 56e9);
   EXPECT_FALSE(n.sharp());
   EXPECT_FALSE(n.rail_optimized());
+}
+
+// A leaf's up-links are its switch's: nics_per_leaf / oversubscription
+// NICs' worth, as whole up-links of a NIC's speed where the ratio divides
+// the ports, else as many as it rounds up to, each slower. dgx_a100's
+// HDR leaves (20 down-ports, NICs of 25e9 x 0.95 B/s): at 4:1, 5 up-links
+// of a NIC; at 3:1, 7 of 20/21 of a NIC; 2 ports at 4:1, one of half.
+TEST(PlatformFatTree, UplinksAreTheSwitchesWorth) {
+  Platform p = Shipped("dgx_a100");
+  const double nic = 25e9 * 0.95;
+  p.mutable_network()->set_oversubscription(4);
+  LeafUplinks up = LeafUplinksOf(p);
+  EXPECT_EQ(up.count, 5);
+  EXPECT_DOUBLE_EQ(up.bandwidth, nic);
+  p.mutable_network()->set_oversubscription(3);
+  up = LeafUplinksOf(p);
+  EXPECT_EQ(up.count, 7);
+  EXPECT_DOUBLE_EQ(up.bandwidth, nic * 20 / 21);
+  p.mutable_network()->set_oversubscription(4);
+  p.mutable_network()->set_nics_per_leaf(2);
+  up = LeafUplinksOf(p);
+  EXPECT_EQ(up.count, 1);
+  EXPECT_DOUBLE_EQ(up.bandwidth, nic / 2);
+}
+
+// Where a job's NICs sit. dgx_a100 with static routing, 7 nodes: rail-
+// optimised, rail i's leaf holds NIC i of all 7 (7 of its 20 ports), 8
+// leaves; NIC i of node n is at port 7i + n. Plain cabling, 3 nodes of 8
+// NICs on leaves of 20: NICs 0-19 on leaf 0, 20-23 on leaf 1. Adaptive
+// routing: one switch, no up-links.
+TEST(PlatformFatTree, LeavesOfRailsAndOfNodes) {
+  Platform p = Shipped("dgx_a100");
+  p.mutable_network()->set_adaptive_routing(false);
+  const FatTreeLayout rails(p, 7);
+  EXPECT_TRUE(rails.has_uplinks());
+  EXPECT_EQ(rails.leaves(), 8);
+  EXPECT_EQ(rails.per_leaf(), 7);
+  EXPECT_EQ(rails.LeafOfNic(3 * 8 + 5), 5);  // node 3, NIC 5
+  EXPECT_EQ(rails.NicAt(7 * 5 + 3), 3 * 8 + 5);
+  p.mutable_network()->set_rail_optimized(false);
+  const FatTreeLayout plain(p, 3);
+  EXPECT_EQ(plain.leaves(), 2);
+  EXPECT_EQ(plain.LeafOfNic(19), 0);
+  EXPECT_EQ(plain.LeafOfNic(20), 1);
+  EXPECT_EQ(plain.NicAt(24), -1);  // a spare port
+  p.mutable_network()->set_adaptive_routing(true);
+  EXPECT_FALSE(FatTreeLayout(p, 7).has_uplinks());
 }
 
 // Builds `platform` for `gpus` GPUs in a child; returns each GPU's NIC

@@ -1,13 +1,16 @@
 #include "sim/engine/fabric.h"
 
 #include <algorithm>
-#include <cmath>
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/scenario/bandwidth.h"
+#include "sim/scenario/fat_tree.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -81,30 +84,24 @@ absl::Status Fabric::BuildNodes() {
   return absl::OkStatus();
 }
 
-// A two-level fat tree: leaves of `per_leaf` NICs, each leaf with
-// per_leaf / oversubscription up-links to as many spines. Upper tiers of a
-// real Clos are taken as non-blocking, which a single spine tier of the
-// same total bandwidth models for bandwidth; their hop latency is in alpha.
+// A two-level fat tree: leaves of the job's NICs (FatTreeLayout), each leaf
+// with the up-links of its switch (LeafUplinks, fat_tree.h) to as many
+// spines. A leaf's up-links are its switch's, not the job's: a job that
+// fills part of a leaf still has all of them, and a ratio that does not
+// divide the leaf's ports gives up-links of less than a NIC's speed, so
+// that they carry exactly nics_per_leaf / oversubscription NICs' worth.
+// Upper tiers of a real Clos are taken as non-blocking, which a single
+// spine tier of the same total bandwidth models for bandwidth; their hop
+// latency is in alpha.
 // With adaptive routing (non-blocking only, validate.cc) it is one switch:
 // a leaf's up-links, used as one pool, carry at most what its NICs send,
 // so no link past a NIC's own ever limits a flow.
 absl::Status Fabric::BuildNetwork() {
-  const Network& n = platform_.network();
-  const int per_node = n.nics_per_node();
-  const int nics = mesh_.nodes * per_node;
-  // Rail-optimised, a leaf holds one rail's NICs (NIC i of as many nodes):
-  // each rail starts on a leaf of its own, its last leaf's spare ports
-  // unused, as in a DGX SuperPOD's scalable units (a leaf per rail per
-  // SU). Otherwise NICs fill leaves in order, node by node.
-  const bool rails = n.rail_optimized() && !one_switch();
-  const int per_leaf = one_switch() ? nics
-                       : rails      ? std::min(n.nics_per_leaf(), mesh_.nodes)
-                                    : std::min(n.nics_per_leaf(), nics);
-  const int per_rail = (mesh_.nodes + per_leaf - 1) / per_leaf * per_leaf;
-  const int leaves =
-      rails ? per_node * per_rail / per_leaf : (nics + per_leaf - 1) / per_leaf;
-  const unsigned up = static_cast<unsigned>(
-      std::max(1.0, std::floor(per_leaf / n.oversubscription())));
+  const int nics = mesh_.nodes * platform_.network().nics_per_node();
+  const int per_leaf = tree_.per_leaf();
+  const int leaves = tree_.leaves();
+  const LeafUplinks uplinks = LeafUplinksOf(platform_);
+  const unsigned up = static_cast<unsigned>(uplinks.count);
   sg4::FatTreeParams params =
       leaves == 1
           ? sg4::FatTreeParams(1, {static_cast<unsigned>(per_leaf)}, {1}, {1})
@@ -112,18 +109,10 @@ absl::Status Fabric::BuildNetwork() {
                                {static_cast<unsigned>(per_leaf),
                                 static_cast<unsigned>(leaves)},
                                {1, up}, {1, 1});
-  // Leaf position -> NIC index: node-major, or rail by rail, each rail's
-  // nodes from the first port of a leaf of its own.
-  auto nic_at = [&](unsigned long leaf) -> int {
-    const int at = static_cast<int>(leaf);
-    if (!rails) return at < nics ? at : -1;  // past the last: a spare port
-    const int node = at % per_rail;
-    return node < mesh_.nodes ? node * per_node + at / per_rail : -1;
-  };
   nics_.assign(nics, nullptr);
   auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&,
                       unsigned long id) {
-    const int nic = nic_at(id);
+    const int nic = tree_.NicAt(static_cast<int>(id));
     sg4::Host* host = zone->create_host(nic >= 0 ? absl::StrCat("nic", nic)
                                                  : absl::StrCat("spare", id),
                                         1)
@@ -138,6 +127,32 @@ absl::Status Fabric::BuildNetwork() {
       sg4::ClusterCallbacks(netpoint), NicBandwidth(), 0,
       sg4::Link::SharingPolicy::SPLITDUPLEX);
   tree->seal();
+  // SimGrid builds every fat-tree link at one bandwidth. The up-links are
+  // the links whose lower end is a switch: FatTreeZone names a link
+  // "link_from_CHILD_PARENT_N[_UP|_DOWN]", where CHILD is a leaf position
+  // (0 .. positions - 1, a host) or a switch's id, numbered past them
+  // (add_processing_node, generate_switches and add_link in SimGrid 3.32's
+  // FatTreeZone.cpp). tests/engine_test.cc holds a flow to these rates.
+  if (leaves > 1 && uplinks.bandwidth != NicBandwidth()) {
+    const long positions = tree_.positions();
+    int changed = 0;
+    for (sg4::Link* link : sg4::Engine::get_instance()->get_all_links()) {
+      const std::vector<absl::string_view> parts =
+          absl::StrSplit(link->get_name(), '_');
+      long child = 0;
+      if (parts.size() >= 5 && parts[0] == "link" && parts[1] == "from" &&
+          absl::SimpleAtoi(parts[2], &child) && child >= positions) {
+        link->set_bandwidth(uplinks.bandwidth);
+        ++changed;
+      }
+    }
+    // Two directions of `up` links from each leaf.
+    if (changed != 2 * static_cast<int>(up) * leaves) {
+      return absl::InternalError(
+          absl::StrCat("network: found ", changed, " fat-tree up-links, not ",
+                       2 * up * leaves, " (SimGrid's link names changed?)"));
+    }
+  }
   for (int i = 0; i < nics; ++i) {
     if (nics_[i] == nullptr) {
       return absl::InternalError(

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/collective/group.h"
+#include "sim/scenario/fat_tree.h"
 #include "sim/schema/platform.pb.h"
 
 namespace simgrid::s4u {
@@ -45,10 +46,7 @@ class Fabric {
   simgrid::s4u::Host* nic_host(int nic) const { return nics_[nic]; }
   // The network is one switch (adaptive routing, or nics_per_leaf 0):
   // every route between two NICs is their own two links.
-  bool one_switch() const {
-    return platform_.network().nics_per_leaf() == 0 ||
-           platform_.network().adaptive_routing();
-  }
+  bool one_switch() const { return tree_.one_switch(); }
 
   // Network symmetry (docs/engine.md §8): NIC `nic`'s sending and
   // receiving halves as hosts of their own. A route from an out host to an
@@ -81,13 +79,14 @@ class Fabric {
 
  private:
   Fabric(const Platform& platform, const Mesh& mesh)
-      : platform_(platform), mesh_(mesh) {}
+      : platform_(platform), mesh_(mesh), tree_(platform, mesh.nodes) {}
   absl::Status BuildNodes();
   absl::Status BuildNetwork();
   void BuildNicHalves();
 
   const Platform platform_;
   const Mesh mesh_;
+  const FatTreeLayout tree_;  // where the NICs sit
   std::vector<simgrid::s4u::Host*> gpus_;
   std::vector<simgrid::s4u::Host*> nics_;        // by NIC index node*nics + i
   std::vector<simgrid::s4u::Host*> nic_halves_;  // out, in, by NIC index
