@@ -11,6 +11,7 @@
 #include <memory>
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1005,6 +1006,80 @@ TEST(EngineProtocol, NoFiniteEstimateIsAnErrorNotACrash) {
                 "ALL_GATHER of 1048576 bytes"),
             std::string::npos)
       << r.status();
+}
+
+// The wire protocol is chosen on the rates the engine runs at: two GPUs
+// share each NIC of 10e9 B/s. A ring all-gather of 1e8 B over the
+// inter-node groups of 2 nodes of 2 GPUs: each hop carries 5e7 B in one
+// step, and both GPUs of a node send theirs through its NIC at once, 1e8 B.
+// Protocol A: all of the wire is payload, 0.9 ms a network step; B: 90%,
+// 0.1 ms. The NIC takes A 1e8 / 10e9 + 0.9 ms = 10.9 ms, B 1e8 / 9e9 +
+// 0.1 ms = 11.21 ms: A. Taken one hop at a NIC's full rate, B looked
+// faster (5.66 against 5.9 ms) and the call ran 11.21 ms.
+TEST(EngineProtocol, ChosenOnTheRatesTheEngineRuns) {
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 1;
+  Platform p = TestPlatform(k);
+  p.clear_protocols();
+  for (const auto& [name, alpha, fraction] :
+       std::vector<std::tuple<std::string, double, double>>{
+           {"A", 0.9e-3, 1.0}, {"B", 0.1e-3, 0.9}}) {
+    Protocol* proto = p.add_protocols();
+    proto->set_name(name);
+    proto->set_intra_alpha_s(alpha);
+    proto->set_inter_alpha_s(alpha);
+    proto->set_bandwidth_fraction(fraction);
+  }
+  const Mesh mesh{2, 2};
+  absl::StatusOr<double> t =
+      CallAlone(p, mesh, Call(ALL_GATHER, RING, 100'000'000, InterGroup(mesh)));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(*t, 10.9e-3, 1e-9);
+}
+
+// And on the up-links of an oversubscribed leaf. The ring all-gather of
+// AnUplinkCarriesItsShareOfTheLeaf at 4:1: 3e8 B over hops 1 -> 2 and
+// 3 -> 0 on up-links of 5e9 B/s, 3 steps. Protocol A: all payload, 2.1 ms
+// a step, 60 + 6.3 = 66.3 ms; B: 90%, 0.1 ms, 66.67 + 0.3 = 66.97 ms: A.
+// At a NIC's 10e9 B/s B looked faster (33.63 against 36.3 ms).
+TEST(EngineProtocol, ChosenOnTheUplinksTheEngineRuns) {
+  Platform p = FourNodes();
+  p.mutable_network()->set_nics_per_leaf(2);
+  p.mutable_network()->set_oversubscription(4);
+  p.clear_protocols();
+  for (const auto& [name, alpha, fraction] :
+       std::vector<std::tuple<std::string, double, double>>{
+           {"A", 2.1e-3, 1.0}, {"B", 0.1e-3, 0.9}}) {
+    Protocol* proto = p.add_protocols();
+    proto->set_name(name);
+    proto->set_intra_alpha_s(alpha);
+    proto->set_inter_alpha_s(alpha);
+    proto->set_bandwidth_fraction(fraction);
+  }
+  const Mesh mesh{1, 4};
+  absl::StatusOr<double> t = CallAlone(
+      p, mesh, Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh)));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(*t, 66.3e-3, 1e-9);
+}
+
+// a800_lins with its NVSwitch twice as fast, 400e9 B/s: a ring all-gather
+// of 430 MB over 32 GPUs ran with LL128 in 4811 us, slower than with the
+// shipped NVSwitch (Simple, 4690.9 us), because the estimate took each
+// network hop at a whole NIC, where two GPUs share each.
+TEST(EngineProtocol, AFasterNvSwitchIsNeverSlower) {
+  Platform fast = Shipped("a800_lins");
+  fast.mutable_nvswitch()->set_bandwidth(400e9);
+  absl::StatusOr<CollectiveResults> shipped =
+      Sweep(Shipped("a800_lins"), ALL_GATHER, RING, 32, 8, 430'000'000,
+            430'000'000, 2);
+  absl::StatusOr<CollectiveResults> faster =
+      Sweep(fast, ALL_GATHER, RING, 32, 8, 430'000'000, 430'000'000, 2);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_TRUE(faster.ok()) << faster.status();
+  EXPECT_EQ(faster->rows(0).protocol(), "Simple");
+  EXPECT_LE(faster->rows(0).time_us(), shipped->rows(0).time_us());
 }
 
 // A tree all-gather of 4 B over the inter-node group of 2 nodes of 2 GPUs,

@@ -190,6 +190,25 @@ TEST(PlanSummary, GpusOnANicAddUp) {
   EXPECT_EQ(Summarize(flat).stages[0].steps[0].inter, 10);
 }
 
+// A stage's busiest endpoints count every hop through them, ring passes
+// included, which have no step loads. A ring all-gather of 8 elements over
+// 2 nodes of one member: hops 0 -> 1 and 1 -> 0 of 4 elements, 1 step.
+// With both GPUs of a node on its NIC (two groups running the plan, as
+// GpusOnANicAddUp), NIC 0 sends 8; with a NIC per member, 4.
+TEST(PlanSummary, AStageLoadsItsBusiestEndpoints) {
+  absl::StatusOr<Plan> ring =
+      MakePlan(PlanRequest{ALL_GATHER, RING, {1, 2}, 8});
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  const StageLoad shared =
+      Summarize(*ring, true, {{0, 0}, {1, 1}}).stages[0].busiest;
+  EXPECT_EQ(shared.inter.elements, 8);
+  EXPECT_EQ(shared.inter.steps, 1);
+  EXPECT_EQ(shared.intra.elements, 0);
+  const StageLoad own = Summarize(*ring).stages[0].busiest;
+  EXPECT_EQ(own.inter.elements, 4);
+  EXPECT_EQ(own.inter.steps, 1);
+}
+
 // The plan with its chains listed as explicit transfers.
 Plan WithChainsExpanded(Plan plan) {
   std::vector<RingPass> rings = std::move(plan.rings);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "sim/scenario/bandwidth.h"
+#include "sim/scenario/fat_tree.h"
 
 namespace shardsim {
 
@@ -42,9 +43,25 @@ double StageFloor(const Stage& stage, const Protocol& proto,
 double EstimateCall(const PlanSummary& summary, const Protocol& proto,
                     const Platform& platform, double intra_inflation) {
   const double sharp = platform.efficiency().sharp_latency_s();
+  const LeafUplinks uplinks = LeafUplinksOf(platform);
   double t = proto.base_latency_s();
   for (const Stage& stage : summary.stages) {
     double longest = StageFloor(stage, proto, platform);
+    // The busiest endpoints: a NIC that two GPUs share carries both their
+    // hops, as a GPU's NVSwitch port carries every hop it sends.
+    auto endpoint = [&](const EndpointLoad& l, double bw, double alpha) {
+      if (l.elements == 0) return;
+      longest =
+          std::max(longest, l.elements / (bw * proto.bandwidth_fraction()) +
+                                l.steps * alpha);
+    };
+    endpoint(stage.busiest.intra, NvlinkBandwidth(platform) / intra_inflation,
+             proto.intra_alpha_s());
+    endpoint(stage.busiest.inter, NicBandwidth(platform),
+             proto.inter_alpha_s());
+    endpoint(stage.busiest.via_switch, NicBandwidth(platform), sharp);
+    endpoint(stage.busiest.uplinks, uplinks.count * uplinks.bandwidth,
+             proto.inter_alpha_s());
     for (const Hop& h : stage.hops) {
       const bool via_switch = h.src == kSwitch || h.dst == kSwitch;
       const double bw = h.inter ? NicBandwidth(platform)

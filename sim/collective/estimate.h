@@ -3,11 +3,16 @@
 // NCCL's tuner does, and `shardsim plan` bounds a call's time by it
 // (sim/search/bound.h): the engine never runs a call faster.
 //
-// A stage takes the longer of its floor (every step waits for its slowest
-// message, then its alpha) and its busiest hop (all its bytes, then steps x
-// alpha); the call adds the protocol's base latency. Links run at their
-// full rates (sim/scenario/bandwidth.h): in the engine NVSwitch ports only
-// slow (under compute) and flows only share.
+// A stage takes the longest of its floor (every step waits for its slowest
+// message, then its alpha), its busiest hop (all its bytes, then steps x
+// alpha) and its busiest endpoints (StageLoad: a GPU's NVSwitch port, a
+// NIC with every GPU on it, a leaf's up-links, each with all the bytes of
+// its hops, then the fewest steps' alphas); the call adds the protocol's
+// base latency. Links run at their full rates (sim/scenario/bandwidth.h,
+// fat_tree.h): in the engine NVSwitch ports only slow (under compute) and
+// flows only share. NCCL's tuner likewise costs a channel at the bandwidth
+// its topology search reserved on the links it crosses (ncclTopoTuneModel,
+// src/graph/tuning.cc), so channels that share a NIC split it.
 #ifndef SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
 #define SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
 

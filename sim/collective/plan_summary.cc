@@ -308,6 +308,20 @@ StepMessages CollectMessages(const Plan& plan) {
   return merged;
 }
 
+// The NICs whose load a member's network traffic adds to, a NIC once per
+// GPU on it that is this member of its group; none given: one NIC each.
+std::vector<std::vector<int32_t>> NicsOf(const PlanShape& shape,
+                                         const NicMembers& nics) {
+  std::vector<std::vector<int32_t>> nics_of(shape.size());
+  for (size_t k = 0; k < nics.size(); ++k) {
+    for (int32_t m : nics[k]) nics_of[m].push_back(static_cast<int32_t>(k));
+  }
+  if (nics.empty()) {
+    for (int m = 0; m < shape.size(); ++m) nics_of[m] = {m};
+  }
+  return nics_of;
+}
+
 // Every step's busiest endpoint of each kind (StepLoad), from the segments
 // without listing the messages. An endpoint is what a member sends or
 // receives over NVSwitch, or what a NIC sends or receives: every GPU on it
@@ -320,15 +334,7 @@ StepMessages CollectMessages(const Plan& plan) {
 std::vector<StepLoad> StepLoads(const Plan& plan,
                                 const std::vector<Segment>& segments,
                                 const NicMembers& nics, int steps) {
-  // The NICs whose load a member's network traffic adds to, a NIC once per
-  // GPU on it that is this member of its group; none given: one NIC each.
-  std::vector<std::vector<int32_t>> nics_of(plan.shape.size());
-  for (size_t k = 0; k < nics.size(); ++k) {
-    for (int32_t m : nics[k]) nics_of[m].push_back(static_cast<int32_t>(k));
-  }
-  if (nics.empty()) {
-    for (int m = 0; m < plan.shape.size(); ++m) nics_of[m] = {m};
-  }
+  const std::vector<std::vector<int32_t>> nics_of = NicsOf(plan.shape, nics);
   struct Keyed {
     int endpoint;  // member over NVSwitch, NIC over the network
     int way;       // 0: sends, 1: receives
@@ -602,6 +608,45 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
   return stages;
 }
 
+// Each stage's busiest endpoints (StageLoad), from its hops: a hop loads
+// its sender's endpoint and its receiver's, the switch excepted, as
+// StepLoads counts them.
+void AddStageLoads(const PlanShape& shape, const NicMembers& nics,
+                   std::vector<Stage>* stages) {
+  const std::vector<std::vector<int32_t>> nics_of = NicsOf(shape, nics);
+  const size_t endpoints =
+      std::max(static_cast<size_t>(shape.size()), nics.size());
+  std::vector<EndpointLoad> load(2 * endpoints * kSlots);
+  for (Stage& stage : *stages) {
+    std::fill(load.begin(), load.end(), EndpointLoad{});
+    auto add = [&](size_t endpoint, int way, int slot, const Hop& h) {
+      EndpointLoad& l = load[(endpoint * 2 + way) * kSlots + slot];
+      l.steps = l.elements == 0 ? h.steps : std::min(l.steps, h.steps);
+      l.elements += h.elements;
+    };
+    for (const Hop& h : stage.hops) {
+      const int slot = SlotOf(shape, h.src, h.dst);
+      for (int way = 0; way < 2; ++way) {
+        const int member = way == 0 ? h.src : h.dst;
+        if (member == kSwitch) continue;
+        if (slot == kIntraSlot) {
+          add(member, way, slot, h);
+          continue;
+        }
+        for (int32_t k : nics_of[member]) add(k, way, slot, h);
+      }
+    }
+    for (size_t i = 0; i < load.size(); ++i) {
+      const EndpointLoad& l = load[i];
+      const int slot = static_cast<int>(i % kSlots);
+      EndpointLoad& b = slot == kSwitchSlot  ? stage.busiest.via_switch
+                        : slot == kInterSlot ? stage.busiest.inter
+                                             : stage.busiest.intra;
+      if (std::tie(l.elements, l.steps) > std::tie(b.elements, b.steps)) b = l;
+    }
+  }
+}
+
 }  // namespace
 
 NicMembers CallNics(const std::vector<std::vector<int>>& groups,
@@ -634,8 +679,42 @@ PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   AddRingPasses(plan, layout, &hops);
   out.stages = AssembleStages(plan, layout, std::move(hops),
                               StepLoads(plan, segments, nics, steps), by_step);
+  AddStageLoads(plan.shape, nics, &out.stages);
   out.intra_symmetric = IntraSymmetric(plan.shape, out.stages);
   return out;
+}
+
+void AddUplinkLoads(const std::vector<std::vector<int>>& groups,
+                    const Platform& platform, int gpus_per_node,
+                    const FatTreeLayout& tree, PlanSummary* summary) {
+  if (!tree.has_uplinks()) return;
+  std::vector<std::vector<int>> leaf_of(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int rank : groups[g]) {
+      leaf_of[g].push_back(
+          tree.LeafOfNic(NicOfRank(platform, gpus_per_node, rank)));
+    }
+  }
+  std::vector<EndpointLoad> load(2 * tree.leaves());  // out, in per leaf
+  for (Stage& stage : summary->stages) {
+    std::fill(load.begin(), load.end(), EndpointLoad{});
+    auto add = [](EndpointLoad& l, const Hop& h) {
+      l.steps = l.elements == 0 ? h.steps : std::min(l.steps, h.steps);
+      l.elements += h.elements;
+    };
+    for (const Hop& h : stage.hops) {
+      if (!h.inter || h.src == kSwitch || h.dst == kSwitch) continue;
+      for (const std::vector<int>& leaf : leaf_of) {
+        if (leaf[h.src] == leaf[h.dst]) continue;
+        add(load[2 * leaf[h.src]], h);
+        add(load[2 * leaf[h.dst] + 1], h);
+      }
+    }
+    EndpointLoad& b = stage.busiest.uplinks;
+    for (const EndpointLoad& l : load) {
+      if (std::tie(l.elements, l.steps) > std::tie(b.elements, b.steps)) b = l;
+    }
+  }
 }
 
 PlanSummary NodesOn(PlanSummary summary, int nodes, const PlanShape& shape) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/collective/plan.h"
+#include "sim/scenario/fat_tree.h"
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim {
@@ -41,8 +42,31 @@ struct StepLoad {
   int64_t via_switch = 0;
 };
 
+// What one endpoint moves over a whole stage (elements, all channels), and
+// the fewest steps of any hop through it: the flows through it share it, so
+// the last of them ends no sooner than these elements at its rate, then
+// waits at least those steps' alphas.
+struct EndpointLoad {
+  int64_t elements = 0;
+  int32_t steps = 0;
+};
+
+// A stage's busiest endpoint of each kind, endpoints as StepLoad's (a
+// member over NVSwitch, a NIC with every GPU on it over the network),
+// where a StepLoad is one step's: the most elements, and of equals the
+// most steps.
+struct StageLoad {
+  EndpointLoad intra;
+  EndpointLoad inter;
+  EndpointLoad via_switch;
+  // The busiest leaf's up-links, as one pool, one way (AddUplinkLoads):
+  // what its NICs send to, or receive from, other leaves.
+  EndpointLoad uplinks;
+};
+
 struct Stage {
   std::vector<Hop> hops;
+  StageLoad busiest;
   std::vector<StepLoad> steps;  // its steps' explicit transfers, in order
   // A stage of explicit transfers only (direct, switch) runs step by
   // step: by_step[i] are step i's messages, one per pair (steps = 1).
@@ -82,6 +106,16 @@ NicMembers CallNics(const std::vector<std::vector<int>>& groups,
 // them.
 PlanSummary Summarize(const Plan& plan, bool by_step = true,
                       const NicMembers& nics = {});
+
+// Fills each stage's busiest.uplinks for a call run at once by every one
+// of `groups` (global ranks) on nodes of `gpus_per_node` GPUs, whose NICs
+// sit on `tree`: the hops between members whose NICs are on different
+// leaves, summed per leaf and way. Nothing where the tree has no up-links
+// to hold a flow back (FatTreeLayout::has_uplinks). Switch hops (SHARP)
+// are left out: a bound, never more than the up-links carry.
+void AddUplinkLoads(const std::vector<std::vector<int>>& groups,
+                    const Platform& platform, int gpus_per_node,
+                    const FatTreeLayout& tree, PlanSummary* summary);
 
 // `summary` with every member m renamed (m + nodes * per_node) mod size,
 // `nodes` of the plan's nodes on (the switch stays), hops in Summarize's

@@ -15,6 +15,7 @@ PreparedCalls::PreparedCalls(const Mesh& mesh, const Platform& platform,
       mode_(mode),
       channels_(channels),
       volumes_(volumes),
+      tree_(platform_, mesh_.nodes),
       calls_(mesh_, platform_, [this](const CollectiveCall& call, Plan plan) {
         return Make(call, std::move(plan));
       }) {}
@@ -52,6 +53,8 @@ absl::StatusOr<PreparedCall> PreparedCalls::Make(const CollectiveCall& call,
     PreparedCall e = **from;
     e.summary =
         NodesOn(std::move(e.summary), call.root() / per_node, plan.shape);
+    for (Stage& stage : e.summary.stages) stage.busiest.uplinks = {};
+    AddUplinkLoads(e.groups, platform_, mesh_.gpus_per_node, tree_, &e.summary);
     return e;
   }
   PreparedCall e;
@@ -59,6 +62,7 @@ absl::StatusOr<PreparedCall> PreparedCalls::Make(const CollectiveCall& call,
   e.groups = GroupsOf(call.group(), mesh_);
   e.summary = Summarize(plan, /*by_step=*/true,
                         CallNics(e.groups, platform_, mesh_.gpus_per_node));
+  AddUplinkLoads(e.groups, platform_, mesh_.gpus_per_node, tree_, &e.summary);
   e.intra_inflation = IntraInflation(call.algorithm(), platform_);
   if (volumes_) e.volume = CountVolume(plan);
   if (mode_ == FlowMode::kPerStep) e.plan = std::move(plan);

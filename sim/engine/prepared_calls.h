@@ -67,6 +67,7 @@ class PreparedCalls {
   const FlowMode mode_;
   const int channels_;
   const bool volumes_;
+  const FatTreeLayout tree_;  // where the NICs sit (AddUplinkLoads)
   // One element per byte: the wire sees bytes, whatever the dtype.
   PlanCache<PreparedCall> calls_;
 };
