@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `shardsim run` spread over MPI ranks (sim/runner/distribute.h) prints what
-# the serial run prints, byte for byte (table, --breakdown, --json); a
+# the serial run prints, byte for byte (table, --breakdown, --json), and so
+# does `shardsim plan`, pruning as it does serially; a
 # point that fails on another rank fails the run with the serial run's
 # message, printed once, and every rank exits non-zero; a rank that cannot
 # even start its sweep fails every rank too; nothing hangs. Exit 77
@@ -80,6 +81,19 @@ rm -f "$tmp"/exit.*
 grep -q '^shardsim: error: rank 1: .*missing.textproto' "$tmp/bad.err" ||
   fail "a rank without its sweep: want rank 0 to name rank 1, got: $(cat "$tmp/bad.err")"
 [ ! -s "$tmp/bad.txt" ] || fail "a rank without its sweep: something on stdout"
+
+# `plan` under MPI prunes as the serial search does: every rank gets every
+# row of a wave. With --jobs 1 on each of 2 ranks, the table and JSON are
+# the serial run's with --jobs 2, pruned points and all.
+pargs=(plan "$scenario" --gpus 16 --nosettings --noalgorithms)
+"$bin" "${pargs[@]}" --jobs 2 --json "$tmp/plan_serial.json" \
+  >"$tmp/plan_serial.txt" 2>"$tmp/err" || fail "serial plan: $(cat "$tmp/err")"
+timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" \
+  "${pargs[@]}" --jobs 1 --json "$tmp/plan_mpi.json" >"$tmp/plan_mpi.txt" \
+  2>"$tmp/err" || fail "mpirun -np 2 plan (exit $?): $(cat "$tmp/err")"
+cmp -s "$tmp/plan_serial.txt" "$tmp/plan_mpi.txt" || fail "plan table differs: serial vs 2 ranks"
+cmp -s "$tmp/plan_serial.json" "$tmp/plan_mpi.json" || fail "plan JSON differs: serial vs 2 ranks"
+grep -q '"pruned": [1-9]' "$tmp/plan_mpi.json" || fail "plan under MPI pruned nothing"
 
 # Other commands run on rank 0 alone, never starting MPI.
 "$bin" memory "$scenario" >"$tmp/mem_serial.txt" 2>&1 || fail "serial memory"

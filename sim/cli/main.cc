@@ -391,6 +391,7 @@ absl::Status Run(const std::string& command, const std::string& path,
     options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
     options.trace_path = absl::GetFlag(FLAGS_trace);
     if (ranks != nullptr) {
+      options.ranks = ranks->size();
       options.run_tasks = [ranks](const std::vector<ChildTask>& tasks,
                                   const IsolateOptions& isolate) {
         return ranks->Run(tasks, isolate);

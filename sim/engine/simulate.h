@@ -31,9 +31,10 @@ struct EngineOptions {
   // (CollectiveEngine::UseSymmetry).
   bool network_symmetry = true;
   // Runs the points; unset: RunIsolated on this machine. `shardsim run`
-  // under mpirun or srun sets it to spread them over the ranks
-  // (sim/runner/distribute.h); then only rank 0 gets rows back.
+  // and `plan` under mpirun or srun set it to spread them over the `ranks`
+  // ranks (sim/runner/distribute.h); every rank gets every row back.
   TaskRunner run_tasks;
+  int ranks = 1;
   // Calls prepared before the points' processes start (`shardsim plan`
   // prepares every call of its search in its bound phase): a point whose
   // mesh and platform they serve takes its calls from them, inherited
@@ -53,9 +54,9 @@ struct JobPoint {
   int gpus = 0;
 };
 
-// The points, each simulated as SimulateJob's are, their rows in order
-// (under MPI, on rank 0 only). The jobs may differ: `shardsim plan` runs
-// one spec with several settings side by side.
+// The points, each simulated as SimulateJob's are, their rows in order. The
+// jobs may differ: `shardsim plan` runs one spec with several settings side by
+// side.
 absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
                                        const EngineOptions& options);
 

@@ -184,7 +184,13 @@ SweepRanks::~SweepRanks() {
 absl::Status SweepRanks::Start() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) MPI_Init(nullptr, nullptr);
+  if (!initialized) {
+    // Later waves of a search fork after MPI_Init (distribute.h). Unset,
+    // libibverbs registers memory that a fork would leave shared; set, it
+    // calls ibv_fork_init (ibv_fork_init(3)). No effect without verbs.
+    setenv("RDMAV_FORK_SAFE", "1", /*overwrite=*/0);
+    MPI_Init(nullptr, nullptr);
+  }
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -212,9 +218,9 @@ std::vector<std::string> SweepRanks::Gather(const std::string& mine) {
                      cap, " bytes one of ", size, " ranks can send")));
   }
   const int length = static_cast<int>(send.size());
-  std::vector<int> lengths(rank == 0 ? size : 0);
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0,
-             MPI_COMM_WORLD);
+  std::vector<int> lengths(size);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT,
+                MPI_COMM_WORLD);
   std::vector<int> offsets(lengths.size());
   int total = 0;
   for (size_t r = 0; r < lengths.size(); ++r) {
@@ -222,8 +228,8 @@ std::vector<std::string> SweepRanks::Gather(const std::string& mine) {
     total += lengths[r];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  MPI_Gatherv(send.data(), length, MPI_BYTE, all.data(), lengths.data(),
-              offsets.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  MPI_Allgatherv(send.data(), length, MPI_BYTE, all.data(), lengths.data(),
+                 offsets.data(), MPI_BYTE, MPI_COMM_WORLD);
   std::vector<std::string> parts;
   for (size_t r = 0; r < lengths.size(); ++r) {
     parts.push_back(all.substr(offsets[r], lengths[r]));
@@ -249,7 +255,6 @@ std::vector<absl::StatusOr<std::string>> SweepRanks::Run(
   local.progress = options.progress && is_root();
   const std::vector<std::string> parts =
       Gather(EncodePoints(tasks.size(), indices, RunIsolated(mine, local)));
-  if (parts.empty()) return {};  // not rank 0
   std::vector<absl::StatusOr<std::string>> out;
   for (size_t i = 0; i < tasks.size(); ++i) {
     out.push_back(absl::InternalError(
@@ -295,7 +300,6 @@ std::vector<std::string> SweepRanks::Gather(const std::string&) { return {}; }
 std::vector<absl::StatusOr<std::string>> SweepRanks::Run(
     const std::vector<ChildTask>& tasks, const IsolateOptions&) {
   gathered_ = true;
-  if (!is_root()) return {};
   return std::vector<absl::StatusOr<std::string>>(tasks.size(), NoMpi());
 }
 

@@ -75,7 +75,8 @@ bool Dominated(double bound, int64_t peak,
 // only sooner. The 1024-GPU Lins plan on 2 cores (session 17): 58-64 s
 // waiting for each wave, 49-52 s starting ahead (118 points ahead, none
 // dropped). Under MPI (EngineOptions::run_tasks) each wave runs through
-// SimulatePoints, nothing ahead.
+// SimulatePoints, spread over the ranks, nothing ahead: every rank gets
+// every row of the wave, so all decide the next one alike.
 class WaveRunner {
  public:
   // `guess`: the next point to start ahead, or -1; called only while a core
@@ -95,9 +96,8 @@ class WaveRunner {
     rows_.erase(point);
   }
 
-  // The rows of `wave`'s points, in order (none on an MPI rank other than
-  // 0). Errors: the first of theirs, in order; DeadlineExceeded once the
-  // deadline has passed.
+  // The rows of `wave`'s points, in order. Errors: the first of theirs, in
+  // order; DeadlineExceeded once the deadline has passed.
   absl::StatusOr<std::vector<ResultRow>> Run(const std::vector<int>& wave) {
     if (engine_.run_tasks) return RunDistributed(wave);
     for (;;) {
@@ -160,11 +160,14 @@ class WaveRunner {
     std::vector<JobPoint> run;
     for (int i : wave) run.push_back(points_[i]);
     EngineOptions engine = engine_;
-    const double left = absl::ToDoubleSeconds(deadline_ - absl::Now());
-    if (engine.time_limit_s > 0) engine.time_limit_s = left;
-    absl::StatusOr<Results> rows =
-        left > 0 ? SimulatePoints(run, engine)
-                 : absl::DeadlineExceededError("no time left");
+    // Every rank runs the wave, whatever its own clock says: the ranks
+    // gather in it (distribute.h). One past its deadline kills its points
+    // at once, and every rank then sees them fail alike.
+    if (engine.time_limit_s > 0) {
+      engine.time_limit_s =
+          std::max(1e-3, absl::ToDoubleSeconds(deadline_ - absl::Now()));
+    }
+    absl::StatusOr<Results> rows = SimulatePoints(run, engine);
     if (!rows.ok()) return rows.status();
     return std::vector<ResultRow>(rows->rows().begin(), rows->rows().end());
   }
@@ -493,9 +496,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   auto is_preset = [&](const Candidate& c) {
     return c.setting == 0 && presets.count(c.spec) > 0;
   };
-  // Under MPI the ranks must agree on every wave, and only rank 0 gets the
-  // rows back: there, every point is simulated.
-  const bool prune = !options.exhaustive && !options.engine.run_tasks;
+  const bool prune = !options.exhaustive;
   std::vector<int> order(points.size());
   for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(),
@@ -508,7 +509,10 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   std::vector<int> same_as(points.size(), -1);
   int pruned = 0;
   int same_step = 0;
-  const size_t wave = std::max(2, 2 * options.engine.jobs);
+  // Twice the simulations that run at once, on every rank together: an
+  // MPI run decides as the serial run with as many --jobs does.
+  const size_t wave =
+      std::max(2, 2 * options.engine.jobs * options.engine.ranks);
   size_t next = 0;
   // Where guesses go on from: the points before it were started ahead, or
   // are pruned (and stay so: `done` only grows), or share a step begun.
@@ -572,7 +576,11 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
             order.size(), " points simulated or shared, ", pruned, " pruned"));
       }
       if (!rows.ok()) return rows.status();
-      if (rows->size() != batch.size()) continue;
+      if (rows->size() != batch.size()) {
+        return absl::InternalError(absl::StrCat("a wave of ", batch.size(),
+                                                " points returned ",
+                                                rows->size(), " rows"));
+      }
       for (size_t k = 0; k < batch.size(); ++k) {
         const int i = batch[k];
         ResultRow& r = (*rows)[k];
@@ -583,7 +591,6 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       }
     }
     for (int i : shared) {
-      if (!timed[same_as[i]]) continue;  // an MPI rank other than 0
       const ResultRow& twin = *timed[same_as[i]];
       ResultRow r = twin;
       if (absl::Status s =
@@ -621,7 +628,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       row_is_preset.push_back(is_preset(points[i]));
     }
   }
-  if (rows.empty()) return out;  // an MPI rank other than 0
+  if (rows.empty()) return out;
 
   // 3. Ranked, the presets beside them, and the front.
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -10,6 +10,7 @@ of the largest process (shardsim runs each simulation in a child process).
 Run it on an idle machine; the README quotes its numbers.
 """
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -106,6 +107,16 @@ def main():
         benches.append(("plan, Lins set-up (LLaMA-7B, seq 4096, 4M tokens), "
                         "1024 a800_lins GPUs [< 60 s]",
                         [shardsim, "plan", lins, "--gpus", "1024"]))
+    if "--with-plan" in sys.argv and shutil.which("mpirun"):
+        # Each wave spread over 2 ranks of one simulation each, against the
+        # serial search one simulation at a time: the same JSON.
+        plan16 = [shardsim, "plan", quick, "--gpus", "16", "--nosettings",
+                  "--jobs", "1"]
+        benches.append(("plan, quickstart, 16 GPUs, --nosettings, --jobs 1",
+                        plan16))
+        benches.append(("the same under mpirun -np 2 [faster than --jobs 1]",
+                        ["mpirun", "--allow-run-as-root", "--oversubscribe",
+                         "-np", "2"] + plan16))
     print("| benchmark | wall s | peak MB |")
     print("|---|---|---|")
     for name, argv in benches:
