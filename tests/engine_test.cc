@@ -1515,6 +1515,23 @@ TEST(EngineFabric, AJobOnPartOfALeafHasAllItsUplinks) {
   EXPECT_NEAR(*t, 30.06e-3, 1e-9);
 }
 
+// Leaves of two NICs at 4:1: each leaf's one up-link runs at half a NIC
+// (AnUplinkCarriesItsShareOfTheLeaf). A ring's up-links carry one flow
+// each, which on NIC halves would run at a NIC's speed, 30.06 ms: an
+// up-link slower than a NIC keeps every node, and the ring its 60.06 ms.
+TEST(EngineNetworkSymmetry, AnUplinkSlowerThanANicKeepsEveryNode) {
+  Platform p = FourNodes();
+  p.mutable_network()->set_nics_per_leaf(2);
+  p.mutable_network()->set_oversubscription(4);
+  const Group all = GlobalGroup(Mesh{1, 4});
+  absl::StatusOr<SymmetryRun> r =
+      RunSymmetry(p, {{Call(ALL_GATHER, RING, 400'000'000, all)}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->periods, (std::vector<int>{4}));
+  EXPECT_NEAR(r->seconds, 0.06006, 1e-9);
+  EXPECT_EQ(r->network_nodes, 4);
+}
+
 // Whole steps, symmetry against none: every named strategy at 64 GPUs of
 // dgx_a100, dgx_h100 and a800_lins (LLaMA-7B cut to 2 layers, 3
 // micro-batches), and ZeRO-3 and MiCS over 2-node shards at 256 GPUs of

@@ -125,7 +125,9 @@ int CollectiveEngine::NetworkPeriod() const {
   // receiving NIC), at a NIC's speed, never carries more than that NIC's
   // link does: under the max-min shares found without it, it is never over
   // its capacity, so those shares are the max-min ones with it too. One
-  // switch has no such link (no pair is listed then).
+  // switch has no such link (no pair is listed then). An up-link slower
+  // than a NIC (an oversubscription that does not divide the leaf's ports,
+  // fat_tree.h) can hold back even one NIC's flows: no symmetry then.
   struct Users {
     int from;
     int to;  // -1: several
@@ -136,6 +138,7 @@ int CollectiveEngine::NetworkPeriod() const {
     links.clear();
     fabric_.nic_host(from)->route_to(fabric_.nic_host(to), links, nullptr);
     for (size_t i = 1; i + 1 < links.size(); ++i) {
+      if (links[i]->get_bandwidth() < fabric_.NicBandwidth()) return nodes;
       auto [it, fresh] = users.try_emplace(links[i], Users{from, to});
       Users& u = it->second;
       if (u.from != from) u.from = -1;
