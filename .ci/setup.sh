@@ -11,10 +11,11 @@ what=${1:-run}
 packages=(cmake g++ make pkg-config python3 python3-matplotlib
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
-# Test only: clang with libFuzzer (the sanitizer and fuzzing job),
+# Test only: RapidCheck (the property tests, tests/properties), clang with
+# libFuzzer (the sanitizer and fuzzing job),
 # clang-format with git for the style check (.ci/format.sh), and dpkg-dev
 # for the Debian package test (dpkg-shlibdeps).
-[ "$what" = test ] && packages+=(clang libfuzzer-14-dev libclang-rt-14-dev
+[ "$what" = test ] && packages+=(librapidcheck-dev clang libfuzzer-14-dev libclang-rt-14-dev
                                   clang-format git dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
