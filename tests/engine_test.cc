@@ -1008,6 +1008,21 @@ TEST(EngineProtocol, NoFiniteEstimateIsAnErrorNotACrash) {
       << r.status();
 }
 
+// Replaces `p`'s protocols by A, all of the wire payload, and B, 90%, with
+// `a` and `b` seconds a step over NVSwitch and the network, no base.
+void ProtocolsAB(Platform* p, double a, double b) {
+  p->clear_protocols();
+  for (const auto& [name, alpha, fraction] :
+       std::vector<std::tuple<std::string, double, double>>{{"A", a, 1.0},
+                                                            {"B", b, 0.9}}) {
+    Protocol* proto = p->add_protocols();
+    proto->set_name(name);
+    proto->set_intra_alpha_s(alpha);
+    proto->set_inter_alpha_s(alpha);
+    proto->set_bandwidth_fraction(fraction);
+  }
+}
+
 // The wire protocol is chosen on the rates the engine runs at: two GPUs
 // share each NIC of 10e9 B/s. A ring all-gather of 1e8 B over the
 // inter-node groups of 2 nodes of 2 GPUs: each hop carries 5e7 B in one
@@ -1021,16 +1036,7 @@ TEST(EngineProtocol, ChosenOnTheRatesTheEngineRuns) {
   k.gpus_per_node = 2;
   k.nics_per_node = 1;
   Platform p = TestPlatform(k);
-  p.clear_protocols();
-  for (const auto& [name, alpha, fraction] :
-       std::vector<std::tuple<std::string, double, double>>{
-           {"A", 0.9e-3, 1.0}, {"B", 0.1e-3, 0.9}}) {
-    Protocol* proto = p.add_protocols();
-    proto->set_name(name);
-    proto->set_intra_alpha_s(alpha);
-    proto->set_inter_alpha_s(alpha);
-    proto->set_bandwidth_fraction(fraction);
-  }
+  ProtocolsAB(&p, 0.9e-3, 0.1e-3);
   const Mesh mesh{2, 2};
   absl::StatusOr<double> t =
       CallAlone(p, mesh, Call(ALL_GATHER, RING, 100'000'000, InterGroup(mesh)));
@@ -1047,16 +1053,7 @@ TEST(EngineProtocol, ChosenOnTheUplinksTheEngineRuns) {
   Platform p = FourNodes();
   p.mutable_network()->set_nics_per_leaf(2);
   p.mutable_network()->set_oversubscription(4);
-  p.clear_protocols();
-  for (const auto& [name, alpha, fraction] :
-       std::vector<std::tuple<std::string, double, double>>{
-           {"A", 2.1e-3, 1.0}, {"B", 0.1e-3, 0.9}}) {
-    Protocol* proto = p.add_protocols();
-    proto->set_name(name);
-    proto->set_intra_alpha_s(alpha);
-    proto->set_inter_alpha_s(alpha);
-    proto->set_bandwidth_fraction(fraction);
-  }
+  ProtocolsAB(&p, 2.1e-3, 0.1e-3);
   const Mesh mesh{1, 4};
   absl::StatusOr<double> t = CallAlone(
       p, mesh, Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh)));
