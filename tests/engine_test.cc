@@ -1079,6 +1079,22 @@ TEST(EngineProtocol, AFasterNvSwitchIsNeverSlower) {
   EXPECT_LE(faster->rows(0).time_us(), shipped->rows(0).time_us());
 }
 
+// The other way: cloud_a100 with its NICs twice as fast ran a ring
+// all-gather of 1,679,616 B over 16 GPUs with LL in 100.3 us, against
+// LL128's 100.0 us at the shipped rate: the estimate missed that a
+// node's 8 NICs share 4 up-links.
+TEST(EngineProtocol, AFasterNicIsNeverSlower) {
+  Platform fast = Shipped("cloud_a100");
+  fast.mutable_network()->set_nic_bandwidth(2 * fast.network().nic_bandwidth());
+  absl::StatusOr<CollectiveResults> shipped = Sweep(
+      Shipped("cloud_a100"), ALL_GATHER, RING, 16, 0, 1'679'616, 1'679'616, 2);
+  absl::StatusOr<CollectiveResults> faster =
+      Sweep(fast, ALL_GATHER, RING, 16, 0, 1'679'616, 1'679'616, 2);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_TRUE(faster.ok()) << faster.status();
+  EXPECT_LE(faster->rows(0).time_us(), shipped->rows(0).time_us());
+}
+
 // A tree all-gather of 4 B over the inter-node group of 2 nodes of 2 GPUs,
 // one NIC per node. Each of the two trees has one edge: its root sends its
 // child the half the child lacks, 2 B, at step 1 (step 0 moves nothing, a
@@ -1510,6 +1526,31 @@ TEST(EngineFabric, AJobOnPartOfALeafHasAllItsUplinks) {
       p, mesh, Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh)));
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_NEAR(*t, 30.06e-3, 1e-9);
+}
+
+// Whole steps at the ratio the file gives: dgx_a100 with static routing,
+// LLaMA-7B cut to 2 layers, ZeRO-3, 2 micro-batches. At 3 nodes a rail's
+// leaf holds 3 of its 20 ports; its up-links were counted from those 3,
+// so 4:1 and 16:1 both had one and gave the same step. Now 5 up-links
+// against 2 of 5/8 of a NIC: 16:1 is slower. At 7 nodes, 4:1 had
+// floor(7 / 4) = 1 up-link, as 7:1 has: now 5 against 3.
+TEST(EngineFabric, TheRatioIsTheFabricsNotTheJobs) {
+  for (const auto& [gpus, low, high] :
+       std::vector<std::tuple<int, double, double>>{{24, 4, 16}, {56, 4, 7}}) {
+    std::vector<double> steps;
+    for (double ratio : {low, high}) {
+      absl::StatusOr<Job> job = TwoLayerJob({"zero3"}, gpus, 2);
+      ASSERT_TRUE(job.ok()) << job.status();
+      Network* n = job->platform.mutable_network();
+      n->set_adaptive_routing(false);
+      n->set_oversubscription(ratio);
+      absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
+      ASSERT_TRUE(r.ok()) << r.status();
+      steps.push_back(r->rows(0).step_time_s());
+    }
+    EXPECT_LT(steps[0], steps[1])
+        << gpus << " GPUs at " << low << ":1 and " << high << ":1";
+  }
 }
 
 // Leaves of two NICs at 4:1: each leaf's one up-link runs at half a NIC
