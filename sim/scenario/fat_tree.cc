@@ -8,9 +8,16 @@
 namespace shardsim {
 
 LeafUplinks LeafUplinksOf(const Platform& p) {
+  LeafUplinks up;
+  up.bandwidth = NicBandwidth(p);
+  // One switch has no up-links to size (and a platform not yet validated
+  // may have no ratio at all).
+  if (p.network().nics_per_leaf() <= 0 ||
+      !(p.network().oversubscription() > 0)) {
+    return up;
+  }
   const double worth =
       p.network().nics_per_leaf() / p.network().oversubscription();
-  LeafUplinks up;
   up.count = std::max(1, static_cast<int>(std::ceil(worth)));
   // worth / count is exactly 1 where the ratio divides the ports.
   up.bandwidth = NicBandwidth(p) * (worth / up.count);

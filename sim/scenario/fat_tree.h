@@ -15,7 +15,8 @@ namespace shardsim {
 // the rate that makes them carry nics_per_leaf / oversubscription NICs'
 // worth in all (a NIC's speed where the ratio divides the ports; less
 // where it does not: 2 NICs at 4:1 have one up-link of half a NIC). A
-// property of the switch, whatever share of its ports a job uses.
+// property of the switch, whatever share of its ports a job uses. No
+// leaves (nics_per_leaf 0, one switch): one up-link of a NIC, never used.
 struct LeafUplinks {
   int count = 1;
   double bandwidth = 0;  // bytes/s each, per direction
