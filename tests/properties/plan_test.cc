@@ -14,7 +14,7 @@ namespace shardsim::property {
 namespace {
 
 TEST(Plan, TheBoundIsSoundAndTheBestBeatsEveryPreset) {
-  Check(20, [] {
+  Check(10, [] {
     Scenario sc;
     sc.set_name("property");
     sc.set_model(std::string(SHARDSIM_SOURCE_DIR) +
