@@ -608,6 +608,20 @@ std::vector<Stage> AssembleStages(const Plan& plan, const StepLayout& layout,
   return stages;
 }
 
+// `h` through an endpoint: its elements, and the fewest steps of any hop.
+void AddHop(const Hop& h, EndpointLoad* l) {
+  l->steps = l->elements == 0 ? h.steps : std::min(l->steps, h.steps);
+  l->elements += h.elements;
+}
+
+// `l` as `busiest` if it moves more (of equals, over more steps).
+void KeepBusier(const EndpointLoad& l, EndpointLoad* busiest) {
+  if (std::tie(l.elements, l.steps) >
+      std::tie(busiest->elements, busiest->steps)) {
+    *busiest = l;
+  }
+}
+
 // Each stage's busiest endpoints (StageLoad), from its hops: a hop loads
 // its sender's endpoint and its receiver's, the switch excepted, as
 // StepLoads counts them.
@@ -620,9 +634,7 @@ void AddStageLoads(const PlanShape& shape, const NicMembers& nics,
   for (Stage& stage : *stages) {
     std::fill(load.begin(), load.end(), EndpointLoad{});
     auto add = [&](size_t endpoint, int way, int slot, const Hop& h) {
-      EndpointLoad& l = load[(endpoint * 2 + way) * kSlots + slot];
-      l.steps = l.elements == 0 ? h.steps : std::min(l.steps, h.steps);
-      l.elements += h.elements;
+      AddHop(h, &load[(endpoint * 2 + way) * kSlots + slot]);
     };
     for (const Hop& h : stage.hops) {
       const int slot = SlotOf(shape, h.src, h.dst);
@@ -637,12 +649,10 @@ void AddStageLoads(const PlanShape& shape, const NicMembers& nics,
       }
     }
     for (size_t i = 0; i < load.size(); ++i) {
-      const EndpointLoad& l = load[i];
       const int slot = static_cast<int>(i % kSlots);
-      EndpointLoad& b = slot == kSwitchSlot  ? stage.busiest.via_switch
-                        : slot == kInterSlot ? stage.busiest.inter
-                                             : stage.busiest.intra;
-      if (std::tie(l.elements, l.steps) > std::tie(b.elements, b.steps)) b = l;
+      KeepBusier(load[i], slot == kSwitchSlot  ? &stage.busiest.via_switch
+                          : slot == kInterSlot ? &stage.busiest.inter
+                                               : &stage.busiest.intra);
     }
   }
 }
@@ -698,22 +708,16 @@ void AddUplinkLoads(const std::vector<std::vector<int>>& groups,
   std::vector<EndpointLoad> load(2 * tree.leaves());  // out, in per leaf
   for (Stage& stage : summary->stages) {
     std::fill(load.begin(), load.end(), EndpointLoad{});
-    auto add = [](EndpointLoad& l, const Hop& h) {
-      l.steps = l.elements == 0 ? h.steps : std::min(l.steps, h.steps);
-      l.elements += h.elements;
-    };
     for (const Hop& h : stage.hops) {
       if (!h.inter || h.src == kSwitch || h.dst == kSwitch) continue;
       for (const std::vector<int>& leaf : leaf_of) {
         if (leaf[h.src] == leaf[h.dst]) continue;
-        add(load[2 * leaf[h.src]], h);
-        add(load[2 * leaf[h.dst] + 1], h);
+        AddHop(h, &load[2 * leaf[h.src]]);
+        AddHop(h, &load[2 * leaf[h.dst] + 1]);
       }
     }
-    EndpointLoad& b = stage.busiest.uplinks;
-    for (const EndpointLoad& l : load) {
-      if (std::tie(l.elements, l.steps) > std::tie(b.elements, b.steps)) b = l;
-    }
+    stage.busiest.uplinks = {};
+    for (const EndpointLoad& l : load) KeepBusier(l, &stage.busiest.uplinks);
   }
 }
 

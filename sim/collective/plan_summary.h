@@ -107,7 +107,7 @@ NicMembers CallNics(const std::vector<std::vector<int>>& groups,
 PlanSummary Summarize(const Plan& plan, bool by_step = true,
                       const NicMembers& nics = {});
 
-// Fills each stage's busiest.uplinks for a call run at once by every one
+// Sets each stage's busiest.uplinks for a call run at once by every one
 // of `groups` (global ranks) on nodes of `gpus_per_node` GPUs, whose NICs
 // sit on `tree`: the hops between members whose NICs are on different
 // leaves, summed per leaf and way. Nothing where the tree has no up-links

@@ -53,7 +53,6 @@ absl::StatusOr<PreparedCall> PreparedCalls::Make(const CollectiveCall& call,
     PreparedCall e = **from;
     e.summary =
         NodesOn(std::move(e.summary), call.root() / per_node, plan.shape);
-    for (Stage& stage : e.summary.stages) stage.busiest.uplinks = {};
     AddUplinkLoads(e.groups, platform_, mesh_.gpus_per_node, tree_, &e.summary);
     return e;
   }
