@@ -3,7 +3,8 @@
 # blocks, shardsim-hw's replay of the same blocks (4 x 512 and 10 x 512
 # tokens) with per-kernel traces and memory, and the out-of-memory case.
 # Run from the repository root on the GPU machine, after packing the build
-# (bash ../shared/tools/device-pack.sh): bash hw/measure_h100.sh OUT_DIR
+# where it was built (bash hw/pack.sh) and copying .devpack/ over:
+#   bash hw/measure_h100.sh OUT_DIR
 set -uo pipefail
 out=${1:?usage: hw/measure_h100.sh OUT_DIR}
 mkdir -p "$out"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Well-formed but absurd inputs (issue 11's findings table, one case per
-# row, and the documented limits of sim/schema/limits.h): each must end in
+# Well-formed but absurd inputs (one case per finding of a robustness
+# review, and the documented limits of sim/schema/limits.h): each must end in
 # under 5 s with exit 1 and an error naming the file or flag, the field and
 # the value or limit. Never a crash, a wrapped number, a NaN result or a
 # run that does not end.

@@ -127,7 +127,7 @@ double AttentionSeconds(const Value* kernels) {
   return us * 1e-6;
 }
 
-// ../shared/data/h100_calibration.json and torch_reference.py's output.
+// validate/reference/h100_calibration.json and torch_reference.py's output.
 void ReadReference(const std::string& path, const Struct& root,
                    std::vector<KernelSample>* out) {
   auto add = [&](std::string what, std::string family,

@@ -3,12 +3,12 @@
 // A sample is a list of kernels (kernel.proto) and the seconds they took
 // together on one GPU: one GEMM, one attention, one memory-bound op, an
 // optimizer step, or a whole block's forward or backward. Files:
-//  - a PyTorch reference in the layout of ../shared/data/h100_calibration.json
-//    (layers, gemm, adam, copy_gbps_rw) or of
-//    validate/reference/torch_reference.py's output (blocks, gemm,
-//    attention, memory, adam): a block row becomes the kernel list of
-//    sim/model/kernels.h for its shape (EAGER, fused q/k/v, causal flash
-//    attention, as those files measure);
+//  - a PyTorch reference in the layout of
+//    validate/reference/h100_calibration.json (layers, gemm, adam,
+//    copy_gbps_rw) or of validate/reference/torch_reference.py's output
+//    (blocks, gemm, attention, memory, adam): a block row becomes the
+//    kernel list of sim/model/kernels.h for its shape (EAGER, fused q/k/v,
+//    causal flash attention, as those files measure);
 //  - a Chrome trace whose events carry their kernels (args "kernels", the
 //    Kernel messages in protobuf's JSON mapping), as shardsim-hw writes.
 // `PATH:only=gemm,attention,...` keeps the samples of those families

@@ -422,9 +422,10 @@ class CollectiveEngine::FlowWorkers {
 // flow ends when it did. Flows reaching the tree during a replay disturb
 // it: every replayed flow not yet done starts then as a real one with the
 // bytes the record leaves it (rounded to whole bytes), so that from that
-// instant SimGrid shares the links as it would have. This is issue 12's
-// shortcut for direct all-to-alls (qgZ): a 1024-GPU inter-node all-to-all
-// is 127 steps of 1024 flows per call, the same steps call after call.
+// instant SimGrid shares the links as it would have. Direct all-to-alls
+// (qgZ) need this shortcut to be affordable: a 1024-GPU inter-node
+// all-to-all is 127 steps of 1024 flows per call, the same steps call
+// after call.
 
 // A lone run, from its start: when each flow ended, and at each instant a
 // flow ended (at[0] = 0), every flow's bytes left.

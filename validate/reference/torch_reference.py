@@ -5,7 +5,7 @@ Runs on a machine with one CUDA GPU and PyTorch (no shardsim needed) and
 writes one JSON file. What it measures, and why:
 
   blocks      forward (no_grad) and forward+backward of an eager LLaMA block
-              (the implementation of ../shared/data/h100_calibration.json:
+              (the implementation of validate/reference/h100_calibration.json:
               RMSNorm with the fp32 upcast of HF transformers, fused q/k/v,
               rotary by rotate_half, causal SDPA on the default backend,
               separate gate/up, SwiGLU, residuals) at several shapes: wall
