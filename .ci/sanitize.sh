@@ -11,7 +11,11 @@
 # 16,384-GPU fabric build, reports/regenerate, the hw_cpu sweep, the
 # install and package tests (what they check is the layout), the golden
 # outputs (they run unsanitized), the property tests that simulate
-# hundreds of steps and plans (Hardware.*, Consistency.*, Plan.*), and
+# hundreds of steps and plans (Hardware.*, Consistency.*, Plan.*), the
+# searches that simulate every algorithm or preset (Search.WithEveryAlgorithm
+# Too, Search.TheBestIsRankedFirstAndNoPresetBeatsIt, Search.WhereTwoGpus
+# ShareANic: the same code as the smaller searches, minutes under ASan),
+# the docs' regenerated outputs and the history grep (text checks), and
 # mpi_sweep (shardsim itself under mpirun: Open MPI's leaks would need the
 # slow unwinder below in every simulation child).
 set -euo pipefail
@@ -25,7 +29,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-san
 ctest --output-on-failure -j "$(nproc)" -E \
-  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|^reports$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|^docs$|^history$|^reports$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
 # shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
 # Its components are unloaded before the leak check, so the fast unwinder
 # stops at an unknown module; the slow one (DWARF) reaches libmpi and

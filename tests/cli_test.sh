@@ -285,6 +285,35 @@ assert p["settings"] == 1 and p["candidates"] == p["specs"], p' \
 "$bin" plan "$quick" --gpus 16 --memory-cap 1 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "under the cap of 1.00 GiB: the smallest peak is" "$tmp/err" \
   && ok || fail "plan cap below every point: $(cat "$tmp/err")"
+# plan --deployable: every row a mainstream framework runs as configured.
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 --top 5 \
+  --deployable --json "$tmp/plan_d.json" >"$tmp/plan_d" &&
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1]));
+rows = p["best"] + p["presets"] + p["pareto"] + p.get("pruned_presets", [])
+assert p["complete"] and all(r["deployable"] for r in rows), p
+assert not any(r["strategy"].startswith(("paro", "lins")) for r in rows), p' \
+  "$tmp/plan_d.json" && ! grep -q "(research)" "$tmp/plan_d" && ok \
+  || fail "plan --deployable"
+# plan --time-limit: past it, exit 0 with the best rows so far, marked
+# incomplete; one of these limits stops the tiny search part-way (about
+# 2-5 s whole on 2 cores).
+stopped=no
+for limit in 1.5 1 2.5 0.6 4; do
+  "$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
+    --time-limit "$limit" --json "$tmp/plan_t.json" >"$tmp/plan_t" \
+    2>"$tmp/err" || continue
+  if grep -q "INCOMPLETE" "$tmp/plan_t"; then
+    python3 -c 'import json, sys; p = json.load(open(sys.argv[1]));
+assert not p["complete"] and len(p["best"]) >= 1, p' "$tmp/plan_t.json" &&
+      stopped=yes
+    break
+  fi
+done
+[ "$stopped" = yes ] && ok || fail "plan --time-limit part-way"
+"$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
+  --time-limit 0.001 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "time limit" "$tmp/err" && ok \
+  || fail "plan --time-limit before any point: $(cat "$tmp/err")"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -109,8 +109,10 @@ TEST(StrategyPresets, OneNodeMesh) {
 }
 
 TEST(StrategyPresets, UnknownSpecsListTheKnownOnes) {
+  // zero4 is one letter from each of zero1, zero2 and zero3.
   EXPECT_THAT(ParseError("zero4"),
-              HasSubstr("strategy \"zero4\": unknown strategy; known: ddp, "
+              HasSubstr("strategy \"zero4\": unknown strategy (did you mean "
+                        "\"zero1\", \"zero2\" or \"zero3\"?); known: ddp, "
                         "zero1, zero2, zero3, fsdp:"));
   EXPECT_THAT(ParseError("zero3:stage=2"),
               HasSubstr("strategy \"zero3:stage=2\": zero3 takes no options"));

@@ -27,6 +27,7 @@ void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
   row->set_reserved_bytes(mem.reserved);
   row->set_peak_memory_bytes(mem.total);
   row->set_oom(mem.oom);
+  row->set_gpu_memory_bytes(job.platform.gpu().memory_bytes());
 }
 
 namespace {

@@ -9,7 +9,8 @@
 #include "sim/scenario/args.h"
 
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
-          "built-in model name or model .textproto (overrides the scenario)");
+          "built-in model name, model .textproto or hf:PATH/config.json "
+          "(overrides the scenario)");
 ABSL_FLAG(std::optional<std::string>, platform, std::nullopt,
           "shipped platform name or platform .textproto");
 ABSL_FLAG(std::optional<std::string>, strategy, std::nullopt,
@@ -54,6 +55,10 @@ ABSL_FLAG(std::optional<double>, optimizer_bytes_per_param, std::nullopt,
           "optimizer-state bytes per parameter (--optimizer-bytes-per-param; "
           "12 for mixed-precision Adam)");
 
+ABSL_FLAG(bool, allow_unmodelled, false,
+          "DeepSpeed config keys shardsim does not model (offload, NVMe, "
+          "fp32 training, ...) are warnings, not errors; the JSON lists them");
+
 ABSL_FLAG(std::string, op, "all_gather",
           "collective: all_gather, reduce_scatter, all_reduce, broadcast");
 ABSL_FLAG(std::string, algorithm, "ring",
@@ -90,6 +95,7 @@ ScenarioOverrides OverridesFromFlags() {
     o.flash_attention = absl::GetFlag(FLAGS_flash_attention);
   }
   o.optimizer_bytes_per_param = absl::GetFlag(FLAGS_optimizer_bytes_per_param);
+  if (absl::GetFlag(FLAGS_allow_unmodelled)) o.allow_unmodelled = true;
   return o;
 }
 

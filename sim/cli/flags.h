@@ -1,7 +1,8 @@
 // The flags both binaries (shardsim and shardsim-hw) share, defined once:
 // - the scenario overrides: --model --platform --strategy --gpus
 //   --micro-batches --global-batch-tokens --micro-batch-size --seq-len
-//   --[no]recompute --[no]flash-attention --optimizer-bytes-per-param;
+//   --[no]recompute --[no]flash-attention --optimizer-bytes-per-param
+//   --allow-unmodelled;
 // - the collective sweep: --op --algorithm --min-bytes --max-bytes
 //   --step-factor --channels --warmup --iters;
 // - the outputs: --json --trace.
@@ -24,6 +25,7 @@
   "  --platform NAME|FILE --strategy S1,S2 --gpus N1,N2 --micro-batches N\n" \
   "  | --global-batch-tokens T, --micro-batch-size N --seq-len N\n"          \
   "  --[no]recompute --[no]flash-attention --optimizer-bytes-per-param K\n"  \
+  "  --allow-unmodelled (DeepSpeed keys not modelled: warnings)\n"           \
   "  (files named here are relative to the working directory)\n"
 
 ABSL_DECLARE_FLAG(std::optional<std::string>, model);
@@ -37,6 +39,7 @@ ABSL_DECLARE_FLAG(std::optional<int>, seq_len);
 ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(bool, flash_attention);
 ABSL_DECLARE_FLAG(std::optional<double>, optimizer_bytes_per_param);
+ABSL_DECLARE_FLAG(bool, allow_unmodelled);
 
 // For the usage texts, as above.
 #define SHARDSIM_SWEEP_FLAGS_HELP                                            \

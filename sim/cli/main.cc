@@ -1,11 +1,5 @@
-// shardsim: one binary, one subcommand per question.
-//
-//   shardsim run      SCENARIO   simulated step time, throughput, MFU
-//   shardsim collective          one collective over a size sweep
-//   shardsim memory   SCENARIO   per-GPU memory per strategy and GPU count
-//   shardsim volume   SCENARIO   bytes on the wire per step, intra/inter
-//   shardsim schedule SCENARIO   one step's schedule IR, op by op
-//   shardsim help
+// shardsim: one binary, one subcommand per question (sim/cli/commands.h
+// lists them with the flags each reads; `shardsim help COMMAND`).
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -31,16 +25,20 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/analyze/analyze.h"
+#include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
 #include "sim/engine/simulate.h"
+#include "sim/results/csv.h"
 #include "sim/results/results.h"
 #include "sim/runner/distribute.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/data_dir.h"
 #include "sim/scenario/overrides.h"
+#include "sim/scenario/platform_file.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/schema/limits.h"
@@ -48,6 +46,11 @@
 #include "validate/cli.h"
 
 // The flags of this binary alone; the shared ones are in sim/cli/flags.h.
+
+// Outputs beside --json (sim/cli/flags.h).
+ABSL_FLAG(std::string, csv, "",
+          "write the results as CSV here: one header line, one row per "
+          "point, the JSON's fields as columns (units in their names)");
 
 // run
 ABSL_FLAG(bool, breakdown, false,
@@ -69,8 +72,9 @@ ABSL_FLAG(bool, network_symmetry, true,
 ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
-          "run, collective, plan: stop with an error after this many "
-          "seconds (0: no limit)");
+          "run, collective: stop with an error after this many seconds; "
+          "plan: stop there and give the best points simulated so far, "
+          "marked incomplete (0: no limit)");
 
 // volume
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");
@@ -94,6 +98,10 @@ ABSL_FLAG(bool, settings, true,
           "execution knobs and, where the scenario gives "
           "global_batch_tokens, every micro-batch size that divides it "
           "(--nosettings: the scenario's own)");
+ABSL_FLAG(bool, deployable, false,
+          "plan: search only the points a mainstream framework runs as "
+          "configured (DeepSpeed, PyTorch DDP or FSDP, with NCCL's "
+          "algorithms): no PaRO, Lins or research algorithm");
 
 // calibrate and validate
 ABSL_FLAG(std::string, measurements, "",
@@ -144,43 +152,10 @@ void SetUpHeap() {
   }
 }
 
-constexpr char kUsage[] =
-    "shardsim: simulate sharded data-parallel LLM training\n"
-    "\n"
-    "usage: shardsim COMMAND SCENARIO.textproto [flags]\n"
-    "\n"
-    "commands:\n"
-    "  run       simulate one training step per strategy and GPU count:\n"
-    "            step time, tokens/s per GPU, TFLOP/s, MFU, exposed\n"
-    "            communication, traffic, memory (--trace FILE: timeline;\n"
-    "            --breakdown: the step's critical path by cause)\n"
-    "  collective --platform P --gpus N [sweep flags]: a simulated\n"
-    "            collective in nccl-tests' layout; or\n"
-    "  collective FILE  a CollectiveScenario (platform, op, algorithms,\n"
-    "            gpus, sizes): one sweep per algorithm\n"
-    "  calibrate --platform P --measurements F1,F2 --out FILE: fit the\n"
-    "            platform's latencies and reachable bandwidths to nccl-tests\n"
-    "            or shardsim-hw measurements\n"
-    "  validate  --platform P --measurements F1,F2 [--max-median-error X]\n"
-    "            [--json FILE]: predicted vs measured, per file\n"
-    "  plan      SCENARIO --gpus N [--memory-cap GiB] [--top K]\n"
-    "            [--exhaustive] [--noalgorithms] [--nosettings]\n"
-    "            [--figure FILE]: every strategy of the search space\n"
-    "            (presets, PaRO codes, Lins' triples, each with every\n"
-    "            algorithm per group kind, recomputation on and off, and\n"
-    "            every micro-batch size global_batch_tokens allows) that\n"
-    "            fits in memory, simulated and ranked by\n"
-    "            tokens/s per GPU; the presets and the Pareto front beside\n"
-    "            them\n"
-    "  memory    per-GPU memory (P, G, OS, activations, buffers) and OOM\n"
-    "  volume    bytes sent per step, intra-/inter-node, from the plans\n"
-    "            (--detail: per collective and phase)\n"
-    "  schedule  one step's schedule IR (needs one --strategy and --gpus)\n"
-    "  help      this text\n"
-    "\n"
-    "--json FILE writes the results; --jobs N simulations at once;\n"
-    "--time-limit S stops run, collective and plan after S "
-    "seconds\n" SHARDSIM_SCENARIO_FLAGS_HELP SHARDSIM_SWEEP_FLAGS_HELP;
+const std::string& UsageText() {
+  static const std::string* const text = new std::string(Usage());
+  return *text;
+}
 
 absl::StatusOr<FlowMode> ParseMode() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
@@ -209,6 +184,52 @@ absl::StatusOr<EngineOptions> CollectiveEngineOptions() {
   options.network_symmetry = absl::GetFlag(FLAGS_network_symmetry);
   options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   return options;
+}
+
+// --json and --csv: the results whole, and their rows one per line.
+absl::Status WriteOutputs(const google::protobuf::Message& results,
+                          const std::vector<CsvRow>& rows) {
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = WriteJson(results, json); !s.ok()) return s;
+  }
+  if (const std::string csv = absl::GetFlag(FLAGS_csv); !csv.empty()) {
+    return WriteCsv(rows, csv);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<CsvRow> CsvRowsOf(const Results& results) {
+  std::vector<CsvRow> rows;
+  for (const ResultRow& row : results.rows()) rows.push_back({{}, &row});
+  return rows;
+}
+
+// A plan's rows, each led by the list it is in (the JSON's field).
+std::vector<CsvRow> CsvRowsOf(const PlanResults& plan) {
+  std::vector<CsvRow> rows;
+  for (const auto& [list, entries] :
+       {std::pair<const char*,
+                  const google::protobuf::RepeatedPtrField<ResultRow>*>{
+            "best", &plan.best()},
+        {"presets", &plan.presets()},
+        {"pruned_presets", &plan.pruned_presets()},
+        {"pareto", &plan.pareto()}}) {
+    for (const ResultRow& row : *entries)
+      rows.push_back({{{"list", list}}, &row});
+  }
+  return rows;
+}
+
+// A sweep's rows, each led by what the sweep ran.
+void AddCsvRows(const CollectiveResults& results, std::vector<CsvRow>* rows) {
+  for (const CollectiveRow& row : results.rows()) {
+    rows->push_back({{{"platform", results.platform()},
+                      {"op", CollectiveOp_Name(results.op())},
+                      {"algorithm", Algorithm_Name(results.algorithm())},
+                      {"gpus", absl::StrCat(results.gpus())},
+                      {"channels", absl::StrCat(results.channels())}},
+                     &row});
+  }
 }
 
 // `shardsim collective`: no scenario, a platform and a size sweep.
@@ -247,10 +268,9 @@ absl::Status RunCollectiveScenario(const std::string& path) {
     std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
     *out.add_runs() = *std::move(results);
   }
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    return WriteJson(out, json);
-  }
-  return absl::OkStatus();
+  std::vector<CsvRow> rows;
+  for (const CollectiveResults& run : out.runs()) AddCsvRows(run, &rows);
+  return WriteOutputs(out, rows);
 }
 
 absl::Status RunCollective() {
@@ -276,13 +296,63 @@ absl::Status RunCollective() {
       SimulateCollective(*platform, gpus, *sweep, *options);
   if (!results.ok()) return results.status();
   std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    return WriteJson(*results, json);
-  }
-  return absl::OkStatus();
+  std::vector<CsvRow> rows;
+  AddCsvRows(*results, &rows);
+  return WriteOutputs(*results, rows);
 }
 
-absl::StatusOr<Job> LoadJob(const std::string& path) {
+// A scenario from the flags alone: they must name what a scenario file
+// would. The micro-batch size, which a first look at a model leaves
+// open, is one sequence unless given, and the note says so.
+absl::StatusOr<Scenario> ScenarioFromFlags(const std::string& command) {
+  Scenario s;
+  if (absl::Status st = ApplyOverrides(OverridesFromFlags(), &s); !st.ok()) {
+    return st;
+  }
+  std::vector<std::string> missing;
+  if (s.model().empty()) missing.push_back("--model");
+  if (s.platform().empty()) missing.push_back("--platform");
+  // plan searches the strategies itself.
+  if (s.strategies().empty() && command != "plan") {
+    missing.push_back("--strategy");
+  }
+  if (s.gpus().empty()) missing.push_back("--gpus");
+  if (s.seq_len() == 0) missing.push_back("--seq-len");
+  if (s.micro_batches() == 0 && s.global_batch_tokens() == 0) {
+    missing.push_back("--micro-batches or --global-batch-tokens");
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, " without a scenario file needs ",
+        absl::StrJoin(missing, ", "), " (shardsim help ", command, ")"));
+  }
+  // Defaults a scenario file would have to state, said out loud.
+  std::vector<std::string> taken;
+  if (s.micro_batch_size() == 0) {
+    s.set_micro_batch_size(1);
+    taken.push_back("--micro-batch-size 1");
+  }
+  if (s.optimizer_bytes_per_param() == 0) {
+    // Mixed-precision Adam: an fp32 master copy and two fp32 moments.
+    s.set_optimizer_bytes_per_param(12);
+    taken.push_back("--optimizer-bytes-per-param 12 (mixed-precision Adam)");
+  }
+  if (!taken.empty()) {
+    std::fprintf(stderr, "shardsim: note: not given, so taken as %s\n",
+                 absl::StrJoin(taken, ", ").c_str());
+  }
+  s.set_name("command line");
+  return s;
+}
+
+// `path` empty: the scenario the flags give.
+absl::StatusOr<Job> LoadJob(const std::string& command,
+                            const std::string& path) {
+  if (path.empty()) {
+    absl::StatusOr<Scenario> scenario = ScenarioFromFlags(command);
+    if (!scenario.ok()) return scenario.status();
+    return ResolveJob("command line", *std::move(scenario));
+  }
   absl::StatusOr<Scenario> scenario = ReadScenario(path);
   if (!scenario.ok()) return scenario.status();
   if (absl::Status s = ApplyOverrides(OverridesFromFlags(), &*scenario);
@@ -335,6 +405,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
   options.algorithms = absl::GetFlag(FLAGS_algorithms);
   options.settings = absl::GetFlag(FLAGS_settings);
+  options.deployable = absl::GetFlag(FLAGS_deployable);
   FieldCheck check("command line");
   check.Count("top", options.top, 1, 100000);
   if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {
@@ -346,6 +417,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
+  *plan->mutable_warnings() = {job.warnings.begin(), job.warnings.end()};
   std::fputs(FormatPlanTable(*plan).c_str(), stdout);
   std::fflush(stdout);
   std::string json = absl::GetFlag(FLAGS_json);
@@ -353,6 +425,9 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
   if (json.empty() && !figure.empty()) json = figure + ".json";
   if (!json.empty()) {
     if (absl::Status s = WriteJson(*plan, json); !s.ok()) return s;
+  }
+  if (const std::string csv = absl::GetFlag(FLAGS_csv); !csv.empty()) {
+    if (absl::Status s = WriteCsv(CsvRowsOf(*plan), csv); !s.ok()) return s;
   }
   if (figure.empty()) return absl::OkStatus();
   return DrawPlanFigure(json, figure);
@@ -362,8 +437,13 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
 // null.
 absl::Status Run(const std::string& command, const std::string& path,
                  SweepRanks* ranks) {
-  absl::StatusOr<Job> job = LoadJob(path);
+  absl::StatusOr<Job> job = LoadJob(command, path);
   if (!job.ok()) return job.status();
+  if (ranks == nullptr || ranks->is_root()) {
+    for (const std::string& warning : job->warnings) {
+      std::fprintf(stderr, "shardsim: warning: %s\n", warning.c_str());
+    }
+  }
 
   if (command == "schedule") {
     const Scenario& s = job->scenario;
@@ -406,10 +486,8 @@ absl::Status Run(const std::string& command, const std::string& path,
     if (absl::GetFlag(FLAGS_breakdown)) {
       std::fputs(("\n" + FormatBreakdownTable(*results)).c_str(), stdout);
     }
-    if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-      return WriteJson(*results, json);
-    }
-    return absl::OkStatus();
+    *results->mutable_warnings() = {job->warnings.begin(), job->warnings.end()};
+    return WriteOutputs(*results, CsvRowsOf(*results));
   }
 
   // `memory` needs no schedule; `volume` counts the lowered schedule's.
@@ -423,10 +501,8 @@ absl::Status Run(const std::string& command, const std::string& path,
     std::fputs(FormatVolumeTable(*results, absl::GetFlag(FLAGS_detail)).c_str(),
                stdout);
   }
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    return WriteJson(*results, json);
-  }
-  return absl::OkStatus();
+  *results->mutable_warnings() = {job->warnings.begin(), job->warnings.end()};
+  return WriteOutputs(*results, CsvRowsOf(*results));
 }
 
 }  // namespace
@@ -434,7 +510,7 @@ absl::Status Run(const std::string& command, const std::string& path,
 
 int main(int argc, char** argv) {
   shardsim::SetUpHeap();
-  absl::SetProgramUsageMessage(shardsim::kUsage);
+  absl::SetProgramUsageMessage(shardsim::UsageText().c_str());
   // --version (absl's own flag): the version and the git revision it was
   // built from (sim/cli/revision.cmake).
   absl::FlagsUsageConfig usage;
@@ -443,8 +519,35 @@ int main(int argc, char** argv) {
                        ")\n");
   };
   absl::SetFlagsUsageConfig(usage);
-  std::vector<std::string> keep;
-  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep);
+  std::vector<std::string> keep, names;
+  std::vector<char*> args_in = shardsim::Undash(argc, argv, &keep, &names);
+  if (argc < 2) {
+    std::fputs(shardsim::UsageText().c_str(), stderr);
+    return 2;
+  }
+  // The command, as far as can be told before parsing: the first word
+  // that is not a flag.
+  const shardsim::Command* guess = nullptr;
+  for (int i = 1; i < argc && guess == nullptr; ++i) {
+    if (argv[i][0] != '-') guess = shardsim::FindCommand(argv[i]);
+  }
+  // --help and -h print the command's help and succeed (Abseil's own
+  // --help would list every flag of the binary and exit 1).
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "-help") {
+      std::fputs(guess != nullptr && std::string(guess->name) != "help"
+                     ? shardsim::CommandHelp(*guess).c_str()
+                     : shardsim::UsageText().c_str(),
+                 stdout);
+      return 0;
+    }
+  }
+  if (absl::Status s = shardsim::CheckFlags(names, guess); !s.ok()) {
+    std::fprintf(stderr, "shardsim: error: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
+  }
   std::vector<char*> args =
       absl::ParseCommandLine(static_cast<int>(args_in.size()), args_in.data());
   const std::string command = args.size() > 1 ? args[1] : "help";
@@ -458,14 +561,28 @@ int main(int argc, char** argv) {
       launch.rank != 0) {
     return 0;
   }
-  if (command == "help" || command == "--help") {
-    std::fputs(shardsim::kUsage, stdout);
+  if (command == "help") {
+    if (args.size() > 3) {
+      std::fputs(shardsim::UsageText().c_str(), stderr);
+      return 2;
+    }
+    if (args.size() == 3) {
+      const shardsim::Command* c = shardsim::FindCommand(args[2]);
+      if (c == nullptr) {
+        std::fprintf(stderr, "shardsim help: unknown command \"%s\"%s\n",
+                     args[2], shardsim::CommandHint(args[2]).c_str());
+        return 2;
+      }
+      std::fputs(shardsim::CommandHelp(*c).c_str(), stdout);
+      return 0;
+    }
+    std::fputs(shardsim::UsageText().c_str(), stdout);
     return 0;
   }
   if (command == "calibrate" || command == "validate") {
     if (args.size() != 2) {
       std::fprintf(stderr, "shardsim %s takes flags only\n\n%s",
-                   command.c_str(), shardsim::kUsage);
+                   command.c_str(), shardsim::UsageText().c_str());
       return 2;
     }
     const std::optional<std::string> platform = absl::GetFlag(FLAGS_platform);
@@ -497,12 +614,27 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (command == "platform") {
+    if (args.size() != 3) {
+      std::fprintf(stderr, "shardsim platform: give one platform\n\n%s",
+                   shardsim::UsageText().c_str());
+      return 2;
+    }
+    const absl::StatusOr<std::string> text = shardsim::PlatformText(args[2]);
+    if (!text.ok()) {
+      std::fprintf(stderr, "shardsim: error: %s\n",
+                   std::string(text.status().message()).c_str());
+      return 1;
+    }
+    std::fputs(text->c_str(), stdout);
+    return 0;
+  }
   if (command == "collective") {
     if (args.size() > 3) {
       std::fprintf(stderr,
                    "shardsim collective takes flags or one "
                    "collective scenario\n\n%s",
-                   shardsim::kUsage);
+                   shardsim::UsageText().c_str());
       return 2;
     }
     const absl::Status s = args.size() == 3
@@ -517,23 +649,40 @@ int main(int argc, char** argv) {
   }
   if (command != "run" && command != "plan" && command != "memory" &&
       command != "volume" && command != "schedule") {
-    std::fprintf(stderr, "shardsim: unknown command \"%s\"\n\n%s",
-                 command.c_str(), shardsim::kUsage);
+    std::fprintf(stderr, "shardsim: unknown command \"%s\"%s\n\n%s",
+                 command.c_str(), shardsim::CommandHint(command).c_str(),
+                 shardsim::UsageText().c_str());
     return 2;
   }
-  if (args.size() != 3) {
+  // No scenario file: the flags give the scenario (ScenarioFromFlags).
+  if (args.size() > 3) {
     if (launch.rank == 0) {
-      std::fprintf(stderr, "shardsim %s: give one scenario file\n\n%s",
-                   command.c_str(), shardsim::kUsage);
+      std::fprintf(
+          stderr, "shardsim %s: give at most one scenario file\n\n%s",
+          command.c_str(),
+          shardsim::CommandHelp(*shardsim::FindCommand(command)).c_str());
     }
     return 2;
   }
+  // Neither a file nor a model: the user has not begun to say what to run.
+  if (args.size() == 2 && !absl::GetFlag(FLAGS_model).has_value()) {
+    if (launch.rank == 0) {
+      std::fprintf(
+          stderr,
+          "shardsim %s: give a scenario file, or the scenario as "
+          "flags\n\n%s",
+          command.c_str(),
+          shardsim::CommandHelp(*shardsim::FindCommand(command)).c_str());
+    }
+    return 2;
+  }
+  const std::string scenario = args.size() == 3 ? args[2] : "";
   std::optional<shardsim::SweepRanks> ranks;
   if ((command == "run" || command == "plan") && launch.size > 1) {
     ranks.emplace(launch);
   }
   const absl::Status s =
-      shardsim::Run(command, args[2], ranks ? &*ranks : nullptr);
+      shardsim::Run(command, scenario, ranks ? &*ranks : nullptr);
   // Only rank 0 says why, and before the ranks part: once one rank exits
   // non-zero mpirun ends the others, so a message written after Finish
   // could be lost. The others leave Finish only after rank 0 enters it.

@@ -43,7 +43,9 @@ struct Shape {
   int64_t b, s;
   int64_t h, kv_width, ffn, vocab;
   int heads, kv_heads, head_dim;
-  bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary, bias;
+  bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary;
+  bool bias;      // on every linear layer
+  bool qkv_bias;  // on the q, k and v projections (bias implies it)
 };
 
 Shape ShapeOf(const Model& m, const Batch& batch) {
@@ -65,6 +67,7 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
   sh.swiglu = m.mlp() == Model::SWIGLU;
   sh.rotary = m.learned_positions() == 0;
   sh.bias = m.linear_bias();
+  sh.qkv_bias = m.linear_bias() || m.qkv_bias();
   return sh;
 }
 
@@ -158,8 +161,10 @@ void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
   const int64_t bh = sh.b * sh.heads;
   const int64_t scores = bh * sh.s * sh.s;
   if (sh.kv_heads != sh.heads) {
-    // repeat_kv: k and v expanded to every head and made contiguous.
-    k->push_back(MemoryOp("repeat_kv", 2 * sh.tokens * sh.h, 0, 2 * kBf16, 2));
+    // repeat_kv: k and v expanded to every head and made contiguous, each
+    // reading its kv_width and writing h per token.
+    k->push_back(MemoryOp("repeat_kv", 2 * sh.tokens, 0,
+                          kBf16 * (sh.kv_width + sh.h), 2));
   }
   k->push_back(
       GemmKernel("scores", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
@@ -189,8 +194,10 @@ void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
   k->push_back(
       GemmKernel("scores wgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
   if (sh.kv_heads != sh.heads) {
-    k->push_back(
-        MemoryOp("repeat_kv backward", 2 * sh.tokens * sh.h, 0, 2 * kBf16, 2));
+    // expand's backward sums each group of heads: reads h, writes kv_width
+    // per token, for k and for v.
+    k->push_back(MemoryOp("repeat_kv backward", 2 * sh.tokens, 0,
+                          kBf16 * (sh.h + sh.kv_width), 2));
   }
 }
 
@@ -211,11 +218,12 @@ Unit NormParamsUnit(std::string name, const Shape& sh) {
   return u;
 }
 
-// A linear layer's unit: its GEMM forward, its two gradients backward.
+// A linear layer's unit: its GEMM forward, its two gradients backward;
+// `bias` adds an out-wide bias vector.
 Unit LinearUnit(const std::string& name, const Shape& sh, int64_t out,
-                int64_t in) {
-  Unit u = MakeUnit(name, out * in + (sh.bias ? out : 0));
-  if (sh.bias) u.vectors = {out};
+                int64_t in, bool bias) {
+  Unit u = MakeUnit(name, out * in + (bias ? out : 0));
+  if (bias) u.vectors = {out};
   u.forward.push_back(LinearForward(name, sh, out, in));
   LinearBackward(name, sh, out, in, &u.backward);
   return u;
@@ -272,7 +280,7 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
   std::vector<Unit> units;
   if (sh.fused_qkv) {
     const int64_t out = sh.h + 2 * sh.kv_width;
-    Unit qkv = LinearUnit("qkv_proj", sh, out, sh.h);
+    Unit qkv = LinearUnit("qkv_proj", sh, out, sh.h, sh.qkv_bias);
     AttentionForward(sh, &qkv.forward);
     std::vector<Kernel> back;
     AttentionBackward(sh, &back);
@@ -284,9 +292,9 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     qkv.backward = std::move(back);
     units.push_back(std::move(qkv));
   } else {
-    Unit q = LinearUnit("q_proj", sh, sh.h, sh.h);
-    Unit k = LinearUnit("k_proj", sh, sh.kv_width, sh.h);
-    Unit v = LinearUnit("v_proj", sh, sh.kv_width, sh.h);
+    Unit q = LinearUnit("q_proj", sh, sh.h, sh.h, sh.qkv_bias);
+    Unit k = LinearUnit("k_proj", sh, sh.kv_width, sh.h, sh.qkv_bias);
+    Unit v = LinearUnit("v_proj", sh, sh.kv_width, sh.h, sh.qkv_bias);
     AttentionForward(sh, &v.forward);
     std::vector<Kernel> back;
     AttentionBackward(sh, &back);
@@ -299,7 +307,7 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     units.push_back(std::move(k));
     units.push_back(std::move(v));
   }
-  Unit o = LinearUnit("o_proj", sh, sh.h, sh.h);
+  Unit o = LinearUnit("o_proj", sh, sh.h, sh.h, sh.bias);
   o.forward.push_back(Residual(sh));
   units.push_back(std::move(o));
   return units;
@@ -309,8 +317,8 @@ std::vector<Unit> MlpUnits(const Shape& sh) {
   const int64_t f = sh.tokens * sh.ffn;
   std::vector<Unit> units;
   if (sh.swiglu) {
-    Unit gate = LinearUnit("gate_proj", sh, sh.ffn, sh.h);
-    Unit up = LinearUnit("up_proj", sh, sh.ffn, sh.h);
+    Unit gate = LinearUnit("gate_proj", sh, sh.ffn, sh.h, sh.bias);
+    Unit up = LinearUnit("up_proj", sh, sh.ffn, sh.h, sh.bias);
     if (sh.eager) {
       // silu(gate) 4 vector; silu(gate) * up 6 vector.
       gate.forward.push_back(MemoryOp("silu", f, 2 * kBf16, 0, 1));
@@ -332,13 +340,14 @@ std::vector<Unit> MlpUnits(const Shape& sh) {
     units.push_back(std::move(gate));
     units.push_back(std::move(up));
   } else {
-    Unit fc1 = LinearUnit("fc1", sh, sh.ffn, sh.h);
+    Unit fc1 = LinearUnit("fc1", sh, sh.ffn, sh.h, sh.bias);
     fc1.forward.push_back(MemoryOp("gelu", f, 2 * kBf16, 0, 1));
     fc1.backward.insert(fc1.backward.begin(),
                         MemoryOp("gelu backward", f, 3 * kBf16, 0, 1));
     units.push_back(std::move(fc1));
   }
-  Unit down = LinearUnit(sh.swiglu ? "down_proj" : "fc2", sh, sh.h, sh.ffn);
+  Unit down =
+      LinearUnit(sh.swiglu ? "down_proj" : "fc2", sh, sh.h, sh.ffn, sh.bias);
   down.forward.push_back(Residual(sh));
   units.push_back(std::move(down));
   return units;
@@ -380,7 +389,10 @@ std::vector<Unit> HeadUnits(const Model& model, const Batch& batch) {
   norm.backward.push_back(NormBackward(sh));
   // The output projection runs whether or not its matrix is the
   // embedding's (tied): its parameters are counted there then.
-  Unit head = LinearUnit("lm_head", sh, sh.vocab, sh.h);
+  // No bias even where the blocks' linear layers have one (HF's
+  // GPT2LMHeadModel: nn.Linear(n_embd, vocab_size, bias=False)), as
+  // model.cc's HeadParams counts it.
+  Unit head = LinearUnit("lm_head", sh, sh.vocab, sh.h, /*bias=*/false);
   if (model.tied_embeddings()) {
     head.params = 0;
     head.vectors.clear();

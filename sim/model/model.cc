@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "sim/scenario/did_you_mean.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
@@ -52,12 +53,40 @@ Model Gpt3() {
   return m;
 }
 
+// LLaMA-2 70B and LLaMA-3: grouped-query attention and their own
+// vocabularies.
+Model LlamaGqa(absl::string_view name, int layers, int64_t hidden, int heads,
+               int kv_heads, int64_t ffn_hidden, int64_t vocab) {
+  Model m = Llama(name, layers, hidden, heads, ffn_hidden);
+  m.set_kv_heads(kv_heads);
+  m.set_vocab(vocab);
+  return m;
+}
+
 // In BuiltinModelNames() order.
 std::vector<Model> Builtins() {
-  return {Llama("llama-7b", 32, 4096, 32, 11008),
-          Llama("llama-13b", 40, 5120, 40, 13824),
-          Llama("llama-30b", 60, 6656, 52, 17920),
-          Llama("llama-65b", 80, 8192, 64, 22016), Gpt3()};
+  return {
+      Llama("llama-7b", 32, 4096, 32, 11008),
+      Llama("llama-13b", 40, 5120, 40, 13824),
+      Llama("llama-30b", 60, 6656, 52, 17920),
+      Llama("llama-65b", 80, 8192, 64, 22016),
+      Gpt3(),
+      // huggingface.co/meta-llama/Llama-2-70b-hf config.json:
+      // num_hidden_layers 80, hidden_size 8192, num_attention_heads 64,
+      // num_key_value_heads 8, intermediate_size 28672, vocab_size 32000,
+      // tie_word_embeddings false.
+      LlamaGqa("llama-2-70b", 80, 8192, 64, 8, 28672, 32000),
+      // huggingface.co/meta-llama/Meta-Llama-3-8B config.json:
+      // num_hidden_layers 32, hidden_size 4096, num_attention_heads 32,
+      // num_key_value_heads 8, intermediate_size 14336, vocab_size 128256,
+      // tie_word_embeddings false.
+      LlamaGqa("llama-3-8b", 32, 4096, 32, 8, 14336, 128256),
+      // huggingface.co/meta-llama/Meta-Llama-3-70B config.json:
+      // num_hidden_layers 80, hidden_size 8192, num_attention_heads 64,
+      // num_key_value_heads 8, intermediate_size 28672, vocab_size 128256,
+      // tie_word_embeddings false.
+      LlamaGqa("llama-3-70b", 80, 8192, 64, 8, 28672, 128256),
+  };
 }
 
 // Width of the K and V projections: smaller than hidden under grouped-query
@@ -81,8 +110,10 @@ int64_t BlockMatmulParams(const Model& m) {
 }
 
 int64_t BlockBiasParams(const Model& m) {
-  if (!m.linear_bias()) return 0;
   const int64_t h = m.hidden();
+  if (!m.linear_bias()) {
+    return m.qkv_bias() ? h + 2 * KvWidth(m) : 0;  // q + k,v
+  }
   const int64_t attention = 2 * h + 2 * KvWidth(m);  // q,o + k,v
   // The down projection's bias is h wide; the others are ffn wide.
   const int64_t mlp = (MlpMatrices(m) - 1) * m.ffn_hidden() + h;
@@ -113,12 +144,20 @@ int64_t HeadParams(const Model& m) {
 // FlashAttention the score-sized matrices are never materialised (the
 // kernel recomputes them in backward from the kept Q, K, V), so only the
 // 34 term stays. The formula was derived for GPT's 4h GELU MLP with
-// multi-head attention; for SwiGLU and grouped-query attention it is the
-// customary approximation, not an exact count.
+// multi-head attention; for SwiGLU it is the customary approximation, not
+// an exact count.
+//
+// Grouped-query attention: of the attention block's 11*s*b*h (§4.1: input
+// 2sbh, Q and K 4sbh, V 2sbh, the output projection's input 2sbh and its
+// dropout mask sbh), K and V are each 2*s*b*h bytes only under multi-head
+// attention; with kv_heads heads of head_dim they are 2*s*b*kv_heads*
+// head_dim each, so 2 * 2*s*b*(h - kv_heads*head_dim) bytes fewer.
 int64_t FullBlockActivationBytes(const Model& m, const Batch& batch) {
   const int64_t s = batch.seq_len;
   const int64_t b = batch.micro_batch_size;
-  const int64_t linear_terms = 34 * s * b * m.hidden();
+  const int64_t kv_saving =
+      2 * kActivationBytes * s * b * (m.hidden() - KvWidth(m));
+  const int64_t linear_terms = 34 * s * b * m.hidden() - kv_saving;
   if (batch.flash_attention) return linear_terms;
   return linear_terms + 5 * m.heads() * s * s * b;
 }
@@ -196,9 +235,11 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name) {
   for (Model& m : Builtins()) {
     if (m.name() == lower) return std::move(m);
   }
-  return absl::NotFoundError(absl::StrCat(
-      "unknown model '", name,
-      "'; built-in models are: ", absl::StrJoin(BuiltinModelNames(), ", ")));
+  const std::vector<std::string> names = BuiltinModelNames();
+  return absl::NotFoundError(
+      absl::StrCat("unknown model '", name, "'", DidYouMean(lower, names),
+                   "; built-in models are: ", absl::StrJoin(names, ", "),
+                   " (or give a model .textproto or hf:PATH/config.json)"));
 }
 
 absl::Status ValidateModel(const Model& model) {

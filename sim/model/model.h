@@ -48,7 +48,9 @@ struct Layer {
   std::vector<Unit> units;
 };
 
-// Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b.
+// Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b,
+// llama-2-70b, llama-3-8b, llama-3-70b. Names are case-insensitive; an
+// unknown one is NotFound, listing them with the nearest as a suggestion.
 std::vector<std::string> BuiltinModelNames();
 absl::StatusOr<Model> BuiltinModel(absl::string_view name);
 

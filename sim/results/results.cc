@@ -16,23 +16,33 @@
 namespace shardsim {
 namespace {
 
+// Data sent is counted in GB (1e9 bytes), as link rates are (GB/s);
+// memory in GiB (2^30 bytes), as GPUs are sized.
 double GB(int64_t bytes) { return bytes / 1e9; }
+double GiB(int64_t bytes) { return bytes / 1073741824.0; }
+
+// "yes (80.0)" or "OOM (80.0)": whether the peak fits the GPU's memory,
+// with that memory in GiB.
+std::string Fits(const ResultRow& r) {
+  return absl::StrFormat("%s (%.1f)", r.oom() ? "OOM" : "yes",
+                         GiB(r.gpu_memory_bytes()));
+}
 
 }  // namespace
 
 std::string FormatMemoryTable(const Results& results) {
   std::string out = absl::StrFormat(
-      "per-GPU memory, GB (1e9 bytes)\n%-34s %6s %8s %8s %8s %8s %8s %8s "
-      "%8s  %s\n",
+      "peak memory per GPU, GiB (2^30 bytes); fits: within the GPU's memory "
+      "(GiB)\n%-34s %6s %8s %8s %8s %8s %8s %8s %8s  %s\n",
       "strategy", "gpus", "P", "G", "OS", "act", "buffers", "reserve", "total",
       "fits");
   for (const ResultRow& r : results.rows()) {
     absl::StrAppendFormat(
         &out, "%-34s %6d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n",
-        r.strategy(), r.gpus(), GB(r.param_bytes()), GB(r.grad_bytes()),
-        GB(r.optimizer_bytes()), GB(r.activation_bytes()), GB(r.buffer_bytes()),
-        GB(r.reserved_bytes()), GB(r.peak_memory_bytes()),
-        r.oom() ? "OOM" : "yes");
+        r.strategy(), r.gpus(), GiB(r.param_bytes()), GiB(r.grad_bytes()),
+        GiB(r.optimizer_bytes()), GiB(r.activation_bytes()),
+        GiB(r.buffer_bytes()), GiB(r.reserved_bytes()),
+        GiB(r.peak_memory_bytes()), Fits(r));
   }
   return out;
 }
@@ -41,7 +51,7 @@ std::string FormatVolumeTable(const Results& results, bool detail) {
   std::string out = absl::StrFormat(
       "bytes sent in one step, GB (1e9 bytes): total over all GPUs, and per "
       "GPU\n%-34s %6s %10s %10s %10s %10s\n",
-      "strategy", "gpus", "intra", "inter", "intra/GPU", "inter/GPU");
+      "strategy", "gpus", "intra tot", "inter tot", "intra/GPU", "inter/GPU");
   for (const ResultRow& r : results.rows()) {
     absl::StrAppendFormat(&out, "%-34s %6d %10.2f %10.2f %10.3f %10.3f\n",
                           r.strategy(), r.gpus(), GB(r.intra_node_bytes()),
@@ -71,25 +81,27 @@ std::string FormatRunTable(const Results& results) {
   }
   std::string out = absl::StrFormat(
       "one training step per strategy and GPU count; MFU and TFLOP/s count "
-      "model FLOPs (forward + backward, no recomputation)\n"
-      "%-*s %6s %9s %12s %8s %6s %9s %9s %9s %8s\n",
+      "model FLOPs (forward + backward, no recomputation); intra/inter: GB "
+      "sent in the step, total over all GPUs; mem: peak per GPU, GiB\n"
+      "%-*s %6s %9s %12s %8s %6s %9s %9s %9s %8s  %s\n",
       w, "strategy", "gpus", "step s", "tokens/s/GPU", "TFLOP/s", "MFU",
-      "exposed s", "intra GB", "inter GB", "mem GB");
+      "exposed s", "intra GB", "inter GB", "mem GiB", "fits");
   for (const ResultRow& r : results.rows()) {
     if (r.oom() || !r.has_step_time_s()) {
       absl::StrAppendFormat(
-          &out, "%-*s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  OOM\n", w,
+          &out, "%-*s %6d %9s %12s %8s %6s %9s %9.1f %9.1f %8.1f  %s\n", w,
           r.strategy(), r.gpus(), "-", "-", "-", "-", "-",
           GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
-          GB(r.peak_memory_bytes()));
+          GiB(r.peak_memory_bytes()), Fits(r));
       continue;
     }
     absl::StrAppendFormat(
-        &out, "%-*s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f\n",
-        w, r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
+        &out,
+        "%-*s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f  %s\n", w,
+        r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
         r.tflops_per_gpu(), 100 * r.mfu(), r.exposed_comm_s(),
         GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
-        GB(r.peak_memory_bytes()));
+        GiB(r.peak_memory_bytes()), Fits(r));
   }
   return out;
 }
@@ -119,12 +131,17 @@ std::string PlanPointName(const ResultRow& row) {
 }
 
 std::string FormatPlanTable(const PlanResults& plan) {
+  // Each row named by PlanPointName, " (research)" after a point no
+  // mainstream framework runs (ResultRow.deployable).
   auto table = [](const google::protobuf::RepeatedPtrField<ResultRow>& rows) {
     Results r;
     for (const ResultRow& row : rows) {
       ResultRow* named = r.add_rows();
       *named = row;
       named->set_strategy(PlanPointName(row));
+      if (row.has_deployable() && !row.deployable()) {
+        named->set_strategy(named->strategy() + " (research)");
+      }
     }
     return FormatRunTable(r);
   };
@@ -135,20 +152,50 @@ std::string FormatPlanTable(const PlanResults& plan) {
       "unplannable, %d pruned by the lower bound, %d simulated (%d of them "
       "the same schedule as one before, which they took the times of)\n"
       "a point is its strategy [sequences per micro-batch x micro-batches, "
-      "recompute, execution knobs away from the framework's defaults]\n\n"
-      "best first (tokens/s per GPU):\n",
+      "recompute, execution knobs away from the framework's defaults]\n",
       plan.gpus(), plan.memory_cap_bytes() / (1024.0 * 1024 * 1024),
       plan.candidates(), plan.specs(), plan.settings(), plan.filtered(),
       plan.points(), plan.unplannable(), plan.pruned(), plan.simulated(),
       plan.same_step());
-  absl::StrAppend(&out, table(plan.best()), "\nthe named presets that fit:\n",
+  // The mark is explained where some row carries it.
+  bool research = false;
+  for (const auto* rows : {&plan.best(), &plan.presets(),
+                           &plan.pruned_presets(), &plan.pareto()}) {
+    for (const ResultRow& r : *rows) {
+      research = research || (r.has_deployable() && !r.deployable());
+    }
+  }
+  if (research) {
+    absl::StrAppend(&out,
+                    "(research): no mainstream framework runs the point as "
+                    "configured\n");
+  }
+  if (!plan.complete()) {
+    absl::StrAppendFormat(
+        &out,
+        "INCOMPLETE: the time limit (--time-limit) stopped the search with %d "
+        "points not reached; the rows are the best of those simulated\n",
+        plan.points() - plan.unplannable() - plan.pruned() - plan.simulated());
+  }
+  absl::StrAppend(&out, "\nbest first (tokens/s per GPU):\n",
+                  table(plan.best()));
+  if (plan.has_best_deployable() &&
+      (plan.best().empty() || !plan.best(0).deployable())) {
+    google::protobuf::RepeatedPtrField<ResultRow> one;
+    *one.Add() = plan.best_deployable();
+    absl::StrAppendFormat(&out, "the best deployable point, rank %d:\n%s",
+                          plan.best_deployable().rank(), table(one));
+  }
+  absl::StrAppend(&out, "\nthe named presets that fit:\n",
                   table(plan.presets()));
   for (const ResultRow& r : plan.pruned_presets()) {
+    const bool mark = r.has_deployable() && !r.deployable();
     absl::StrAppendFormat(&out,
                           "%-34s %6d  pruned: step >= %.4f s (its lower "
-                          "bound), %.1f GB\n",
-                          PlanPointName(r), r.gpus(), r.step_lower_bound_s(),
-                          r.peak_memory_bytes() / 1e9);
+                          "bound), %.1f GiB\n",
+                          PlanPointName(r) + (mark ? " (research)" : ""),
+                          r.gpus(), r.step_lower_bound_s(),
+                          GiB(r.peak_memory_bytes()));
   }
   absl::StrAppend(&out,
                   "\nPareto front, peak memory against tokens/s per GPU:\n",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,6 +41,18 @@ void Progress::Update(size_t done, size_t total) {
         elapsed / static_cast<double>(done) * static_cast<double>(total - done);
     absl::StrAppend(&line, ", ", MinutesSeconds(left), " left");
   }
+  Draw(std::move(line));
+}
+
+void Progress::Show(const std::string& what) {
+  if (!tty_) return;
+  const double elapsed =
+      std::chrono::duration<double>(Clock::now() - start_).count();
+  if (elapsed < kQuietS) return;
+  Draw(absl::StrCat("\r  ", what, ", ", MinutesSeconds(elapsed), " elapsed"));
+}
+
+void Progress::Draw(std::string line) {
   if (shown_ && line == last_) return;
   last_ = line;
   // Clear to the end of the line: the previous one may have been longer.

@@ -32,6 +32,11 @@ class Progress {
   // per finished point so far times the points left.
   void Update(size_t done, size_t total);
 
+  // Draws "  `what`, M:SS elapsed": for a task whose total is not known
+  // ahead (`shardsim plan`, which prunes as it goes). The same rules as
+  // Update's: a terminal only, after 2 s.
+  void Show(const std::string& what);
+
   // Erases the line if it is shown; a later Update may draw it again.
   void Clear();
 
@@ -40,7 +45,8 @@ class Progress {
   const Clock::time_point start_;
   const bool tty_;
   bool shown_ = false;
-  std::string last_;  // what is shown; not drawn again
+  std::string last_;            // what is shown; not drawn again
+  void Draw(std::string line);  // "\r..." unless shown already
 };
 
 }  // namespace shardsim

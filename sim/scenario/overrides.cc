@@ -24,6 +24,16 @@ bool IsTextprotoPath(absl::string_view name_or_path) {
   return absl::EndsWith(name_or_path, ".textproto");
 }
 
+// A model given as a Hugging Face config, "hf:PATH/config.json", with
+// its path made absolute; anything else as it is.
+std::string ModelFromWorkingDirectory(const std::string& model) {
+  if (IsTextprotoPath(model)) return FromWorkingDirectory(model);
+  constexpr absl::string_view kHf = "hf:";
+  if (!absl::StartsWith(model, kHf)) return model;
+  return absl::StrCat(
+      kHf, FromWorkingDirectory(absl::string_view(model).substr(kHf.size())));
+}
+
 // What the strategy parser takes for a DeepSpeed config, not a spec.
 std::string StrategyFromWorkingDirectory(const std::string& spec) {
   const absl::string_view trimmed = absl::StripAsciiWhitespace(spec);
@@ -48,8 +58,7 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
   }
   if (o.model) {
     s->clear_model_def();
-    s->set_model(IsTextprotoPath(*o.model) ? FromWorkingDirectory(*o.model)
-                                           : *o.model);
+    s->set_model(ModelFromWorkingDirectory(*o.model));
   }
   if (o.platform) {
     s->clear_platform_def();
@@ -114,6 +123,7 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
     s->set_seq_len(*o.seq_len);
   }
   if (o.recompute) s->set_recompute(*o.recompute);
+  if (o.allow_unmodelled) s->set_allow_unmodelled(*o.allow_unmodelled);
   if (o.flash_attention) s->set_flash_attention(*o.flash_attention);
   if (o.optimizer_bytes_per_param) {
     if (!(*o.optimizer_bytes_per_param > 0)) {

@@ -28,6 +28,7 @@ struct ScenarioOverrides {
   std::optional<bool> recompute;
   std::optional<bool> flash_attention;
   std::optional<double> optimizer_bytes_per_param;
+  std::optional<bool> allow_unmodelled;
 };
 
 // Applies the set fields to `s`. Errors name the flag (--gpus: "x" is not a
@@ -35,9 +36,10 @@ struct ScenarioOverrides {
 //
 // Paths in `o` are the user's, relative to the working directory, while a
 // scenario's own paths are relative to the scenario file: a relative model
-// or platform file (*.textproto) and a relative DeepSpeed config (*.json
-// strategy) are made absolute here, from the working directory. Names
-// (llama-7b, dgx_a100, zero3, ...) are kept as they are.
+// or platform file (*.textproto), a Hugging Face config (hf:PATH) and a
+// relative DeepSpeed config (*.json strategy) are made absolute here, from the
+// working directory. Names (llama-7b, dgx_a100, zero3, ...) are kept as they
+// are.
 absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s);
 
 // `path` made absolute from the working directory where it is relative.

@@ -2,13 +2,20 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "sim/model/hf_config.h"
 #include "sim/model/model.h"
 #include "sim/scenario/data_dir.h"
+#include "sim/scenario/deepspeed_check.h"
+#include "sim/scenario/did_you_mean.h"
+#include "sim/scenario/platform_file.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
@@ -39,6 +46,29 @@ std::string Join(absl::string_view dir, absl::string_view path) {
   return absl::StrCat(dir, "/", path);
 }
 
+// " (did you mean ...)" for the text-format parser's unknown field,
+// 'Message type "shardsim.Scenario" has no field named "strategys".'
+std::string FieldHint(absl::string_view error) {
+  constexpr absl::string_view kType = "Message type \"";
+  constexpr absl::string_view kField = "has no field named \"";
+  const size_t type_at = error.find(kType);
+  const size_t field_at = error.find(kField);
+  if (type_at == error.npos || field_at == error.npos) return "";
+  absl::string_view type = error.substr(type_at + kType.size());
+  type = type.substr(0, type.find('"'));
+  absl::string_view field = error.substr(field_at + kField.size());
+  field = field.substr(0, field.find('"'));
+  const google::protobuf::Descriptor* message =
+      google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+          std::string(type));
+  if (message == nullptr) return "";
+  std::vector<std::string> names;
+  for (int i = 0; i < message->field_count(); ++i) {
+    names.push_back(message->field(i)->name());
+  }
+  return DidYouMean(field, names);
+}
+
 template <typename Message>
 absl::StatusOr<Message> ReadTextProto(const std::string& path) {
   std::ifstream in(path);
@@ -50,7 +80,8 @@ absl::StatusOr<Message> ReadTextProto(const std::string& path) {
   parser.RecordErrorsTo(&errors);
   Message message;
   if (!parser.ParseFromString(text.str(), &message)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", errors.error()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", errors.error(), FieldHint(errors.error())));
   }
   return message;
 }
@@ -61,10 +92,20 @@ absl::Status FieldError(absl::string_view file, absl::string_view field,
       absl::StrCat(file, ": field ", field, ": ", why));
 }
 
-// Fills gpu, kernels and interference from the platform's GPU model; the
-// platform's own fields win.
+// Fills gpu, kernels and interference from the platform's GPU model (its
+// bases merged, sim/scenario/platform_file.h); the platform's own fields
+// win.
 absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
                              absl::string_view file) {
+  // LoadPlatform has merged and cleared it: only a scenario's platform_def
+  // gets here with one, and its text is not at hand to merge from.
+  if (p->has_base()) {
+    return FieldError(
+        file, "base",
+        absl::StrCat("\"", p->base(),
+                     "\": read in platform files only (give the file as "
+                     "`platform`), not in platform_def"));
+  }
   if (p->gpu_model().empty()) return absl::OkStatus();
   const bool is_path = absl::EndsWith(p->gpu_model(), ".textproto");
   std::string path;
@@ -79,13 +120,30 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
     }
     path =
         absl::StrCat(*data, "/platforms/gpus/", p->gpu_model(), ".textproto");
+    if (!std::ifstream(path)) {
+      const std::vector<std::string> names = ShippedNames("platforms/gpus");
+      return FieldError(
+          file, "gpu_model",
+          absl::StrCat("\"", p->gpu_model(), "\": no such shipped GPU model",
+                       DidYouMean(p->gpu_model(), names), " (", path,
+                       "; shipped: ", absl::StrJoin(names, ", "), ")"));
+    }
   }
-  absl::StatusOr<GpuModel> model = ReadTextProto<GpuModel>(path);
-  if (!model.ok()) {
-    return FieldError(
-        file, "gpu_model",
-        absl::StrCat("\"", p->gpu_model(), "\": ", model.status().message()));
+  GpuModel read;
+  if (absl::Status s = ReadGpuModelWithBase(
+          path,
+          [](const std::string& f, google::protobuf::Message* out) {
+            absl::StatusOr<GpuModel> m = ReadTextProto<GpuModel>(f);
+            if (!m.ok()) return m.status();
+            out->CopyFrom(*m);
+            return absl::OkStatus();
+          },
+          &read);
+      !s.ok()) {
+    return FieldError(file, "gpu_model",
+                      absl::StrCat("\"", p->gpu_model(), "\": ", s.message()));
   }
+  const GpuModel* model = &read;
   Gpu gpu = model->gpu();
   gpu.MergeFrom(p->gpu());
   *p->mutable_gpu() = gpu;
@@ -113,6 +171,22 @@ std::string DirOf(const std::string& path) { return DirName(path); }
 
 absl::StatusOr<Model> LoadModel(absl::string_view name_or_path,
                                 absl::string_view base_dir) {
+  constexpr absl::string_view kHf = "hf:";
+  if (absl::StartsWith(name_or_path, kHf)) {
+    const absl::string_view file = name_or_path.substr(kHf.size());
+    if (file.empty()) {
+      return absl::InvalidArgumentError(
+          "hf: give the path of a Hugging Face config.json after it "
+          "(hf:PATH/config.json)");
+    }
+    const std::string path = Join(base_dir, file);
+    absl::StatusOr<Model> model = ModelFromHfConfig(path);
+    if (!model.ok()) return model.status();
+    if (absl::Status s = ValidateModel(*model); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+    }
+    return model;
+  }
   if (!absl::EndsWith(name_or_path, ".textproto")) {
     return BuiltinModel(name_or_path);
   }
@@ -138,15 +212,27 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
                                               "\": ", data.status().message()));
     }
     path = absl::StrCat(*data, "/platforms/", name_or_path, ".textproto");
-  }
-  absl::StatusOr<Platform> platform = ReadTextProto<Platform>(path);
-  if (!platform.ok()) {
-    if (!is_path && absl::IsNotFound(platform.status())) {
-      return absl::NotFoundError(absl::StrCat("platform \"", name_or_path,
-                                              "\": no such shipped platform (",
-                                              path, ")"));
+    if (!std::ifstream(path)) {
+      const std::vector<std::string> names = ShippedNames("platforms");
+      return absl::NotFoundError(absl::StrCat(
+          "platform \"", name_or_path, "\": no such shipped platform",
+          DidYouMean(name_or_path, names), " (", path,
+          "; shipped: ", absl::StrJoin(names, ", "),
+          "; a file is a path ending in .textproto)"));
     }
-    return platform.status();
+  }
+  absl::StatusOr<Platform> platform = Platform();
+  if (absl::Status s = ReadPlatformWithBase(
+          path,
+          [](const std::string& f, google::protobuf::Message* out) {
+            absl::StatusOr<Platform> p = ReadTextProto<Platform>(f);
+            if (!p.ok()) return p.status();
+            out->CopyFrom(*p);
+            return absl::OkStatus();
+          },
+          &*platform);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = ResolveGpuModel(&*platform, DirName(path), path);
       !s.ok()) {
@@ -198,6 +284,7 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
   for (int gpus : s.gpus()) {
     if (absl::Status v = CheckGpuCount(job, gpus); !v.ok()) return v;
   }
+  if (absl::Status v = CheckDeepSpeedConfigs(&job); !v.ok()) return v;
   return job;
 }
 

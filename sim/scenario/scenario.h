@@ -5,6 +5,7 @@
 #define SHARDSIM_SIM_SCENARIO_SCENARIO_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +25,9 @@ struct Job {
   Scenario scenario;
   Model model;
   Platform platform;
+  // What the job was told but does not model (allow_unmodelled), each
+  // naming its file and key; also in the results' `warnings`.
+  std::vector<std::string> warnings;
 };
 
 // Parses a text-format scenario; a syntax error gives file:line:column.

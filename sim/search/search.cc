@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +23,7 @@
 #include "sim/engine/replay.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
+#include "sim/runner/progress.h"
 #include "sim/schedule/lower.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
@@ -72,21 +74,24 @@ bool Dominated(double bound, int64_t peak,
 // `guess` names (the next in order that nothing simulated prunes yet).
 // A point started ahead that its wave prunes or shares after all is
 // dropped (killed, or its row forgotten): the results are the waves' own,
-// only sooner. The 1024-GPU Lins plan on 2 cores (session 17): 58-64 s
-// waiting for each wave, 49-52 s starting ahead (118 points ahead, none
-// dropped). Under MPI (EngineOptions::run_tasks) each wave runs through
-// SimulatePoints, spread over the ranks, nothing ahead: every rank gets
-// every row of the wave, so all decide the next one alike.
+// only sooner. The 1024-GPU Lins plan (LLaMA-7B, FUSED kernels) on a
+// 2-core machine: 58-64 s waiting for each wave, 49-52 s starting ahead
+// (118 points ahead, none dropped). Under MPI (EngineOptions::run_tasks) each
+// wave runs through SimulatePoints, spread over the ranks, nothing ahead: every
+// rank gets every row of the wave, so all decide the next one alike.
 class WaveRunner {
  public:
   // `guess`: the next point to start ahead, or -1; called only while a core
-  // is idle.
+  // is idle. `tick`, if set, is called at least once a second while a wave
+  // runs, with the points finished and not yet returned (a progress line).
   WaveRunner(std::vector<JobPoint> points, const EngineOptions& engine,
-             absl::Time deadline, std::function<int()> guess)
+             absl::Time deadline, std::function<int()> guess,
+             std::function<void(size_t)> tick)
       : points_(std::move(points)),
         engine_(engine),
         deadline_(deadline),
         guess_(std::move(guess)),
+        tick_(std::move(tick)),
         pool_(engine.jobs) {}
 
   // The wave decided against `point`: it is not simulated.
@@ -97,9 +102,12 @@ class WaveRunner {
   }
 
   // The rows of `wave`'s points, in order. Errors: the first of theirs, in
-  // order; DeadlineExceeded once the deadline has passed.
-  absl::StatusOr<std::vector<ResultRow>> Run(const std::vector<int>& wave) {
-    if (engine_.run_tasks) return RunDistributed(wave);
+  // order. Once the deadline has passed, `*stopped` is set and the points
+  // not finished by then have empty rows (no step time); under MPI all of
+  // the wave's, so that every rank has the same rows.
+  absl::StatusOr<std::vector<ResultRow>> Run(const std::vector<int>& wave,
+                                             bool* stopped) {
+    if (engine_.run_tasks) return RunDistributed(wave, stopped);
     for (;;) {
       size_t ended = 0;
       for (int i : wave) ended += rows_.count(i);
@@ -120,19 +128,27 @@ class WaveRunner {
       }
       const absl::Duration left = deadline_ - absl::Now();
       if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError("no time left");
+        *stopped = true;
+        break;
       }
-      const int wait_ms =
-          deadline_ == absl::InfiniteFuture()
-              ? -1
-              : static_cast<int>(std::min<int64_t>(
-                    absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+      int wait_ms = deadline_ == absl::InfiniteFuture()
+                        ? -1
+                        : static_cast<int>(std::min<int64_t>(
+                              absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+      // Wake once a second to redraw the time elapsed.
+      if (tick_ && (wait_ms < 0 || wait_ms > 1000)) wait_ms = 1000;
       if (auto r = pool_.Wait(wait_ms)) rows_[r->first] = std::move(r->second);
+      if (tick_) tick_(rows_.size());
     }
     std::vector<ResultRow> out;
     for (int i : wave) {
-      absl::StatusOr<std::string> r = std::move(rows_.at(i));
-      rows_.erase(i);
+      auto it = rows_.find(i);
+      if (it == rows_.end()) {  // past the deadline
+        out.emplace_back();
+        continue;
+      }
+      absl::StatusOr<std::string> r = std::move(it->second);
+      rows_.erase(it);
       started_.erase(i);
       if (!r.ok()) return r.status();
       if (!out.emplace_back().ParseFromString(*r)) {
@@ -156,7 +172,7 @@ class WaveRunner {
   }
 
   absl::StatusOr<std::vector<ResultRow>> RunDistributed(
-      const std::vector<int>& wave) {
+      const std::vector<int>& wave, bool* stopped) {
     std::vector<JobPoint> run;
     for (int i : wave) run.push_back(points_[i]);
     EngineOptions engine = engine_;
@@ -168,6 +184,10 @@ class WaveRunner {
           std::max(1e-3, absl::ToDoubleSeconds(deadline_ - absl::Now()));
     }
     absl::StatusOr<Results> rows = SimulatePoints(run, engine);
+    if (absl::IsDeadlineExceeded(rows.status())) {
+      *stopped = true;
+      return std::vector<ResultRow>(wave.size());
+    }
     if (!rows.ok()) return rows.status();
     return std::vector<ResultRow>(rows->rows().begin(), rows->rows().end());
   }
@@ -176,6 +196,7 @@ class WaveRunner {
   const EngineOptions engine_;
   const absl::Time deadline_;
   const std::function<int()> guess_;
+  const std::function<void(size_t)> tick_;
   ChildPool pool_;
   std::set<int> started_;  // with a child, or its row, and not yet decided
   std::map<int, absl::StatusOr<std::string>> rows_;  // serialized
@@ -183,12 +204,15 @@ class WaveRunner {
 
 // The points of `spec` (its algorithm variants), each with its
 // StepLowerBound, from one lowering, and its ReplayDigest where the
-// engine replays the step whole (a folded one is never shared). A variant whose
-// plans refuse a call gets no bound; the spec itself must plan.
+// engine replays the step whole (a folded one is never shared), and
+// whether it is deployable in `deployable`, by variant. A variant whose
+// plans refuse a call gets no bound; the spec itself must plan. With
+// options.deployable, the variants that are not deployable are left out.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const PlanSettings& settings,
                            const SearchOptions& options, StepBounder* bounder,
-                           PlanBounds* out) {
+                           PlanBounds* out,
+                           std::map<std::string, bool>* deployable) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
   std::set<GroupKind> kinds;  // none: the spec's own algorithms only
@@ -206,6 +230,9 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
     if (!strategy.ok()) return strategy.status();
     UseAlgorithms(*strategy, &schedule);
+    const bool can_deploy = Deployable(p->strategy, schedule);
+    if (options.deployable && !can_deploy) continue;
+    (*deployable)[variant] = can_deploy;
     absl::StatusOr<double> b = bounder->Bound(schedule);
     if (!b.ok() && variant == spec) return b.status();
     PlanBound* bound = out->add_bounds();
@@ -233,12 +260,15 @@ struct Candidate {
 // the simulations forked later inherit them (EngineOptions::prepared). Each
 // thread takes the next spec when it is done with one: specs differ in
 // cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
-// flat ring, session 17). A spec's candidates, whatever their settings, go to
-// one thread. Past `deadline` the threads bound no further candidate.
+// flat ring). A spec's candidates, whatever their settings, go to one
+// thread. Past `deadline` the threads bound no further candidate. Whether
+// each point is deployable goes into `deployable`, by its strategy; the
+// progress line, if any, says how many specs are bound.
 absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
-    const SearchOptions& options, absl::Time deadline) {
+    const SearchOptions& options, absl::Time deadline, Progress* progress,
+    std::map<std::string, bool>* deployable) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
@@ -249,14 +279,17 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   const int n = static_cast<int>(specs.size());
   // One thread more than --jobs: a thread often waits for a call another
   // is preparing (PlanCache makes each once), and the spare one keeps the
-  // cores busy meanwhile. The 1024-GPU Lins plan's bounds on 2 cores took
-  // (session 15) 24.1 s with 2 threads, 18.1 s with 3 and 17.7 s with 4 (peak
-  // memory 0.5, 0.74 and 0.89 GB).
+  // cores busy meanwhile. The 1024-GPU Lins plan's bounds (LLaMA-7B, FUSED
+  // kernels) on a 2-core machine took 24.1 s with 2 threads, 18.1 s with 3
+  // and 17.7 s with 4 (peak memory 0.5, 0.74 and 0.89 GB).
   const int threads = std::max(1, std::min(options.engine.jobs + 1, n));
   StepBounder bounder(calls);
   std::vector<PlanBounds> of(n);  // per spec
+  std::vector<std::map<std::string, bool>> deployable_of(n);
   std::vector<absl::Status> status(n);
   std::atomic<int> next = 0;
+  std::atomic<int> bound = 0;  // specs done, for the progress line
+  std::mutex progress_mutex;
   std::atomic<bool> failed = false;
   // Neighbouring specs share calls (Lins triples a factor apart): taken
   // from the two halves of the list in turn, so that two threads seldom
@@ -278,11 +311,17 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
         } else {
           status[i] =
               BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
-                            options, &bounder, &of[i]);
+                            options, &bounder, &of[i], &deployable_of[i]);
         }
         if (!status[i].ok()) break;
       }
       if (!status[i].ok()) failed = true;
+      const int specs_bound = ++bound;
+      if (progress != nullptr && progress->active()) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress->Show(absl::StrFormat("plan: lower bounds of %d of %d specs",
+                                       specs_bound, n));
+      }
     }
   };
   std::vector<std::thread> others;
@@ -291,6 +330,7 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   for (std::thread& t : others) t.join();
   for (int i = 0; i < n; ++i) {
     if (!status[i].ok()) return status[i];  // the first in spec order
+    deployable->insert(deployable_of[i].begin(), deployable_of[i].end());
   }
   // A row's candidate: its settings, and its strategy up to its first '@'.
   std::map<std::string, int> setting_index;
@@ -404,7 +444,15 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     return absl::InvalidArgumentError(
         absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
   }
-  const std::vector<std::string> specs = CandidateSpecs(*mesh);
+  std::vector<std::string> specs = CandidateSpecs(*mesh);
+  if (options.deployable) {
+    std::vector<std::string> kept;
+    for (const std::string& spec : specs) {
+      absl::StatusOr<Strategy> s = ParseStrategy(spec, *mesh);
+      if (s.ok() && DeployableFramework(*s)) kept.push_back(spec);
+    }
+    specs = std::move(kept);
+  }
   absl::StatusOr<Space> space =
       SpaceOf(job, *mesh, specs, gpus, options.settings);
   if (!space.ok()) return space.status();
@@ -457,17 +505,24 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                       job.platform.channels(), /*volumes=*/true);
   EngineOptions engine = options.engine;
   engine.prepared = &calls;
+  // One line over the whole search: the bounds, then the waves. Erased
+  // when the search returns, before anything is printed.
+  Progress progress;
+  std::map<std::string, bool> deployable_of;  // by point
   absl::StatusOr<std::vector<PlanBounds>> variants =
-      LowerBounds(jobs, settings, fit, &calls, options, deadline);
+      LowerBounds(jobs, settings, fit, &calls, options, deadline, &progress,
+                  &deployable_of);
   if (!variants.ok()) return variants.status();
   // Each simulation is a fork, which copies the page tables of every page
   // this process maps: the bounds' garbage, which SetUpHeap (main.cc) keeps
   // mapped for reuse, goes back first. 285 forks of the 1024-GPU Lins plan
-  // took 2.2 s with it and 1.0 s without (session 15).
+  // (LLaMA-7B, FUSED kernels) on a 2-core machine took 2.2 s without this
+  // and 1.0 s with it.
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
   std::vector<int64_t> peaks;
+  std::vector<bool> deployable;
   // The step each point runs where it may be shared: its batch and its
   // ReplayDigest.
   using Step = std::pair<std::string, uint64_t>;
@@ -484,6 +539,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
       peaks.push_back(fit_peak[b]);
+      deployable.push_back(deployable_of.at(v.strategy()));
       steps.push_back(v.has_step_digest()
                           ? std::optional<Step>(Step(batch.SerializeAsString(),
                                                      v.step_digest()))
@@ -503,7 +559,15 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                    [&](int a, int b) { return bounds[a] < bounds[b]; });
   PlanResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
+  // The rows simulated so far, and of them the deployable ones.
   std::vector<const ResultRow*> done;
+  std::vector<const ResultRow*> done_deployable;
+  // A deployable point is pruned only by a deployable row, so that the
+  // fastest deployable point is simulated whatever else beats it.
+  auto pruned_by_bound = [&](int i) {
+    return prune && Dominated(bounds[i], peaks[i],
+                              deployable[i] ? done_deployable : done);
+  };
   // The point simulated for each step, and each point that took another's.
   std::map<Step, int> simulated_for;
   std::vector<int> same_as(points.size(), -1);
@@ -527,7 +591,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     if (!options.start_ahead) return -1;
     for (guessed = std::max(guessed, next); guessed < order.size();) {
       const int i = order[guessed++];
-      if (prune && Dominated(bounds[i], peaks[i], done)) continue;
+      if (pruned_by_bound(i)) continue;
       if (steps[i] && options.share_steps &&
           (simulated_for.count(*steps[i]) > 0 ||
            !guessed_steps.insert(*steps[i]).second)) {
@@ -537,13 +601,24 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     }
     return -1;
   };
-  WaveRunner runner(std::move(run), engine, deadline, guess);
-  while (next < order.size()) {
+  int simulated = 0;  // points with a row, their own or shared
+  // The progress line: points simulated (finished, not yet returned by the
+  // runner included) and pruned so far, of them all.
+  auto show = [&](size_t finished) {
+    progress.Show(absl::StrFormat("plan: %d of %d points simulated, %d pruned",
+                                  simulated + static_cast<int>(finished),
+                                  order.size(), pruned));
+  };
+  WaveRunner runner(std::move(run), engine, deadline, guess,
+                    progress.active() ? std::function<void(size_t)>(show)
+                                      : std::function<void(size_t)>());
+  bool stopped = false;  // by the time limit
+  while (next < order.size() && !stopped) {
     std::vector<int> batch;
     std::vector<int> shared;
     for (; next < order.size() && batch.size() < wave; ++next) {
       const int i = order[next];
-      if (prune && Dominated(bounds[i], peaks[i], done)) {
+      if (pruned_by_bound(i)) {
         ++pruned;
         runner.Drop(i);
         if (is_preset(points[i])) {
@@ -553,6 +628,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
           r->set_peak_memory_bytes(peaks[i]);
           r->set_step_lower_bound_s(bounds[i]);
           *r->mutable_settings() = settings[points[i].setting];
+          r->set_deployable(deployable[i]);
         }
         continue;
       }
@@ -567,14 +643,18 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
       }
       batch.push_back(i);
     }
+    // The row of point `i`, now simulated or shared.
+    auto keep = [&](int i, ResultRow r) {
+      r.set_step_lower_bound_s(bounds[i]);
+      *r.mutable_settings() = settings[points[i].setting];
+      r.set_deployable(deployable[i]);
+      timed[i] = std::move(r);
+      done.push_back(&*timed[i]);
+      if (deployable[i]) done_deployable.push_back(&*timed[i]);
+      ++simulated;
+    };
     if (!batch.empty()) {
-      absl::StatusOr<std::vector<ResultRow>> rows = runner.Run(batch);
-      if (absl::IsDeadlineExceeded(rows.status())) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "time limit of ", options.engine.time_limit_s,
-            " s reached (--time-limit) with ", done.size(), " of ",
-            order.size(), " points simulated or shared, ", pruned, " pruned"));
-      }
+      absl::StatusOr<std::vector<ResultRow>> rows = runner.Run(batch, &stopped);
       if (!rows.ok()) return rows.status();
       if (rows->size() != batch.size()) {
         return absl::InternalError(absl::StrCat("a wave of ", batch.size(),
@@ -582,15 +662,13 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                                                 rows->size(), " rows"));
       }
       for (size_t k = 0; k < batch.size(); ++k) {
-        const int i = batch[k];
-        ResultRow& r = (*rows)[k];
-        r.set_step_lower_bound_s(bounds[i]);
-        *r.mutable_settings() = settings[points[i].setting];
-        timed[i] = std::move(r);
-        done.push_back(&*timed[i]);
+        // Past the time limit, a point not finished has an empty row.
+        if ((*rows)[k].ByteSizeLong() == 0) continue;
+        keep(batch[k], std::move((*rows)[k]));
       }
     }
     for (int i : shared) {
+      if (!timed[same_as[i]]) continue;  // its twin not finished in time
       const ResultRow& twin = *timed[same_as[i]];
       ResultRow r = twin;
       if (absl::Status s =
@@ -599,13 +677,18 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
         return s;
       }
       r.set_same_step_as(PlanPointName(twin));
-      r.set_step_lower_bound_s(bounds[i]);
-      *r.mutable_settings() = settings[points[i].setting];
-      timed[i] = std::move(r);
-      done.push_back(&*timed[i]);
+      keep(i, std::move(r));
       ++same_step;
     }
+    if (progress.active()) show(0);
   }
+  if (stopped && simulated == 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("time limit of ", options.engine.time_limit_s,
+                     " s reached (--time-limit) before any of the ",
+                     order.size(), " points was simulated"));
+  }
+  out.set_complete(!stopped);
   out.set_scenario(job.path);
   out.set_gpus(gpus);
   out.set_memory_cap_bytes(options.memory_cap_bytes
@@ -618,7 +701,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   out.set_points(static_cast<int>(points.size()) + unplannable);
   out.set_unplannable(unplannable);
   out.set_pruned(pruned);
-  out.set_simulated(static_cast<int>(points.size()) - pruned);
+  out.set_simulated(simulated);
   out.set_same_step(same_step);
   std::vector<ResultRow> rows;  // in candidate order
   std::vector<bool> row_is_preset;
@@ -640,6 +723,13 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
     ResultRow* r = out.add_best();
     *r = rows[i];
     r->set_rank(i + 1);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].deployable()) continue;
+    ResultRow* r = out.mutable_best_deployable();
+    *r = rows[i];
+    r->set_rank(static_cast<int>(i) + 1);
+    break;
   }
   return out;
 }

@@ -12,6 +12,12 @@
 // The rows are ranked by tokens/s per GPU (every candidate runs the same
 // tokens per step, so shorter steps rank first); below rank 1, `best`
 // ranks the simulated points only.
+// Each row says whether it is deployable (space.h, Deployable). A
+// deployable point is pruned only by a deployable one, so that the fastest
+// deployable point (PlanResults.best_deployable) is exact too.
+// Past --time-limit (EngineOptions::time_limit_s) the search starts no
+// more points and returns what it has simulated (PlanResults.complete
+// false): best, presets and front over those rows.
 #ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
 #define SHARDSIM_SIM_SEARCH_SEARCH_H_
 
@@ -45,12 +51,18 @@ struct SearchOptions {
   // simulate (search.cc, WaveRunner); false: a wave's points start only
   // once it is decided (to check that the two agree).
   bool start_ahead = true;
+  // Deployable points only (space.h, Deployable): the other frameworks'
+  // specs are not candidates, and the other algorithm choices not points.
+  bool deployable = false;
   EngineOptions engine;  // jobs, MPI ranks, time limit
 };
 
 // The job's scenario must name one GPU count; its strategies are replaced
-// by the candidates. Errors: no GPU count or several; every candidate over
-// the cap ("... the smallest peak is X GiB, STRATEGY").
+// by the candidates. While it runs, a line on stderr says how far it got,
+// when stderr is a terminal (sim/runner/progress.h). Errors: no GPU count
+// or several; every candidate over the cap ("... the smallest peak is X
+// GiB, STRATEGY"); the time limit reached before any point was simulated
+// (DeadlineExceeded).
 absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
                                              const SearchOptions& options);
 

@@ -148,6 +148,42 @@ std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
   return out;
 }
 
+bool DeployableFramework(const Strategy& strategy) {
+  switch (strategy.execution().framework()) {
+    case DEEPSPEED:
+    case FSDP:
+    case TORCH_DDP:
+      return true;
+    default:  // PARO_PAPER, INTERNEVO
+      return false;
+  }
+}
+
+bool Deployable(const Strategy& base, const Schedule& schedule) {
+  if (!DeployableFramework(base)) return false;
+  for (const Op& op : schedule.ops()) {
+    if (!op.has_collective()) continue;
+    const CollectiveCall& c = op.collective();
+    const Algorithm a = c.algorithm();
+    // The framework's own composition (its preset's algorithm; a direct
+    // call is never re-chosen: UseAlgorithms).
+    if (a == DIRECT || a == AlgorithmFor(base, c.group())) continue;
+    switch (a) {
+      case RING:
+        break;
+      case TREE:
+        if (c.op() != ALL_REDUCE) return false;
+        break;
+      case SHARP:
+        if (c.op() == BROADCAST) return false;
+        break;
+      default:  // HRING, TORUS2D, HORING
+        return false;
+    }
+  }
+  return true;
+}
+
 Job JobWith(const Job& job, const PlanSettings& settings) {
   Job out = job;
   out.scenario.set_micro_batch_size(settings.micro_batch_size());

@@ -10,6 +10,7 @@
 #include "sim/collective/group.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
+#include "sim/schema/schedule.pb.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -56,6 +57,47 @@ std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus);
 // config's keys) or `fixed` (the scenario's execution) sets is not varied.
 std::vector<Execution> KnobChoices(const Strategy& strategy, int64_t hidden,
                                    const Execution& fixed);
+
+// Deployable points: those a mainstream framework runs as configured, so
+// that a user can take the row to a cluster today (ResultRow.deployable,
+// `plan --deployable`). A point is deployable when
+// - its strategy is one such a framework offers (DeployableFramework):
+//   DeepSpeed's ZeRO stages 1-3 (zero_optimization.stage), MiCS
+//   (mics_shard_size, mics_hierarchical_params_gather) and ZeRO++
+//   (zero_hpz_partition_size, zero_quantized_weights,
+//   zero_quantized_gradients), from the DeepSpeed config documentation
+//   (deepspeed.ai/docs/config-json); PyTorch DDP and FSDP's sharding
+//   strategies FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD and
+//   _HYBRID_SHARD_ZERO2 (torch.distributed.fsdp.ShardingStrategy). PaRO
+//   (its own schedule, framework PARO_PAPER) and Lins' triples (INTERNEVO,
+//   Lins' own fork) are research systems. Megatron-LM's distributed
+//   optimizer would count too, but the space (CandidateSpecs) has no spec
+//   for it;
+// - its knobs are that framework's: KnobChoices varies only the knobs each
+//   framework exposes (DeepSpeed's reduce_bucket_size and
+//   stage3_prefetch_bucket_size, FSDP's backward_prefetch and
+//   forward_prefetch), and micro-batch size and activation recomputation
+//   are settings of all of them, so every setting qualifies;
+// - every collective runs an algorithm NCCL runs for its op (NCCL's
+//   src/device/all_reduce.h, all_gather.h, reduce_scatter.h,
+//   broadcast.h; NCCL_ALGO in src/include/nccl_common.h: Ring, Tree,
+//   CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT): RING for every op;
+//   TREE for ALL_REDUCE only; SHARP (CollNet with SHARP switches, NVLS)
+//   for ALL_REDUCE, ALL_GATHER and REDUCE_SCATTER, and only where the
+//   platform has it (AlgorithmVariants offers it nowhere else). HRING,
+//   TORUS2D, HORING and DIRECT are not NCCL algorithms - except where the
+//   framework itself composes its calls so, which its preset's own
+//   algorithm says: MiCS's hierarchical all-gather (TORUS2D, DeepSpeed's
+//   mics_hierarchical_params_gather) and qgZ's all-to-all reduce-scatter
+//   (DIRECT, DeepSpeed's all_to_all_quant_reduce over NCCL send/recv).
+//   Only an algorithm a spec's @KIND=ALGO picks away from its preset's is
+//   held to NCCL's list.
+bool DeployableFramework(const Strategy& strategy);
+
+// Whether the point of `schedule` is deployable (above): `base` is its
+// spec without @KIND=ALGO, the schedule's calls carry the point's own
+// algorithms (UseAlgorithms).
+bool Deployable(const Strategy& base, const Schedule& schedule);
 
 // `job` with `settings` in its scenario (its execution overrides merged
 // into the scenario's).

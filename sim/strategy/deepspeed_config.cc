@@ -3,16 +3,23 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "sim/scenario/did_you_mean.h"
+#include "sim/strategy/deepspeed_keys.h"
 
 namespace shardsim {
 namespace {
+
+// Keeps the file's key order, so messages list keys as the user wrote them.
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(what);
@@ -32,155 +39,328 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
-std::string KindName(const google::protobuf::Value& v) {
-  switch (v.kind_case()) {
-    case google::protobuf::Value::kNullValue:
-      return "null";
-    case google::protobuf::Value::kNumberValue:
-      return absl::StrCat(v.number_value());
-    case google::protobuf::Value::kStringValue:
-      return absl::StrCat("string \"", v.string_value(), "\"");
-    case google::protobuf::Value::kBoolValue:
-      return v.bool_value() ? "true" : "false";
-    case google::protobuf::Value::kStructValue:
-      return "an object";
-    case google::protobuf::Value::kListValue:
-      return "a list";
-    default:
-      return "nothing";
-  }
+std::string Show(const Json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "a list";
+  if (v.is_string()) return absl::StrCat("string ", v.dump());
+  return v.dump();
 }
 
-absl::Status WrongType(absl::string_view key, absl::string_view want,
-                       const google::protobuf::Value& got) {
-  return Invalid(absl::StrCat("zero_optimization.", key, " must be ", want,
-                              ", got ", KindName(got)));
+absl::Status WrongType(absl::string_view path, absl::string_view want,
+                       const Json& got) {
+  return Invalid(absl::StrCat(path, " must be ", want, ", got ", Show(got)));
 }
 
-// JSON numbers arrive as doubles; DeepSpeed's integer keys must be whole.
-// Sizes (elements) may pass 2^31; JSON numbers are exact to 2^53.
-absl::StatusOr<int64_t> Int64Key(const google::protobuf::Struct& zero,
-                                 const std::string& key, int64_t fallback) {
-  auto it = zero.fields().find(key);
-  if (it == zero.fields().end()) return fallback;
-  const google::protobuf::Value& v = it->second;
-  if (v.kind_case() != google::protobuf::Value::kNumberValue ||
-      std::floor(v.number_value()) != v.number_value() ||
-      !(std::abs(v.number_value()) <= 9007199254740992.0)) {
-    return WrongType(key, "an integer", v);
-  }
-  return static_cast<int64_t>(v.number_value());
-}
-
-// The same for keys that fit an int (stage, partition sizes).
-absl::StatusOr<int> IntKey(const google::protobuf::Struct& zero,
-                           const std::string& key, int fallback) {
-  absl::StatusOr<int64_t> v = Int64Key(zero, key, fallback);
-  if (!v.ok()) return v.status();
-  if (std::abs(*v) > std::numeric_limits<int>::max()) {
-    return WrongType(key, "an integer", zero.fields().at(key));
-  }
-  return static_cast<int>(*v);
-}
-
-absl::StatusOr<bool> BoolKey(const google::protobuf::Struct& zero,
-                             const std::string& key, bool fallback) {
-  auto it = zero.fields().find(key);
-  if (it == zero.fields().end()) return fallback;
-  if (it->second.kind_case() != google::protobuf::Value::kBoolValue) {
-    return WrongType(key, "true or false", it->second);
-  }
-  return it->second.bool_value();
-}
-
-absl::StatusOr<google::protobuf::Struct> ZeroSection(const std::string& text) {
-  google::protobuf::Struct root;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &root);
-  if (!parsed.ok()) {
-    return Invalid(
-        absl::StrCat("not valid JSON: ", std::string(parsed.message())));
-  }
-  auto it = root.fields().find("zero_optimization");
-  if (it == root.fields().end()) {
-    return Invalid("no zero_optimization section");
-  }
-  if (it->second.kind_case() != google::protobuf::Value::kStructValue) {
-    return Invalid(absl::StrCat("zero_optimization must be an object, got ",
-                                KindName(it->second)));
-  }
-  return it->second.struct_value();
-}
-
-// zero_optimization keys -> Execution fields, each only when given.
-absl::Status ReadExecutionKeys(const google::protobuf::Struct& zero,
-                               Execution* e) {
-  const std::pair<const char*, void (Execution::*)(int64_t)> sizes[] = {
-      {"stage3_prefetch_bucket_size", &Execution::set_prefetch_bucket_elements},
-      {"stage3_max_live_parameters", &Execution::set_max_live_elements},
-      {"stage3_param_persistence_threshold",
-       &Execution::set_persistence_threshold},
-      {"reduce_bucket_size", &Execution::set_reduce_bucket_elements}};
-  for (const auto& [key, set] : sizes) {
-    const auto it = zero.fields().find(key);
-    if (it == zero.fields().end()) continue;
-    if (it->second.kind_case() == google::protobuf::Value::kStringValue &&
-        it->second.string_value() == "auto") {
-      e->add_hf_auto(key);
-      continue;
+// Python's json.load, which DeepSpeed reads with, takes no trailing commas
+// or comments; nor does nlohmann's parser. A key given twice, which both
+// would take silently (the last wins), is an error here.
+absl::StatusOr<Json> ParseStrict(const std::string& text) {
+  std::vector<std::set<std::string>> open;
+  std::string twice;
+  const Json::parser_callback_t note_keys = [&](int, Json::parse_event_t event,
+                                                Json& parsed) {
+    if (event == Json::parse_event_t::object_start) open.emplace_back();
+    if (event == Json::parse_event_t::object_end && !open.empty()) {
+      open.pop_back();
     }
-    absl::StatusOr<int64_t> v = Int64Key(zero, key, 0);
-    if (!v.ok()) return v.status();
-    if (*v < 0) {
-      return Invalid(
-          absl::StrCat("zero_optimization.", key, " must be >= 0, got ", *v));
+    if (event == Json::parse_event_t::key && !open.empty() &&
+        !open.back().insert(parsed.get<std::string>()).second &&
+        twice.empty()) {
+      twice = parsed.get<std::string>();
     }
-    (e->*set)(*v);
+    return true;
+  };
+  Json root;
+  try {
+    root = Json::parse(text, note_keys);
+  } catch (const Json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 4, column 3:
+    // syntax error while parsing object key - unexpected '}'; ..."
+    absl::string_view what = e.what();
+    if (const size_t end = what.find("] "); end != what.npos) {
+      what.remove_prefix(end + 2);
+    }
+    return Invalid(absl::StrCat("not valid JSON: ", what));
   }
-  if (zero.fields().contains("overlap_comm")) {
-    absl::StatusOr<bool> v = BoolKey(zero, "overlap_comm", false);
-    if (!v.ok()) return v.status();
-    e->set_overlap_comm(*v);
+  if (!twice.empty()) {
+    return Invalid(absl::StrCat("key \"", twice, "\" is given twice"));
   }
-  // reduce_scatter: false makes stage 3 all-reduce its buckets; stages 1-2
-  // all-reduce them either way (use_multi_rank_bucket_allreduce).
-  if (zero.fields().contains("reduce_scatter")) {
-    absl::StatusOr<bool> v = BoolKey(zero, "reduce_scatter", true);
-    if (!v.ok()) return v.status();
-    if (!*v) e->set_all_reduce_buckets(true);
+  if (!root.is_object()) return WrongType("the config", "an object", root);
+  return root;
+}
+
+// ---- the schema walk ----
+
+// " (did you mean ...)" for an unknown key: a sibling close to it, or the
+// same name in another section.
+std::string Suggest(absl::string_view section, absl::string_view key) {
+  std::string hint = DidYouMean(key, DeepSpeedKeysUnder(section));
+  if (!hint.empty()) return hint;
+  for (const DeepSpeedKey& k : DeepSpeedKeys()) {
+    if (absl::EndsWith(k.path, absl::StrCat(".", key)) || k.path == key) {
+      return absl::StrCat(" (did you mean \"", k.path, "\"?)");
+    }
+  }
+  return "";
+}
+
+bool TurnedOff(const Json& v) {
+  if (v.is_null() || (v.is_object() && v.empty())) return true;
+  return v.is_object() && v.contains("enabled") && v["enabled"] == false;
+}
+
+// Checks every key of `object` (at `section`) against DeepSpeed's schema
+// and notes those not modelled.
+absl::Status CheckKeys(const Json& object, const std::string& section,
+                       std::vector<std::string>* unmodelled) {
+  for (const auto& [key, value] : object.items()) {
+    const std::string path = section.empty() ? key : section + "." + key;
+    const DeepSpeedKey* k = FindDeepSpeedKey(path);
+    if (k == nullptr) {
+      return Invalid(absl::StrCat("unknown key ", path,
+                                  ": not in DeepSpeed's config schema",
+                                  Suggest(section, key)));
+    }
+    switch (k->kind) {
+      case DeepSpeedKeyKind::kSection:
+        if (value.is_null()) break;
+        if (!value.is_object()) return WrongType(path, "an object", value);
+        if (absl::Status s = CheckKeys(value, path, unmodelled); !s.ok()) {
+          return s;
+        }
+        break;
+      case DeepSpeedKeyKind::kUnmodelled:
+        if (value != Json::parse(std::string(k->default_json))) {
+          unmodelled->push_back(
+              absl::StrCat(path, " = ", value.dump(), ": ", k->what));
+        }
+        break;
+      case DeepSpeedKeyKind::kOpaqueUnmodelled:
+        if (!TurnedOff(value)) {
+          unmodelled->push_back(absl::StrCat(path, ": ", k->what));
+        }
+        break;
+      case DeepSpeedKeyKind::kModelled:
+      case DeepSpeedKeyKind::kNoCost:
+      case DeepSpeedKeyKind::kOpaqueNoCost:
+        break;
+    }
   }
   return absl::OkStatus();
 }
 
-// Defaults are DeepSpeed's: stage 0, no hpZ, no quantization, no MiCS.
-absl::StatusOr<DeepSpeedZero> ReadZeroKeys(
-    const google::protobuf::Struct& zero) {
-  DeepSpeedZero k;
-  for (auto [key, out] : {std::pair<const char*, int*>{"stage", &k.stage},
-                          {"zero_hpz_partition_size", &k.hpz},
-                          {"mics_shard_size", &k.mics_shard_size}}) {
-    absl::StatusOr<int> v = IntKey(zero, key, *out);
-    if (!v.ok()) return v.status();
-    *out = *v;
+// ---- typed keys ----
+
+bool IsAuto(const Json& v) { return v.is_string() && v == "auto"; }
+
+// JSON numbers DeepSpeed takes as integers must be whole (5e8 is);
+// JSON numbers are exact to 2^53.
+absl::StatusOr<std::optional<int64_t>> Int64At(const Json& object,
+                                               absl::string_view section,
+                                               const std::string& key) {
+  if (!object.contains(key)) return std::optional<int64_t>();
+  const Json& v = object[key];
+  const std::string path =
+      section.empty() ? key : absl::StrCat(section, ".", key);
+  if (!v.is_number()) return WrongType(path, "an integer", v);
+  const double d = v.get<double>();
+  if (std::floor(d) != d || !(std::abs(d) <= 9007199254740992.0)) {
+    return WrongType(path, "an integer", v);
   }
-  for (auto [key, out] :
-       {std::pair<const char*, bool*>{"zero_quantized_weights", &k.qwz},
-        {"zero_quantized_gradients", &k.qgz},
-        {"mics_hierarchical_params_gather", &k.mics_hierarchical}}) {
-    absl::StatusOr<bool> v = BoolKey(zero, key, *out);
-    if (!v.ok()) return v.status();
-    *out = *v;
+  return std::optional<int64_t>(v.is_number_float() ? static_cast<int64_t>(d)
+                                                    : v.get<int64_t>());
+}
+
+absl::Status IntKey(const Json& zero, const std::string& key, int* out) {
+  absl::StatusOr<std::optional<int64_t>> v =
+      Int64At(zero, "zero_optimization", key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return absl::OkStatus();
+  if (std::abs(**v) > std::numeric_limits<int>::max()) {
+    return WrongType(absl::StrCat("zero_optimization.", key), "an integer",
+                     zero[key]);
   }
-  if (k.stage < 0 || k.stage > 3) {
-    return Invalid(absl::StrCat(
-        "zero_optimization.stage must be 0, 1, 2 or 3, got ", k.stage));
+  *out = static_cast<int>(**v);
+  return absl::OkStatus();
+}
+
+absl::Status BoolKey(const Json& zero, const std::string& key, bool* out) {
+  if (!zero.contains(key)) return absl::OkStatus();
+  if (!zero[key].is_boolean()) {
+    return WrongType(absl::StrCat("zero_optimization.", key), "true or false",
+                     zero[key]);
   }
-  if (k.hpz < 0) {
-    return Invalid(absl::StrCat(
-        "zero_optimization.zero_hpz_partition_size must be >= 0, got ", k.hpz));
+  *out = zero[key].get<bool>();
+  return absl::OkStatus();
+}
+
+// A size key under its name or its alias (DeepSpeedZeroConfig takes
+// both), not both; `name` is what HF's Trainer fills in for "auto".
+absl::Status SizeKey(const Json& zero, const std::string& name,
+                     const std::string& alias, Execution* e,
+                     void (Execution::*set)(int64_t)) {
+  if (!alias.empty() && zero.contains(name) && zero.contains(alias)) {
+    return Invalid(absl::StrCat("zero_optimization.", name, " and ", alias,
+                                " are one key: give one"));
   }
-  if (absl::Status s = ReadExecutionKeys(zero, &k.execution); !s.ok()) {
+  const std::string key = zero.contains(alias) ? alias : name;
+  if (!zero.contains(key)) return absl::OkStatus();
+  if (IsAuto(zero[key])) {
+    e->add_hf_auto(name);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::optional<int64_t>> v =
+      Int64At(zero, "zero_optimization", key);
+  if (!v.ok()) return v.status();
+  if (**v < 0) {
+    return Invalid(
+        absl::StrCat("zero_optimization.", key, " must be >= 0, got ", **v));
+  }
+  (e->*set)(**v);
+  return absl::OkStatus();
+}
+
+// zero_optimization keys -> Execution fields, each only when given.
+absl::Status ReadExecutionKeys(const Json& zero, Execution* e) {
+  struct Size {
+    const char* name;   // as HF's Trainer names it
+    const char* alias;  // the other spelling, or ""
+    void (Execution::*set)(int64_t);
+  };
+  const Size sizes[] = {
+      {"stage3_prefetch_bucket_size", "prefetch_bucket_size",
+       &Execution::set_prefetch_bucket_elements},
+      {"stage3_max_live_parameters", "max_live_parameters",
+       &Execution::set_max_live_elements},
+      {"stage3_param_persistence_threshold", "param_persistence_threshold",
+       &Execution::set_persistence_threshold},
+      {"reduce_bucket_size", "", &Execution::set_reduce_bucket_elements}};
+  for (const Size& s : sizes) {
+    if (absl::Status st = SizeKey(zero, s.name, s.alias, e, s.set); !st.ok()) {
+      return st;
+    }
+  }
+  if (zero.contains("overlap_comm")) {
+    bool v = false;
+    if (absl::Status s = BoolKey(zero, "overlap_comm", &v); !s.ok()) return s;
+    e->set_overlap_comm(v);
+  }
+  // reduce_scatter: false makes stage 3 all-reduce its buckets; stages 1-2
+  // all-reduce them either way (use_multi_rank_bucket_allreduce).
+  bool reduce_scatter = true;
+  if (absl::Status s = BoolKey(zero, "reduce_scatter", &reduce_scatter);
+      !s.ok()) {
     return s;
   }
+  if (!reduce_scatter) e->set_all_reduce_buckets(true);
+  return absl::OkStatus();
+}
+
+// Defaults are DeepSpeed's: stage 0, no hpZ, no quantization, no MiCS.
+absl::Status ReadZeroKeys(const Json& zero, DeepSpeedZero* k) {
+  for (auto [key, out] : {std::pair<const char*, int*>{"stage", &k->stage},
+                          {"zero_hpz_partition_size", &k->hpz},
+                          {"mics_shard_size", &k->mics_shard_size}}) {
+    if (absl::Status s = IntKey(zero, key, out); !s.ok()) return s;
+  }
+  for (auto [key, out] :
+       {std::pair<const char*, bool*>{"zero_quantized_weights", &k->qwz},
+        {"zero_quantized_gradients", &k->qgz},
+        {"mics_hierarchical_params_gather", &k->mics_hierarchical}}) {
+    if (absl::Status s = BoolKey(zero, key, out); !s.ok()) return s;
+  }
+  if (k->stage < 0 || k->stage > 3) {
+    return Invalid(absl::StrCat(
+        "zero_optimization.stage must be 0, 1, 2 or 3, got ", k->stage));
+  }
+  if (k->hpz < 0) {
+    return Invalid(
+        absl::StrCat("zero_optimization.zero_hpz_partition_size must be >= 0, "
+                     "got ",
+                     k->hpz));
+  }
+  return ReadExecutionKeys(zero, &k->execution);
+}
+
+// train_batch_size, train_micro_batch_size_per_gpu and
+// gradient_accumulation_steps: whole numbers >= 1, or "auto".
+absl::Status ReadBatchKeys(const Json& root, DeepSpeedZero* k) {
+  for (auto [key, out] :
+       {std::pair<const char*, std::optional<int64_t>*>{"train_batch_size",
+                                                        &k->train_batch_size},
+        {"train_micro_batch_size_per_gpu", &k->micro_batch_size},
+        {"gradient_accumulation_steps", &k->gradient_accumulation_steps}}) {
+    if (root.contains(key) && IsAuto(root[key])) continue;
+    absl::StatusOr<std::optional<int64_t>> v = Int64At(root, "", key);
+    if (!v.ok()) return v.status();
+    if (v->has_value() && **v < 1) {
+      return Invalid(absl::StrCat(key, " must be >= 1, got ", **v));
+    }
+    *out = *v;
+  }
+  return absl::OkStatus();
+}
+
+// 16-bit mixed precision is what shardsim models; without bf16 or fp16
+// DeepSpeed trains in fp32. HF's Trainer fills "auto" from its --bf16 or
+// --fp16, which a config run through it is for.
+absl::Status ReadPrecision(const Json& root, DeepSpeedZero* k) {
+  bool sixteen = false;
+  for (const char* section : {"bf16", "fp16"}) {
+    if (!root.contains(section) || !root[section].is_object() ||
+        !root[section].contains("enabled")) {
+      continue;
+    }
+    const Json& enabled = root[section]["enabled"];
+    if (!enabled.is_boolean() && !IsAuto(enabled)) {
+      return WrongType(absl::StrCat(section, ".enabled"),
+                       "true, false or \"auto\"", enabled);
+    }
+    sixteen = sixteen || IsAuto(enabled) || enabled.get<bool>();
+  }
+  if (!sixteen) {
+    k->unmodelled.push_back(
+        "bf16.enabled, fp16.enabled not true: DeepSpeed trains in fp32 "
+        "(4-byte parameters, gradients and collectives), shardsim in 16-bit "
+        "mixed precision");
+  }
+  return absl::OkStatus();
+}
+
+// Adam's fp32 master copy and two moments are the scenario's
+// optimizer_bytes_per_param (12); another optimizer keeps other states.
+absl::Status ReadOptimizer(const Json& root, DeepSpeedZero* k) {
+  if (!root.contains("optimizer") || !root["optimizer"].is_object() ||
+      !root["optimizer"].contains("type")) {
+    return absl::OkStatus();
+  }
+  const Json& type = root["optimizer"]["type"];
+  if (!type.is_string()) return WrongType("optimizer.type", "a name", type);
+  const std::string name = absl::AsciiStrToLower(type.get<std::string>());
+  if (name != "adam" && name != "adamw" && name != "auto") {
+    k->unmodelled.push_back(absl::StrCat(
+        "optimizer.type = ", type.dump(),
+        ": keeps other states than Adam's (optimizer_bytes_per_param)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeepSpeedZero> ReadConfig(const std::string& text) {
+  absl::StatusOr<Json> root = ParseStrict(text);
+  if (!root.ok()) return root.status();
+  DeepSpeedZero k;
+  if (absl::Status s = CheckKeys(*root, "", &k.unmodelled); !s.ok()) return s;
+  if (!root->contains("zero_optimization")) {
+    return Invalid("no zero_optimization section");
+  }
+  const Json& zero = (*root)["zero_optimization"];
+  if (!zero.is_object()) {
+    return WrongType("zero_optimization", "an object", zero);
+  }
+  if (absl::Status s = ReadZeroKeys(zero, &k); !s.ok()) return s;
+  if (absl::Status s = ReadBatchKeys(*root, &k); !s.ok()) return s;
+  if (absl::Status s = ReadPrecision(*root, &k); !s.ok()) return s;
+  if (absl::Status s = ReadOptimizer(*root, &k); !s.ok()) return s;
   return k;
 }
 
@@ -195,9 +375,7 @@ absl::StatusOr<DeepSpeedZero> ReadDeepSpeedConfig(absl::string_view spec,
   };
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return in_file(text.status());
-  absl::StatusOr<google::protobuf::Struct> zero = ZeroSection(*text);
-  if (!zero.ok()) return in_file(zero.status());
-  absl::StatusOr<DeepSpeedZero> keys = ReadZeroKeys(*zero);
+  absl::StatusOr<DeepSpeedZero> keys = ReadConfig(*text);
   if (!keys.ok()) return in_file(keys.status());
   keys->path = path;
   return keys;

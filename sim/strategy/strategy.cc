@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "sim/scenario/did_you_mean.h"
 #include "sim/strategy/deepspeed_config.h"
 
 namespace shardsim {
@@ -352,6 +353,20 @@ absl::StatusOr<Strategy> ParseDeepSpeedConfig(absl::string_view spec,
 
 // ---- dispatch ----
 
+// The names a spec starts with, for "did you mean".
+std::vector<std::string> SpecHeads() {
+  std::vector<std::string> heads = {"ddp",  "zero1", "zero2",  "zero3",
+                                    "fsdp", "mics",  "zeropp", "lins"};
+  for (char p : {'N', 'I', 'G'}) {
+    for (char g : {'N', 'I', 'G'}) {
+      for (char os : {'N', 'I', 'G'}) {
+        heads.push_back(absl::StrCat("paro-", std::string{p, g, os}));
+      }
+    }
+  }
+  return heads;
+}
+
 absl::StatusOr<Strategy> ParseSpec(absl::string_view spec, const Mesh& mesh,
                                    absl::string_view base_dir) {
   const absl::string_view trimmed = absl::StripAsciiWhitespace(spec);
@@ -376,7 +391,8 @@ absl::StatusOr<Strategy> ParseSpec(absl::string_view spec, const Mesh& mesh,
     return Invalid(absl::StrCat(head, " takes no options"));
   }
   if (plain.ok()) return plain;
-  return Invalid(absl::StrCat("unknown strategy; known: ", kKnownSpecs));
+  return Invalid(absl::StrCat("unknown strategy", DidYouMean(head, SpecHeads()),
+                              "; known: ", kKnownSpecs));
 }
 
 // ---- Lins' rule ----

@@ -66,8 +66,8 @@ def main():
             benches.append((f"quickstart, zeropp, {gpus} GPUs",
                             [shardsim, "run", quick, "--gpus", gpus,
                              "--strategy", "zeropp", "--jobs", "1"]))
-        # Issue 12: qgZ at 1024 GPUs should cost no more than ZeRO-3 there,
-        # the same step (4 micro-batches) otherwise.
+        # The target for qgZ: at 1024 GPUs ZeRO++ should cost no more than
+        # ZeRO-3 there, the same step (4 micro-batches) otherwise.
         benches.append(("quickstart, zero3, 1024 GPUs (against zeropp's)",
                         [shardsim, "run", quick, "--gpus", "1024",
                          "--strategy", "zero3", "--jobs", "1"]))
@@ -107,6 +107,20 @@ def main():
         benches.append(("plan, Lins set-up (LLaMA-7B, seq 4096, 4M tokens), "
                         "1024 a800_lins GPUs [< 60 s]",
                         [shardsim, "plan", lins, "--gpus", "1024"]))
+        # The same with the default kernel style (EAGER: HF modules in
+        # eager mode; the scenario runs FUSED kernels, as InternEvo does):
+        # more kernels per layer, so longer bounds and simulations.
+        eager = "/tmp/bench_lins_7b_eager.textproto"
+        with open(lins) as src, open(eager, "w") as dst:
+            dst.writelines(line for line in src
+                           if not line.startswith("kernels"))
+        benches.append(("plan, the Lins set-up with EAGER kernels, 1024 "
+                        "a800_lins GPUs [< 60 s]",
+                        [shardsim, "plan", eager, "--gpus", "1024"]))
+        benches.append(("plan --deployable, the Lins set-up, 1024 a800_lins "
+                        "GPUs",
+                        [shardsim, "plan", lins, "--gpus", "1024",
+                         "--deployable"]))
     if "--with-plan" in sys.argv and shutil.which("mpirun"):
         # Each wave spread over 2 ranks of one simulation each, against the
         # serial search one simulation at a time: the same JSON.
