@@ -46,6 +46,8 @@ expect 2 "--breakdown is not a flag of memory" -- memory "$quick" --breakdown
 expect 1 'unknown strategy (did you mean "zero3"?)' -- memory "$quick" --strategy zero-3
 printf 'model: "llama-7b"\nplatform: "dgx_a100"\nstrategys: "zero3"\n' >"$tmp/typo.textproto"
 expect 1 'strategys' '(did you mean "strategies"?)' -- memory "$tmp/typo.textproto"
+printf 'base: "dgx_a100"\nnetwork { nics_per_nod: 4 }\n' >"$tmp/typo_platform.textproto"
+expect 1 'nics_per_nod' '(did you mean "nics_per_node"?)' -- platform "$tmp/typo_platform.textproto"
 # A scenario from flags alone, and what is missing named.
 expect 1 "run without a scenario file needs --strategy, --gpus, --seq-len" -- run --model llama-7b --platform dgx_a100
 expect 0 "zero3" "yes (80.0)" "taken as --micro-batch-size 1" -- \

@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "sim/scenario/data_dir.h"
 #include "sim/scenario/did_you_mean.h"
 #include "sim/scenario/scenario.h"
+#include "sim/scenario/text_proto.h"
 
 namespace shardsim {
 namespace {
@@ -116,20 +116,6 @@ void MergeWritten(const Message& src, const TextFormat::ParseInfoTree& tree,
   }
 }
 
-// Collects the parser's first error with its position.
-class FirstError : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (error_.empty()) {
-      error_ = absl::StrCat(line + 1, ":", column + 1, ": ", message);
-    }
-  }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string error_;
-};
-
 absl::Status ReadChain(const std::string& path, const BaseKind& kind,
                        const ReadMessageFn& read,
                        const AbsolutePathsFn& absolute_paths,
@@ -182,14 +168,10 @@ absl::Status ReadChain(const std::string& path, const BaseKind& kind,
 }  // namespace
 
 absl::Status MergeSetFields(absl::string_view text, Message* over) {
-  TextFormat::Parser parser;
   TextFormat::ParseInfoTree tree;
-  FirstError errors;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
   std::unique_ptr<Message> written(over->New());
-  if (!parser.ParseFromString(std::string(text), written.get())) {
-    return absl::InvalidArgumentError(errors.error());
+  if (absl::Status s = ParseTextProto(text, written.get(), &tree); !s.ok()) {
+    return s;
   }
   MergeWritten(*written, tree, over);
   return absl::OkStatus();

@@ -1,14 +1,11 @@
 #include "sim/scenario/scenario.h"
 
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "sim/model/hf_config.h"
 #include "sim/model/model.h"
@@ -16,24 +13,11 @@
 #include "sim/scenario/deepspeed_check.h"
 #include "sim/scenario/did_you_mean.h"
 #include "sim/scenario/platform_file.h"
+#include "sim/scenario/text_proto.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
 namespace {
-
-// Collects the parser's first error with its position.
-class FirstError : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (error_.empty()) {
-      error_ = absl::StrCat(line + 1, ":", column + 1, ": ", message);
-    }
-  }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string error_;
-};
 
 std::string DirName(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -46,43 +30,10 @@ std::string Join(absl::string_view dir, absl::string_view path) {
   return absl::StrCat(dir, "/", path);
 }
 
-// " (did you mean ...)" for the text-format parser's unknown field,
-// 'Message type "shardsim.Scenario" has no field named "strategys".'
-std::string FieldHint(absl::string_view error) {
-  constexpr absl::string_view kType = "Message type \"";
-  constexpr absl::string_view kField = "has no field named \"";
-  const size_t type_at = error.find(kType);
-  const size_t field_at = error.find(kField);
-  if (type_at == error.npos || field_at == error.npos) return "";
-  absl::string_view type = error.substr(type_at + kType.size());
-  type = type.substr(0, type.find('"'));
-  absl::string_view field = error.substr(field_at + kField.size());
-  field = field.substr(0, field.find('"'));
-  const google::protobuf::Descriptor* message =
-      google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
-          std::string(type));
-  if (message == nullptr) return "";
-  std::vector<std::string> names;
-  for (int i = 0; i < message->field_count(); ++i) {
-    names.push_back(message->field(i)->name());
-  }
-  return DidYouMean(field, names);
-}
-
 template <typename Message>
 absl::StatusOr<Message> ReadTextProto(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  google::protobuf::TextFormat::Parser parser;
-  FirstError errors;
-  parser.RecordErrorsTo(&errors);
   Message message;
-  if (!parser.ParseFromString(text.str(), &message)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", errors.error(), FieldHint(errors.error())));
-  }
+  if (absl::Status s = ReadTextProtoFile(path, &message); !s.ok()) return s;
   return message;
 }
 
