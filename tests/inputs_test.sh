@@ -53,6 +53,7 @@ expect 1 "run without a scenario file needs --strategy, --gpus, --seq-len" -- ru
 expect 0 "zero3" "yes (80.0)" "taken as --micro-batch-size 1" -- \
   memory --model llama-7b --platform dgx_a100 --gpus 16 --strategy zero3 --seq-len 2048 --micro-batches 4
 
+expect 0 "best first" -- plan --model llama-7b --platform dgx_a100 --gpus 16 --seq-len 2048 --micro-batches 4 --noalgorithms --nosettings --top 2
 # DeepSpeed keys: unknown, not modelled, allowed.
 cat >"$tmp/offload.json" <<'JSON'
 {"bf16": {"enabled": true},

@@ -43,6 +43,7 @@
 #include "sim/schedule/lower.h"
 #include "sim/schema/limits.h"
 #include "sim/search/search.h"
+#include "sim/strategy/strategy.h"
 #include "validate/cli.h"
 
 // The flags of this binary alone; the shared ones are in sim/cli/flags.h.
@@ -320,6 +321,11 @@ absl::StatusOr<Scenario> ScenarioFromFlags(const std::string& command) {
   if (s.seq_len() == 0) missing.push_back("--seq-len");
   if (s.micro_batches() == 0 && s.global_batch_tokens() == 0) {
     missing.push_back("--micro-batches or --global-batch-tokens");
+  }
+  // plan's candidates are its own search space; the scenario's strategies
+  // are only its named presets.
+  if (s.strategies().empty() && command == "plan") {
+    for (const std::string& spec : NamedStrategies()) s.add_strategies(spec);
   }
   if (!missing.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
