@@ -45,6 +45,15 @@ bool IsOurs(const absl::CommandLineFlag& flag) {
   return absl::StrContains(flag.Filename(), "sim/cli/");
 }
 
+bool IsAbseils(absl::string_view name) {
+  for (const char* flag : {"help", "helpfull", "helpshort", "helppackage",
+                           "helpon", "helpmatch", "version", "only_check_args",
+                           "flagfile", "fromenv", "tryfromenv", "undefok"}) {
+    if (name == flag) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const std::vector<Command>& Commands() {
@@ -173,6 +182,9 @@ absl::Status CheckFlags(const std::vector<std::string>& names,
         name = name.substr(2);
       }
     }
+    // Abseil's own: usage flags (GetAllFlags leaves them out) and the
+    // flags that read other flags.
+    if (it == all.end() && IsAbseils(name)) continue;
     if (it == all.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", Dashed(given),
