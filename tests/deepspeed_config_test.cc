@@ -19,8 +19,6 @@ namespace shardsim {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::SizeIs;
 
 // Writes `text` to a file of its own under the test's temporary folder.
 std::string Config(const std::string& name, const std::string& text) {
@@ -115,7 +113,7 @@ TEST(DeepSpeedConfig, OffloadIsReportedUnlessItsDeviceIsNone) {
                                                    "pin_memory": true}}})")),
       "");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_THAT(cpu->unmodelled, SizeIs(1));
+  ASSERT_EQ(cpu->unmodelled.size(), 1u);
   EXPECT_THAT(cpu->unmodelled[0],
               HasSubstr("zero_optimization.offload_optimizer.device = "
                         "\"cpu\""));
@@ -125,7 +123,7 @@ TEST(DeepSpeedConfig, OffloadIsReportedUnlessItsDeviceIsNone) {
                              "offload_optimizer": {"device": "none"}}})")),
       "");
   ASSERT_TRUE(none.ok()) << none.status();
-  EXPECT_THAT(none->unmodelled, IsEmpty());
+  EXPECT_TRUE(none->unmodelled.empty());
 }
 
 TEST(DeepSpeedConfig, Fp32TrainingAndOtherOptimizersAreReported) {
@@ -135,7 +133,7 @@ TEST(DeepSpeedConfig, Fp32TrainingAndOtherOptimizersAreReported) {
                               "zero_optimization": {"stage": 2}})"),
                           "");
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_THAT(c->unmodelled, SizeIs(2));
+  ASSERT_EQ(c->unmodelled.size(), 2u);
   EXPECT_THAT(c->unmodelled[0], HasSubstr("DeepSpeed trains in fp32"));
   EXPECT_THAT(c->unmodelled[1], HasSubstr("optimizer.type = \"SGD\""));
 }
@@ -155,7 +153,7 @@ TEST(DeepSpeedConfig, KeysThatCostNothingAndDefaultsPass) {
                                        "contiguous_gradients": true}})"),
                           "");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(c->unmodelled, IsEmpty());
+  EXPECT_TRUE(c->unmodelled.empty());
 }
 
 // A job on 16 GPUs of 2 sequences a micro-batch, 4 micro-batches a step:
@@ -208,7 +206,7 @@ TEST(DeepSpeedCheck, BatchKeysThatDisagreeNameBothValues) {
                       "gradient_accumulation_steps": "auto",
                       "zero_optimization": {"stage": 3}})")));
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_THAT(job->warnings, IsEmpty());
+  EXPECT_TRUE(job->warnings.empty());
 }
 
 TEST(DeepSpeedCheck, UnmodelledKeysAreErrorsOrWithLeaveWarnings) {
@@ -222,7 +220,7 @@ TEST(DeepSpeedCheck, UnmodelledKeysAreErrorsOrWithLeaveWarnings) {
   EXPECT_THAT(error, HasSubstr("--allow-unmodelled"));
   absl::StatusOr<Job> job = JobWith(config, /*allow=*/true);
   ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_THAT(job->warnings, SizeIs(1));
+  ASSERT_EQ(job->warnings.size(), 1u);
   EXPECT_THAT(job->warnings[0],
               HasSubstr(absl::StrCat("DeepSpeed config ", config,
                                      ": not modelled: zero_optimization."

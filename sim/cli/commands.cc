@@ -45,6 +45,13 @@ bool IsOurs(const absl::CommandLineFlag& flag) {
   return absl::StrContains(flag.Filename(), "sim/cli/");
 }
 
+bool Reads(const Command& command, absl::string_view name) {
+  for (const char* flag : command.flags) {
+    if (name == flag) return true;
+  }
+  return false;
+}
+
 bool IsAbseils(absl::string_view name) {
   for (const char* flag : {"help", "helpfull", "helpshort", "helppackage",
                            "helpon", "helpmatch", "version", "only_check_args",
@@ -163,10 +170,7 @@ absl::Status CheckFlags(const std::vector<std::string>& names,
   const auto all = absl::GetAllFlags();
   std::vector<std::string> known;
   for (const auto& [name, flag] : all) {
-    if (command == nullptr || !IsOurs(*flag) ||
-        std::find_if(command->flags.begin(), command->flags.end(),
-                     [&](const char* f) { return name == f; }) !=
-            command->flags.end()) {
+    if (command == nullptr || !IsOurs(*flag) || Reads(*command, name)) {
       known.push_back(absl::StrCat("--", Dashed(name)));
     }
   }
@@ -191,9 +195,7 @@ absl::Status CheckFlags(const std::vector<std::string>& names,
                        DidYouMean(absl::StrCat("--", Dashed(given)), known)));
     }
     if (command == nullptr || !IsOurs(*it->second)) continue;
-    if (std::find_if(command->flags.begin(), command->flags.end(),
-                     [&](const char* f) { return name == f; }) ==
-        command->flags.end()) {
+    if (!Reads(*command, name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", Dashed(name), " is not a flag of ", command->name,
                        " (shardsim help ", command->name, " lists them)"));
