@@ -117,7 +117,6 @@ void MergeWritten(const Message& src, const TextFormat::ParseInfoTree& tree,
 }
 
 absl::Status ReadChain(const std::string& path, const BaseKind& kind,
-                       const ReadMessageFn& read,
                        const AbsolutePathsFn& absolute_paths,
                        std::vector<std::string>* chain, Message* out) {
   const std::string canonical = Canonical(path);
@@ -128,7 +127,7 @@ absl::Status ReadChain(const std::string& path, const BaseKind& kind,
                      absl::StrCat("the ", kind.noun, " bases form a loop: ",
                                   absl::StrJoin(loop, " -> ")));
   }
-  if (absl::Status s = read(path, out); !s.ok()) return s;
+  if (absl::Status s = ReadTextProtoFile(path, out); !s.ok()) return s;
   const FieldDescriptor* base_field =
       out->GetDescriptor()->FindFieldByName("base");
   const Reflection* r = out->GetReflection();
@@ -142,7 +141,7 @@ absl::Status ReadChain(const std::string& path, const BaseKind& kind,
   chain->push_back(canonical);
   std::unique_ptr<Message> merged(out->New());
   absl::Status s =
-      ReadChain(*base_path, kind, read, absolute_paths, chain, merged.get());
+      ReadChain(*base_path, kind, absolute_paths, chain, merged.get());
   chain->pop_back();
   if (!s.ok()) {
     // A loop names its files itself; other errors say which base led there.
@@ -152,7 +151,8 @@ absl::Status ReadChain(const std::string& path, const BaseKind& kind,
   }
   if (absolute_paths) absolute_paths(DirOfFile(*base_path), merged.get());
 
-  // Read again for what the text writes (`read` kept only the values).
+  // Read again for what the text writes (the first read kept only the
+  // values).
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::stringstream text;
@@ -178,14 +178,12 @@ absl::Status MergeSetFields(absl::string_view text, Message* over) {
 }
 
 absl::Status ReadWithBase(const std::string& path, const BaseKind& kind,
-                          const ReadMessageFn& read,
                           const AbsolutePathsFn& absolute_paths, Message* out) {
   std::vector<std::string> chain;
-  return ReadChain(path, kind, read, absolute_paths, &chain, out);
+  return ReadChain(path, kind, absolute_paths, &chain, out);
 }
 
-absl::Status ReadPlatformWithBase(const std::string& path,
-                                  const ReadMessageFn& read, Platform* out) {
+absl::Status ReadPlatformWithBase(const std::string& path, Platform* out) {
   const auto absolute_paths = [](const std::string& dir, Message* m) {
     Platform* p = static_cast<Platform*>(m);
     if (!absl::EndsWith(p->gpu_model(), ".textproto") ||
@@ -197,14 +195,13 @@ absl::Status ReadPlatformWithBase(const std::string& path,
         std::filesystem::absolute(JoinPath(dir, p->gpu_model()), error);
     if (!error) p->set_gpu_model(absolute.lexically_normal().string());
   };
-  return ReadWithBase(path, BaseKind{"platform", "platforms"}, read,
-                      absolute_paths, out);
+  return ReadWithBase(path, BaseKind{"platform", "platforms"}, absolute_paths,
+                      out);
 }
 
-absl::Status ReadGpuModelWithBase(const std::string& path,
-                                  const ReadMessageFn& read, GpuModel* out) {
-  return ReadWithBase(path, BaseKind{"GPU model", "platforms/gpus"}, read,
-                      nullptr, out);
+absl::Status ReadGpuModelWithBase(const std::string& path, GpuModel* out) {
+  return ReadWithBase(path, BaseKind{"GPU model", "platforms/gpus"}, nullptr,
+                      out);
 }
 
 std::vector<std::string> ShippedNames(absl::string_view subdir) {

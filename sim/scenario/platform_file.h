@@ -28,17 +28,12 @@ struct BaseKind {
   std::string shipped;  // its shipped files, under DataDir(): "platforms"
 };
 
-// Parses the text-format file `path` into `out` (cleared first), with the
-// caller's error messages.
-using ReadMessageFn = std::function<absl::Status(
-    const std::string& path, google::protobuf::Message* out)>;
-
 // Makes the paths a file at `dir` gives relative to itself absolute, so
 // that they keep their meaning once merged into a file elsewhere.
 using AbsolutePathsFn =
     std::function<void(const std::string& dir, google::protobuf::Message*)>;
 
-// Reads `path` with `read`; where it sets `base` (a shipped name: DataDir()/
+// Reads `path` (text_proto.h); where it sets `base` (a shipped name: DataDir()/
 // kind.shipped/NAME.textproto, or a path ending in .textproto, relative to
 // `path`'s directory), reads the base the same way, merges the file over
 // it as above, and clears `base`. Errors name the file and field: an
@@ -46,7 +41,6 @@ using AbsolutePathsFn =
 // and a loop of bases (naming every file of it). `absolute_paths`, if set,
 // runs on every base before the merge.
 absl::Status ReadWithBase(const std::string& path, const BaseKind& kind,
-                          const ReadMessageFn& read,
                           const AbsolutePathsFn& absolute_paths,
                           google::protobuf::Message* out);
 
@@ -54,10 +48,8 @@ absl::Status ReadWithBase(const std::string& path, const BaseKind& kind,
 // in platforms/gpus/). A base platform's gpu_model path is made absolute
 // from the base's directory: ResolveGpuModel reads the merged platform's
 // relative paths from the top file's.
-absl::Status ReadPlatformWithBase(const std::string& path,
-                                  const ReadMessageFn& read, Platform* out);
-absl::Status ReadGpuModelWithBase(const std::string& path,
-                                  const ReadMessageFn& read, GpuModel* out);
+absl::Status ReadPlatformWithBase(const std::string& path, Platform* out);
+absl::Status ReadGpuModelWithBase(const std::string& path, GpuModel* out);
 
 // Merges the fields `text` (the text format of `over`'s type) sets into
 // `over`, as described above. InvalidArgument when `text` does not parse.

@@ -81,16 +81,7 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
     }
   }
   GpuModel read;
-  if (absl::Status s = ReadGpuModelWithBase(
-          path,
-          [](const std::string& f, google::protobuf::Message* out) {
-            absl::StatusOr<GpuModel> m = ReadTextProto<GpuModel>(f);
-            if (!m.ok()) return m.status();
-            out->CopyFrom(*m);
-            return absl::OkStatus();
-          },
-          &read);
-      !s.ok()) {
+  if (absl::Status s = ReadGpuModelWithBase(path, &read); !s.ok()) {
     return FieldError(file, "gpu_model",
                       absl::StrCat("\"", p->gpu_model(), "\": ", s.message()));
   }
@@ -172,24 +163,15 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
           "; a file is a path ending in .textproto)"));
     }
   }
-  absl::StatusOr<Platform> platform = Platform();
-  if (absl::Status s = ReadPlatformWithBase(
-          path,
-          [](const std::string& f, google::protobuf::Message* out) {
-            absl::StatusOr<Platform> p = ReadTextProto<Platform>(f);
-            if (!p.ok()) return p.status();
-            out->CopyFrom(*p);
-            return absl::OkStatus();
-          },
-          &*platform);
+  Platform platform;
+  if (absl::Status s = ReadPlatformWithBase(path, &platform); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ResolveGpuModel(&platform, DirName(path), path);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = ResolveGpuModel(&*platform, DirName(path), path);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ValidatePlatform(*platform, path); !s.ok()) return s;
+  if (absl::Status s = ValidatePlatform(platform, path); !s.ok()) return s;
   return platform;
 }
 
