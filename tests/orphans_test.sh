@@ -10,8 +10,14 @@ failed=0
 # children at a time, every node's network flows run: 8 s; with network
 # symmetry the whole sweep takes under 1 s, which a timeout of 2 s would
 # never cut short); the marker finds its processes, children included (a
-# forked child keeps its parent's command line).
-marker="$root/scenarios/quickstart.textproto"
+# forked child keeps its parent's command line). The scenario is a copy
+# of the quickstart under a name of this run's own, so that the marker
+# never finds another test's shardsim running the quickstart at the same
+# time (ctest -j), let alone kills it.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+marker="$tmp/orphans_quickstart.textproto"
+cp "$root/scenarios/quickstart.textproto" "$marker"
 args=(run "$marker" --gpus 1024 --jobs 2 --network_symmetry=false)
 left() { pgrep -f -- "$bin run $marker --gpus 1024" | wc -l; }
 
