@@ -83,6 +83,14 @@ TEST(DeepSpeedConfig, InvalidJsonGivesLineAndColumn) {
   EXPECT_THAT(error, HasSubstr("line 2, column"));
 }
 
+TEST(DeepSpeedConfig, ANumberBeyondDoubleIsAnErrorNotACrash) {
+  // nlohmann throws out_of_range, not parse_error, for it (found by
+  // tests/fuzz).
+  EXPECT_THAT(ErrorOf(Config("huge.json",
+                             R"({"zero_optimization": {"stage": 1e999}})")),
+              HasSubstr("not valid JSON"));
+}
+
 TEST(DeepSpeedConfig, AKeyGivenTwiceIsAnError) {
   const std::string error = ErrorOf(Config(
       "twice.json", R"({"zero_optimization": {"stage": 3, "stage": 1}})"));

@@ -261,9 +261,9 @@ absl::StatusOr<Model> ModelFromHfConfigText(absl::string_view json,
   Json config;
   try {
     config = Json::parse(json.begin(), json.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     // e.what(): "[json.exception.parse_error.101] parse error at line 3,
-    // column 5: ...".
+    // column 5: ...", or out_of_range for a number like 1e999.
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": not valid JSON: ", e.what()));
   }

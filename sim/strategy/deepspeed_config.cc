@@ -73,9 +73,11 @@ absl::StatusOr<Json> ParseStrict(const std::string& text) {
   Json root;
   try {
     root = Json::parse(text, note_keys);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     // "[json.exception.parse_error.101] parse error at line 4, column 3:
-    // syntax error while parsing object key - unexpected '}'; ..."
+    // syntax error while parsing object key - unexpected '}'; ...", or
+    // a number out of range ("[json.exception.out_of_range.406] number
+    // overflow parsing '1e999'"): every exception of the parser.
     absl::string_view what = e.what();
     if (const size_t end = what.find("] "); end != what.npos) {
       what.remove_prefix(end + 2);
