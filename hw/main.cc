@@ -289,6 +289,12 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     absl::StatusOr<Job> j = ResolveJob(path, *std::move(scenario));
     if (!j.ok()) return j.status();
     job = *std::move(j);
+    // What --allow-unmodelled let through, said as shardsim says it.
+    if (mpi.rank() == 0) {
+      for (const std::string& warning : job.warnings) {
+        std::fprintf(stderr, "shardsim-hw: warning: %s\n", warning.c_str());
+      }
+    }
     const int gpn = GpusPerNode(job.platform);
     absl::StatusOr<Mesh> mesh = MeshFromWorld(mpi.size(), gpn);
     if (!mesh.ok()) return mesh.status();
