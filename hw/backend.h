@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim::hw {

@@ -27,7 +27,7 @@
 #include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
 #include "sim/analyze/analyze.h"
-#include "sim/cli/flags.h"
+#include "sim/scenario/flags.h"
 #include "sim/collective/sweep.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
@@ -44,7 +44,7 @@
 #define SHARDSIM_HW_NCCL 1
 #endif
 
-// The flags of this binary alone; the shared ones are in sim/cli/flags.h.
+// The flags of this binary alone; the shared ones are in sim/scenario/flags.h.
 
 // The machine: transport and mesh.
 ABSL_FLAG(std::string, transport, "",

@@ -83,7 +83,7 @@ for r in rows:
 assert [r["strategy"] for r in rows] == ["zero3", "zero3", "mics", "mics"]
 PY
 
-# The shared override flags (sim/cli/flags.h): --flash-attention
+# The shared override flags (sim/scenario/flags.h): --flash-attention
 # and --noflash-attention are tri-state (unset: the scenario's, here off),
 # --seq-len and --micro-batch-size set the tokens per step.
 for fa in "" --flash-attention --noflash-attention; do

@@ -15,7 +15,7 @@
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"

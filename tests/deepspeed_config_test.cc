@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/scenario/deepspeed_check.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/scenario/scenario.h"
 #include "sim/strategy/deepspeed_keys.h"
 

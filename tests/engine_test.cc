@@ -24,7 +24,7 @@
 #include "sim/analyze/analyze.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/model/model.h"
 #include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"

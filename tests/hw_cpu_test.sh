@@ -96,7 +96,7 @@ for m in mem:
 PY
 then ok; else bad "run reports the allocation plan"; fi
 
-# run takes every override shardsim run takes (sim/cli/flags.h),
+# run takes every override shardsim run takes (sim/scenario/flags.h),
 # and its command-line paths are the working directory's: the scenario is
 # elsewhere, --model is relative. 2 ranks; 2 sequences of 64 tokens, one
 # micro-batch, with and without flash attention.

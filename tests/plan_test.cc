@@ -98,7 +98,7 @@ bool IsResearch(const ResultRow& r) {
 TEST(Deployable, EveryRowMarkedAndTheBestDeployableIsExact) {
   SearchOptions options;
   options.top = 1000;  // every simulated row
-  absl::StatusOr<PlanResults> all = SearchStrategies(TinyJob(), options);
+  absl::StatusOr<SearchResults> all = SearchStrategies(TinyJob(), options);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_TRUE(all->complete());
   int research = 0;
@@ -130,7 +130,7 @@ TEST(Deployable, EveryRowMarkedAndTheBestDeployableIsExact) {
             best_deployable.tokens_per_gpu_per_s());
 
   options.deployable = true;
-  absl::StatusOr<PlanResults> deployable = SearchStrategies(TinyJob(), options);
+  absl::StatusOr<SearchResults> deployable = SearchStrategies(TinyJob(), options);
   ASSERT_TRUE(deployable.ok()) << deployable.status();
   for (const auto* rows :
        {&deployable->best(), &deployable->presets(), &deployable->pareto(),
@@ -158,7 +158,7 @@ TEST(Deployable, EveryRowMarkedAndTheBestDeployableIsExact) {
 TEST(TimeLimit, GivesTheBestSoFar) {
   SearchOptions options;
   const absl::Time start = absl::Now();
-  absl::StatusOr<PlanResults> whole = SearchStrategies(TinyJob(), options);
+  absl::StatusOr<SearchResults> whole = SearchStrategies(TinyJob(), options);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(whole->complete());
@@ -168,7 +168,7 @@ TEST(TimeLimit, GivesTheBestSoFar) {
   bool stopped = false;
   for (const double fraction : {0.6, 0.4, 0.8, 0.25, 0.9}) {
     options.engine.time_limit_s = fraction * seconds;
-    absl::StatusOr<PlanResults> plan = SearchStrategies(TinyJob(), options);
+    absl::StatusOr<SearchResults> plan = SearchStrategies(TinyJob(), options);
     if (!plan.ok()) {
       // Stopped before any point was simulated: the only error it gives.
       EXPECT_TRUE(absl::IsDeadlineExceeded(plan.status())) << plan.status();
@@ -194,7 +194,7 @@ TEST(TimeLimit, GivesTheBestSoFar) {
 
   // A limit over before the first point: an error, no rows.
   options.engine.time_limit_s = 1e-6;
-  absl::StatusOr<PlanResults> none = SearchStrategies(TinyJob(), options);
+  absl::StatusOr<SearchResults> none = SearchStrategies(TinyJob(), options);
   ASSERT_FALSE(none.ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(none.status())) << none.status();
 }

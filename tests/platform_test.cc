@@ -15,10 +15,10 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/runner/isolate.h"
-#include "sim/scenario/bandwidth.h"
-#include "sim/scenario/fat_tree.h"
+#include "sim/base/bandwidth.h"
+#include "sim/base/fat_tree.h"
 #include "sim/scenario/scenario.h"
 
 namespace sg4 = simgrid::s4u;

@@ -320,9 +320,9 @@ Job BatchJob(int gpus, int64_t tokens, int seq_len, int size) {
   return Resolved(s);
 }
 
-std::vector<std::string> Names(const std::vector<PlanSettings>& settings) {
+std::vector<std::string> Names(const std::vector<SearchSettings>& settings) {
   std::vector<std::string> out;
-  for (const PlanSettings& p : settings) {
+  for (const SearchSettings& p : settings) {
     ResultRow r;
     r.set_strategy("s");
     *r.mutable_settings() = p;
@@ -421,7 +421,7 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
   SearchOptions options;
   options.top = 5;
   options.exhaustive = true;
-  absl::StatusOr<PlanResults> plan = SearchStrategies(TinyJob(16), options);
+  absl::StatusOr<SearchResults> plan = SearchStrategies(TinyJob(16), options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GE(plan->points(), plan->candidates() - plan->filtered());
   EXPECT_EQ(plan->points(),
@@ -455,7 +455,7 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
   every.exhaustive = true;
   every.algorithms = algorithms;
   every.top = 100000;
-  absl::StatusOr<PlanResults> all = SearchStrategies(job, every);
+  absl::StatusOr<SearchResults> all = SearchStrategies(job, every);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->pruned(), 0);
   ASSERT_EQ(all->best_size(), all->simulated());
@@ -465,7 +465,7 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
 
   SearchOptions pruning;
   pruning.algorithms = algorithms;
-  absl::StatusOr<PlanResults> some = SearchStrategies(job, pruning);
+  absl::StatusOr<SearchResults> some = SearchStrategies(job, pruning);
   ASSERT_TRUE(some.ok()) << some.status();
   EXPECT_GT(some->pruned(), 0);
   EXPECT_EQ(some->pruned() + some->simulated(), all->simulated());
@@ -551,8 +551,8 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
   const Job job = SearchJob(
       std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto", 16,
       2, 1, 64);
-  absl::StatusOr<PlanResults> a = SearchStrategies(job, own);
-  absl::StatusOr<PlanResults> b = SearchStrategies(job, shared);
+  absl::StatusOr<SearchResults> a = SearchStrategies(job, own);
+  absl::StatusOr<SearchResults> b = SearchStrategies(job, shared);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->same_step(), 0);
@@ -584,8 +584,8 @@ TEST(Search, StartingPointsAheadChangesNothing) {
   SearchOptions ahead = waiting;
   ahead.start_ahead = true;
   const Job job = TinyJob(16);
-  absl::StatusOr<PlanResults> a = SearchStrategies(job, waiting);
-  absl::StatusOr<PlanResults> b = SearchStrategies(job, ahead);
+  absl::StatusOr<SearchResults> a = SearchStrategies(job, waiting);
+  absl::StatusOr<SearchResults> b = SearchStrategies(job, ahead);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_GT(a->pruned(), 0);
@@ -598,7 +598,7 @@ TEST(Search, StartingPointsAheadChangesNothing) {
 // framework's knobs, from the memory model; its settings set as the plan
 // sets them.
 ResultRow SmallestPeak(const Job& job, const Mesh& mesh,
-                       PlanSettings settings) {
+                       SearchSettings settings) {
   std::optional<ResultRow> smallest;
   for (const std::string& spec : CandidateSpecs(mesh)) {
     for (const Execution& e :
@@ -619,8 +619,8 @@ ResultRow SmallestPeak(const Job& job, const Mesh& mesh,
   return *smallest;
 }
 
-PlanSettings Settings(int size, int micro_batches, bool recompute) {
-  PlanSettings s;
+SearchSettings Settings(int size, int micro_batches, bool recompute) {
+  SearchSettings s;
   s.set_micro_batch_size(size);
   s.set_micro_batches(micro_batches);
   s.set_recompute(recompute);
@@ -637,7 +637,7 @@ TEST(Search, ACapBelowEveryPointNamesTheSmallestPeak) {
       SmallestPeak(job, Mesh{8, 2}, Settings(2, 2, false)).peak_memory_bytes());
   SearchOptions options;
   options.memory_cap_bytes = smallest.peak_memory_bytes() - 1;
-  absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
+  absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   ASSERT_FALSE(plan.ok());
   const std::string message(plan.status().message());
   EXPECT_NE(message.find("no strategy fits at 16 GPUs under the cap"),
@@ -662,7 +662,7 @@ TEST(Search, RecomputationFitsWhereTheScenarioDoesNot) {
       SmallestPeak(job, Mesh{8, 2}, Settings(2, 2, false)).peak_memory_bytes();
   SearchOptions options;
   options.memory_cap_bytes = own - 1;
-  absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
+  absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // 2 x (defaults; DeepSpeed's reduce bucket, prefetch bucket and both;
   // FSDP without prefetch and with forward prefetch): 12.
@@ -681,7 +681,7 @@ TEST(Search, RecomputationFitsWhereTheScenarioDoesNot) {
 TEST(Search, OneGpuCountOnly) {
   Job job = TinyJob(16);
   job.scenario.add_gpus(32);
-  absl::StatusOr<PlanResults> plan = SearchStrategies(job, {});
+  absl::StatusOr<SearchResults> plan = SearchStrategies(job, {});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().message(),
             "search_test.textproto: field gpus: plan searches one GPU count, "

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "sim/collective/sweep.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/results/trace.h"

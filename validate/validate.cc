@@ -9,7 +9,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "sim/collective/sweep.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/results/results.h"
 
 namespace shardsim {

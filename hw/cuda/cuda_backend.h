@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "hw/backend.h"
 #include "hw/runtime/fault.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim::hw {

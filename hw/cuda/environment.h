@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 
 namespace shardsim::hw {
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hw/backend.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/results/trace.h"
 #include "sim/schema/collective.pb.h"
 #include "sim/schema/results.pb.h"

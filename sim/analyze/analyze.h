@@ -1,7 +1,7 @@
 // Stage 4: a scenario's points analysed without timing them. Each
 // (strategy, GPU count) is resolved and checked, its memory estimated, its
 // step lowered to the schedule IR and its traffic counted; the engine
-// (sim/engine/simulate.h) times what this gives it.
+// (sim/simulate/simulate.h) times what this gives it.
 #ifndef SHARDSIM_SIM_ANALYZE_ANALYZE_H_
 #define SHARDSIM_SIM_ANALYZE_ANALYZE_H_
 

@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 
 namespace shardsim {
 namespace {

@@ -29,9 +29,9 @@
 #include "absl/strings/str_split.h"
 #include "sim/analyze/analyze.h"
 #include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
+#include "sim/scenario/flags.h"
 #include "sim/cli/revision.h"  // generated: SHARDSIM_VERSION, SHARDSIM_REVISION
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/results/csv.h"
 #include "sim/results/results.h"
 #include "sim/runner/distribute.h"
@@ -46,9 +46,9 @@
 #include "sim/strategy/strategy.h"
 #include "validate/cli.h"
 
-// The flags of this binary alone; the shared ones are in sim/cli/flags.h.
+// The flags of this binary alone; the shared ones are in sim/scenario/flags.h.
 
-// Outputs beside --json (sim/cli/flags.h).
+// Outputs beside --json (sim/scenario/flags.h).
 ABSL_FLAG(std::string, csv, "",
           "write the results as CSV here: one header line, one row per "
           "point, the JSON's fields as columns (units in their names)");
@@ -206,7 +206,7 @@ std::vector<CsvRow> CsvRowsOf(const Results& results) {
 }
 
 // A plan's rows, each led by the list it is in (the JSON's field).
-std::vector<CsvRow> CsvRowsOf(const PlanResults& plan) {
+std::vector<CsvRow> CsvRowsOf(const SearchResults& plan) {
   std::vector<CsvRow> rows;
   for (const auto& [list, entries] :
        {std::pair<const char*,
@@ -420,7 +420,7 @@ absl::Status Plan(const Job& job, const EngineOptions& engine,
         static_cast<int64_t>(*cap * 1024.0 * 1024.0 * 1024.0);
   }
   if (!check.ok()) return check.status();
-  absl::StatusOr<PlanResults> plan = SearchStrategies(job, options);
+  absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
   *plan->mutable_warnings() = {job.warnings.begin(), job.warnings.end()};

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "sim/scenario/bandwidth.h"
-#include "sim/scenario/fat_tree.h"
+#include "sim/base/bandwidth.h"
+#include "sim/base/fat_tree.h"
 
 namespace shardsim {
 

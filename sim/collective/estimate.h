@@ -8,7 +8,7 @@
 // alpha) and its busiest endpoints (StageLoad: a GPU's NVSwitch port, a
 // NIC with every GPU on it, a leaf's up-links, each with all the bytes of
 // its hops, then the fewest steps' alphas); the call adds the protocol's
-// base latency. Links run at their full rates (sim/scenario/bandwidth.h,
+// base latency. Links run at their full rates (sim/base/bandwidth.h,
 // fat_tree.h): in the engine NVSwitch ports only slow (under compute) and
 // flows only share. NCCL's tuner likewise costs a channel at the bandwidth
 // its topology search reserved on the links it crosses (ncclTopoTuneModel,

@@ -14,7 +14,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/collective/plan.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"

@@ -10,7 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
-#include "sim/scenario/bandwidth.h"
+#include "sim/base/bandwidth.h"
 
 namespace shardsim {
 namespace {

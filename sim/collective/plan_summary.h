@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "sim/collective/plan.h"
-#include "sim/scenario/fat_tree.h"
+#include "sim/base/fat_tree.h"
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim {

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/schema/collective.pb.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"

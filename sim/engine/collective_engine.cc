@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "sim/collective/estimate.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 
 namespace sg4 = simgrid::s4u;
 

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/scenario/bandwidth.h"
-#include "sim/scenario/fat_tree.h"
+#include "sim/base/bandwidth.h"
+#include "sim/base/fat_tree.h"
 
 namespace sg4 = simgrid::s4u;
 

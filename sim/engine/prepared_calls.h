@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/collective/plan.h"
 #include "sim/collective/plan_cache.h"
 #include "sim/collective/plan_summary.h"

@@ -6,24 +6,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/model/model.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/scenario.pb.h"
 #include "sim/schema/strategy.pb.h"
+#include "sim/strategy/model_states.h"
 
 namespace shardsim {
-
-struct ModelStates {
-  int64_t params = 0;     // 2 psi / s_p, plus the hpZ secondary copy
-  int64_t secondary = 0;  // of params: the hpZ secondary copy alone
-  int64_t grads = 0;      // 2 psi / s_g
-  int64_t optimizer = 0;  // K psi / s_os
-};
-
-// Model states of `psi` parameters with K optimizer bytes per parameter.
-ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
-                            const Strategy& strategy);
 
 struct MemoryBreakdown {
   ModelStates states;

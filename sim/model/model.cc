@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {

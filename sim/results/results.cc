@@ -108,7 +108,7 @@ std::string FormatRunTable(const Results& results) {
 
 std::string PlanPointName(const ResultRow& row) {
   if (!row.has_settings()) return row.strategy();
-  const PlanSettings& s = row.settings();
+  const SearchSettings& s = row.settings();
   std::string knobs = s.recompute() ? ", recompute" : "";
   const Execution& e = s.execution();
   if (e.has_reduce_bucket_elements()) {
@@ -130,7 +130,7 @@ std::string PlanPointName(const ResultRow& row) {
                          s.micro_batches(), knobs);
 }
 
-std::string FormatPlanTable(const PlanResults& plan) {
+std::string FormatPlanTable(const SearchResults& plan) {
   // Each row named by PlanPointName, " (research)" after a point no
   // mainstream framework runs (ResultRow.deployable).
   auto table = [](const google::protobuf::RepeatedPtrField<ResultRow>& rows) {

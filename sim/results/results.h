@@ -28,7 +28,7 @@ std::string FormatBreakdownTable(const Results& results);
 // `shardsim plan`: the counts, then the best rows, the presets and the
 // Pareto front, each as FormatRunTable lays rows out, each point named by
 // PlanPointName.
-std::string FormatPlanTable(const PlanResults& plan);
+std::string FormatPlanTable(const SearchResults& plan);
 
 // A plan row's strategy with its settings, if set: "zero3 [10 x 4]" runs
 // 4 micro-batches of 10 sequences, "zero3 [10 x 4, recompute]" recomputes

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/results/results.h"
 #include "sim/schedule/lower.h"
 

@@ -1,7 +1,7 @@
 // Command-line helpers shared by shardsim (sim/cli) and shardsim-hw (hw/):
 // dashed flag spellings, enum and byte-count flag values. Header-only and
 // free of Abseil flags, so the core library does not depend on them; the
-// flags both binaries share are defined once in sim/cli/flags.h
+// flags both binaries share are defined once in sim/scenario/flags.h
 // (the shardsim_flags library, outside the core).
 #ifndef SHARDSIM_SIM_SCENARIO_ARGS_H_
 #define SHARDSIM_SIM_SCENARIO_ARGS_H_

@@ -1,5 +1,5 @@
 // Command-line overrides of a scenario's fields, as both CLIs (shardsim,
-// shardsim-hw) give them (sim/cli/flags.h makes them from the
+// shardsim-hw) give them (sim/scenario/flags.h makes them from the
 // flags). Unset fields leave the scenario alone.
 #ifndef SHARDSIM_SIM_SCENARIO_OVERRIDES_H_
 #define SHARDSIM_SIM_SCENARIO_OVERRIDES_H_

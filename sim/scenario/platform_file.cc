@@ -15,7 +15,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "sim/scenario/data_dir.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/text_proto.h"
 

@@ -11,7 +11,7 @@
 #include "sim/model/model.h"
 #include "sim/scenario/data_dir.h"
 #include "sim/scenario/deepspeed_check.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/scenario/platform_file.h"
 #include "sim/scenario/text_proto.h"
 #include "sim/schema/limits.h"

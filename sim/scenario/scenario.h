@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/model/model.h"
 #include "sim/schema/collective.pb.h"
 #include "sim/schema/model.pb.h"

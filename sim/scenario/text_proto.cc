@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 
 namespace shardsim {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "sim/memory/memory.h"
+#include "sim/strategy/model_states.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -192,7 +192,7 @@ class StepBuilder {
     op->mutable_memory()->set_frees(alloc);
   }
 
-  // The model states this GPU keeps all step (sim/memory's ModelStateBytes):
+  // The model states this GPU keeps all step (sim/strategy/model_states.h):
   // allocated before the step, never given back.
   void Resident() {
     int64_t psi = 0;

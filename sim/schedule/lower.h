@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/arena.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/model/model.h"
 #include "sim/schema/scenario.pb.h"
 #include "sim/schema/schedule.pb.h"

@@ -5,9 +5,9 @@
 #include <set>
 #include <vector>
 
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/scenario/bandwidth.h"
+#include "sim/base/bandwidth.h"
 #include "sim/schedule/host_cost.h"
 #include "sim/schedule/lower.h"
 
@@ -22,7 +22,7 @@ namespace {
 constexpr double kSolverSlack = 1e-4;
 
 // The fastest a byte can leave a GPU inside its node and between nodes, in
-// bytes/s of payload: the links' rates (sim/scenario/bandwidth.h), direct
+// bytes/s of payload: the links' rates (sim/base/bandwidth.h), direct
 // patterns at nvlink_direct_fraction instead of nvlink_fraction (through
 // their inflated bytes, collective_engine.h), and every wire protocol
 // sending payload / bandwidth_fraction bytes.

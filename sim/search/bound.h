@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/schema/platform.pb.h"

@@ -209,9 +209,9 @@ class WaveRunner {
 // plans refuse a call gets no bound; the spec itself must plan. With
 // options.deployable, the variants that are not deployable are left out.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
-                           const PlanSettings& settings,
+                           const SearchSettings& settings,
                            const SearchOptions& options, StepBounder* bounder,
-                           PlanBounds* out,
+                           SearchBounds* out,
                            std::map<std::string, bool>* deployable) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
@@ -235,7 +235,7 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     (*deployable)[variant] = can_deploy;
     absl::StatusOr<double> b = bounder->Bound(schedule);
     if (!b.ok() && variant == spec) return b.status();
-    PlanBound* bound = out->add_bounds();
+    SearchBound* bound = out->add_bounds();
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
     if (b.ok()) bound->set_step_lower_bound_s(*b);
@@ -264,8 +264,8 @@ struct Candidate {
 // thread. Past `deadline` the threads bound no further candidate. Whether
 // each point is deployable goes into `deployable`, by its strategy; the
 // progress line, if any, says how many specs are bound.
-absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
-    const std::vector<Job>& jobs, const std::vector<PlanSettings>& settings,
+absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
+    const std::vector<Job>& jobs, const std::vector<SearchSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
     const SearchOptions& options, absl::Time deadline, Progress* progress,
     std::map<std::string, bool>* deployable) {
@@ -284,7 +284,7 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   // and 17.7 s with 4 (peak memory 0.5, 0.74 and 0.89 GB).
   const int threads = std::max(1, std::min(options.engine.jobs + 1, n));
   StepBounder bounder(calls);
-  std::vector<PlanBounds> of(n);  // per spec
+  std::vector<SearchBounds> of(n);  // per spec
   std::vector<std::map<std::string, bool>> deployable_of(n);
   std::vector<absl::Status> status(n);
   std::atomic<int> next = 0;
@@ -337,18 +337,18 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
   for (size_t k = 0; k < settings.size(); ++k) {
     setting_index[settings[k].SerializeAsString()] = static_cast<int>(k);
   }
-  auto setting_of = [&](const PlanSettings& p) {
+  auto setting_of = [&](const SearchSettings& p) {
     return setting_index.at(p.SerializeAsString());
   };
-  std::map<std::pair<int, std::string>, PlanBounds> by_candidate;
-  for (PlanBounds& bounds : of) {
-    for (PlanBound& b : *bounds.mutable_bounds()) {
+  std::map<std::pair<int, std::string>, SearchBounds> by_candidate;
+  for (SearchBounds& bounds : of) {
+    for (SearchBound& b : *bounds.mutable_bounds()) {
       const std::string& name = b.strategy();
       *by_candidate[{setting_of(b.settings()), name.substr(0, name.find('@'))}]
            .add_bounds() = std::move(b);
     }
   }
-  std::vector<PlanBounds> out;
+  std::vector<SearchBounds> out;
   for (const Candidate& c : candidates) {
     out.push_back(by_candidate[{c.setting, c.spec}]);
   }
@@ -360,14 +360,14 @@ absl::StatusOr<std::vector<PlanBounds>> LowerBounds(
 // choice, each spec with its own framework's knobs (KnobChoices) only.
 // `vary` false: the scenario's own settings alone.
 struct Space {
-  std::vector<PlanSettings> settings;
+  std::vector<SearchSettings> settings;
   std::vector<std::vector<std::string>> specs;  // per setting
 };
 
 absl::StatusOr<Space> SpaceOf(const Job& job, const Mesh& mesh,
                               const std::vector<std::string>& specs, int gpus,
                               bool vary) {
-  std::vector<PlanSettings> batches = SettingsChoices(job, gpus);
+  std::vector<SearchSettings> batches = SettingsChoices(job, gpus);
   // The distinct knob choices, numbered as first met; 0 is every
   // framework's defaults, which every spec runs.
   std::vector<Execution> knobs = {Execution()};
@@ -390,7 +390,7 @@ absl::StatusOr<Space> SpaceOf(const Job& job, const Mesh& mesh,
     batches.resize(1);
   }
   Space out;
-  for (const PlanSettings& b : batches) {
+  for (const SearchSettings& b : batches) {
     for (size_t k = 0; k < knobs.size(); ++k) {
       out.settings.push_back(b);
       *out.settings.back().mutable_execution() = knobs[k];
@@ -424,7 +424,7 @@ std::vector<ResultRow> ParetoFront(const std::vector<ResultRow>& rows) {
   return front;
 }
 
-absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
+absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                                              const SearchOptions& options) {
   if (job.scenario.gpus_size() != 1) {
     return absl::InvalidArgumentError(
@@ -456,9 +456,9 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   absl::StatusOr<Space> space =
       SpaceOf(job, *mesh, specs, gpus, options.settings);
   if (!space.ok()) return space.status();
-  const std::vector<PlanSettings>& settings = space->settings;
+  const std::vector<SearchSettings>& settings = space->settings;
   std::vector<Job> jobs;
-  for (const PlanSettings& p : settings) jobs.push_back(JobWith(job, p));
+  for (const SearchSettings& p : settings) jobs.push_back(JobWith(job, p));
 
   // 1. Memory: the model's estimate, no schedule lowered.
   std::vector<Candidate> fit;
@@ -509,7 +509,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   // when the search returns, before anything is printed.
   Progress progress;
   std::map<std::string, bool> deployable_of;  // by point
-  absl::StatusOr<std::vector<PlanBounds>> variants =
+  absl::StatusOr<std::vector<SearchBounds>> variants =
       LowerBounds(jobs, settings, fit, &calls, options, deadline, &progress,
                   &deployable_of);
   if (!variants.ok()) return variants.status();
@@ -529,9 +529,9 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   std::vector<std::optional<Step>> steps;
   int unplannable = 0;
   for (size_t b = 0; b < fit.size(); ++b) {
-    PlanSettings batch = settings[fit[b].setting];
+    SearchSettings batch = settings[fit[b].setting];
     batch.clear_execution();
-    for (const PlanBound& v : (*variants)[b].bounds()) {
+    for (const SearchBound& v : (*variants)[b].bounds()) {
       if (!v.has_step_lower_bound_s()) {
         ++unplannable;
         continue;
@@ -557,7 +557,7 @@ absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
   for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return bounds[a] < bounds[b]; });
-  PlanResults out;
+  SearchResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
   // The rows simulated so far, and of them the deployable ones.
   std::vector<const ResultRow*> done;

@@ -8,15 +8,15 @@
 // neither the best nor on the Pareto front, which come out as --exhaustive
 // finds them. The named presets are compared at the scenario's own
 // settings; a pruned one is reported with its bound
-// (PlanResults.pruned_presets).
+// (SearchResults.pruned_presets).
 // The rows are ranked by tokens/s per GPU (every candidate runs the same
 // tokens per step, so shorter steps rank first); below rank 1, `best`
 // ranks the simulated points only.
 // Each row says whether it is deployable (space.h, Deployable). A
 // deployable point is pruned only by a deployable one, so that the fastest
-// deployable point (PlanResults.best_deployable) is exact too.
+// deployable point (SearchResults.best_deployable) is exact too.
 // Past --time-limit (EngineOptions::time_limit_s) the search starts no
-// more points and returns what it has simulated (PlanResults.complete
+// more points and returns what it has simulated (SearchResults.complete
 // false): best, presets and front over those rows.
 #ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
 #define SHARDSIM_SIM_SEARCH_SEARCH_H_
@@ -25,7 +25,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
 
@@ -63,7 +63,7 @@ struct SearchOptions {
 // or several; every candidate over the cap ("... the smallest peak is X
 // GiB, STRATEGY"); the time limit reached before any point was simulated
 // (DeadlineExceeded).
-absl::StatusOr<PlanResults> SearchStrategies(const Job& job,
+absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                                              const SearchOptions& options);
 
 // The rows no other row beats on both peak memory (lower) and tokens/s

@@ -68,7 +68,7 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
   return specs;
 }
 
-std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus) {
+std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus) {
   const Scenario& s = job.scenario;
   std::vector<int64_t> sizes = {s.micro_batch_size()};
   if (s.global_batch_tokens() > 0) {
@@ -80,10 +80,10 @@ std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus) {
       if (sequences % d == 0 && d != s.micro_batch_size()) sizes.push_back(d);
     }
   }
-  std::vector<PlanSettings> out;
+  std::vector<SearchSettings> out;
   for (const int64_t size : sizes) {
     for (const bool recompute : {s.recompute(), !s.recompute()}) {
-      PlanSettings p;
+      SearchSettings p;
       p.set_micro_batch_size(static_cast<int32_t>(size));
       p.set_recompute(recompute);
       const Job at = JobWith(job, p);
@@ -184,7 +184,7 @@ bool Deployable(const Strategy& base, const Schedule& schedule) {
   return true;
 }
 
-Job JobWith(const Job& job, const PlanSettings& settings) {
+Job JobWith(const Job& job, const SearchSettings& settings) {
   Job out = job;
   out.scenario.set_micro_batch_size(settings.micro_batch_size());
   out.scenario.set_recompute(settings.recompute());

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
@@ -45,7 +45,7 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
 // CheckGpuCount refuses (too many micro-batches to hold) are left out.
 // Otherwise the scenario's micro-batch size and count alone.
 // Precondition: CheckGpuCount(job, gpus) holds.
-std::vector<PlanSettings> SettingsChoices(const Job& job, int gpus);
+std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus);
 
 // The execution knobs `plan` tries for `strategy`'s framework, as the
 // overrides each choice sets, the framework's defaults (no override)
@@ -101,7 +101,7 @@ bool Deployable(const Strategy& base, const Schedule& schedule);
 
 // `job` with `settings` in its scenario (its execution overrides merged
 // into the scenario's).
-Job JobWith(const Job& job, const PlanSettings& settings);
+Job JobWith(const Job& job, const SearchSettings& settings);
 
 }  // namespace shardsim
 

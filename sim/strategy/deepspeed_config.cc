@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/strategy/deepspeed_keys.h"
 
 namespace shardsim {

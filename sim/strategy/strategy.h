@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/schema/strategy.pb.h"
 
 namespace shardsim {

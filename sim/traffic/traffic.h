@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 #include "sim/schedule/periodic.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/results.pb.h"

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 #include "tests/properties/property.h"
 
 namespace shardsim::property {

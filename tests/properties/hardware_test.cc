@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "sim/engine/simulate.h"
-#include "sim/scenario/fat_tree.h"
+#include "sim/simulate/simulate.h"
+#include "sim/base/fat_tree.h"
 #include "tests/properties/property.h"
 
 namespace shardsim::property {

@@ -39,9 +39,9 @@ TEST(Plan, TheBoundIsSoundAndTheBestBeatsEveryPreset) {
     every.top = 100000;
     SearchOptions pruned = every;
     pruned.exhaustive = false;
-    const absl::StatusOr<PlanResults> all = SearchStrategies(*job, every);
+    const absl::StatusOr<SearchResults> all = SearchStrategies(*job, every);
     RC_ASSERT(all.ok());
-    const absl::StatusOr<PlanResults> some = SearchStrategies(*job, pruned);
+    const absl::StatusOr<SearchResults> some = SearchStrategies(*job, pruned);
     RC_ASSERT(some.ok());
     RC_ASSERT(all->best_size() > 0);
     for (const ResultRow& r : all->best()) {

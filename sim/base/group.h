@@ -5,8 +5,8 @@
 // along each axis, tiled so that every GPU belongs to exactly one group of a
 // given shape. Members are listed in global-rank order (node-major), which is
 // the order a flat ring visits them.
-#ifndef SHARDSIM_SIM_COLLECTIVE_GROUP_H_
-#define SHARDSIM_SIM_COLLECTIVE_GROUP_H_
+#ifndef SHARDSIM_SIM_BASE_GROUP_H_
+#define SHARDSIM_SIM_BASE_GROUP_H_
 
 #include <string>
 #include <vector>
@@ -57,4 +57,4 @@ std::string GroupName(const Group& group);
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_COLLECTIVE_GROUP_H_
+#endif  // SHARDSIM_SIM_BASE_GROUP_H_

@@ -1,7 +1,7 @@
 // The timing engine's entry points. Each simulation runs in a child process
 // (sim/runner/isolate.h); the caller's process never starts SimGrid.
-#ifndef SHARDSIM_SIM_ENGINE_SIMULATE_H_
-#define SHARDSIM_SIM_ENGINE_SIMULATE_H_
+#ifndef SHARDSIM_SIM_SIMULATE_SIMULATE_H_
+#define SHARDSIM_SIM_SIMULATE_SIMULATE_H_
 
 #include <string>
 #include <vector>
@@ -79,4 +79,4 @@ std::string TracePathFor(const std::string& path, const std::string& strategy,
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_SIMULATE_H_
+#endif  // SHARDSIM_SIM_SIMULATE_SIMULATE_H_

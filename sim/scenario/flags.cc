@@ -1,4 +1,4 @@
-#include "sim/cli/flags.h"
+#include "sim/scenario/flags.h"
 
 #include <utility>
 #include <vector>

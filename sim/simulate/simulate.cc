@@ -1,4 +1,4 @@
-#include "sim/engine/simulate.h"
+#include "sim/simulate/simulate.h"
 
 #include <xbt/log.h>
 

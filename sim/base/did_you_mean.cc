@@ -1,4 +1,4 @@
-#include "sim/scenario/did_you_mean.h"
+#include "sim/base/did_you_mean.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // "Did you mean": the known name closest to a misspelt one, for errors
 // about strategy, model, platform, flag, field and config-key names.
-#ifndef SHARDSIM_SIM_SCENARIO_DID_YOU_MEAN_H_
-#define SHARDSIM_SIM_SCENARIO_DID_YOU_MEAN_H_
+#ifndef SHARDSIM_SIM_BASE_DID_YOU_MEAN_H_
+#define SHARDSIM_SIM_BASE_DID_YOU_MEAN_H_
 
 #include <optional>
 #include <string>
@@ -27,4 +27,4 @@ std::string DidYouMean(absl::string_view word,
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_SCENARIO_DID_YOU_MEAN_H_
+#endif  // SHARDSIM_SIM_BASE_DID_YOU_MEAN_H_

@@ -1,9 +1,9 @@
-#include "sim/scenario/fat_tree.h"
+#include "sim/base/fat_tree.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "sim/scenario/bandwidth.h"
+#include "sim/base/bandwidth.h"
 
 namespace shardsim {
 

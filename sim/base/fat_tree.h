@@ -3,8 +3,8 @@
 // (sim/engine/fabric.cc), and a collective's estimate counts the load on
 // each leaf's up-links from it (sim/collective/estimate.h), so that the two
 // cannot disagree.
-#ifndef SHARDSIM_SIM_SCENARIO_FAT_TREE_H_
-#define SHARDSIM_SIM_SCENARIO_FAT_TREE_H_
+#ifndef SHARDSIM_SIM_BASE_FAT_TREE_H_
+#define SHARDSIM_SIM_BASE_FAT_TREE_H_
 
 #include "sim/schema/platform.pb.h"
 
@@ -60,4 +60,4 @@ class FatTreeLayout {
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_SCENARIO_FAT_TREE_H_
+#endif  // SHARDSIM_SIM_BASE_FAT_TREE_H_

@@ -1,4 +1,4 @@
-#include "sim/collective/group.h"
+#include "sim/base/group.h"
 
 #include "absl/strings/str_cat.h"
 

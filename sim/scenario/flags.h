@@ -7,8 +7,8 @@
 //   --step-factor --channels --warmup --iters;
 // - the outputs: --json --trace.
 // Outside the core library, which does not depend on Abseil flags.
-#ifndef SHARDSIM_SIM_CLI_FLAGS_H_
-#define SHARDSIM_SIM_CLI_FLAGS_H_
+#ifndef SHARDSIM_SIM_SCENARIO_FLAGS_H_
+#define SHARDSIM_SIM_SCENARIO_FLAGS_H_
 
 #include <cstdint>
 #include <optional>
@@ -72,4 +72,4 @@ absl::StatusOr<CollectiveSweep> SweepFromFlags();
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_CLI_FLAGS_H_
+#endif  // SHARDSIM_SIM_SCENARIO_FLAGS_H_

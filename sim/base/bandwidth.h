@@ -1,8 +1,8 @@
 // What a collective's flows can reach on a platform's links: the engine
 // builds its links at these rates (sim/engine/fabric.cc) and plan's lower
 // bound (sim/search/bound.h) takes them as the fastest a byte can go.
-#ifndef SHARDSIM_SIM_SCENARIO_BANDWIDTH_H_
-#define SHARDSIM_SIM_SCENARIO_BANDWIDTH_H_
+#ifndef SHARDSIM_SIM_BASE_BANDWIDTH_H_
+#define SHARDSIM_SIM_BASE_BANDWIDTH_H_
 
 #include "sim/schema/platform.pb.h"
 
@@ -39,4 +39,4 @@ inline int NicOfRank(const Platform& p, int gpus_per_node, int rank) {
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_SCENARIO_BANDWIDTH_H_
+#endif  // SHARDSIM_SIM_BASE_BANDWIDTH_H_
