@@ -39,10 +39,11 @@ std::string Dashed(absl::string_view name) {
   return absl::StrReplaceAll(name, {{"_", "-"}});
 }
 
-// Our flags are defined under sim/cli/; Abseil's (help, version, flagfile,
-// ...) under absl/.
+// Our flags are defined under sim/cli/ and in sim/scenario/flags.cc (those
+// shardsim-hw shares); Abseil's (help, version, flagfile, ...) under absl/.
 bool IsOurs(const absl::CommandLineFlag& flag) {
-  return absl::StrContains(flag.Filename(), "sim/cli/");
+  return absl::StrContains(flag.Filename(), "sim/cli/") ||
+         absl::StrContains(flag.Filename(), "sim/scenario/flags.cc");
 }
 
 bool Reads(const Command& command, absl::string_view name) {
