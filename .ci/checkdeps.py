@@ -7,7 +7,8 @@ never include each other. In the spirit of Chromium's checkdeps, over the
 `#include "..."` lines of every .h, .cc and .cu file under sim/, hw/ and
 validate/.
 
-    python3 .ci/checkdeps.py [ROOT]    # exit 1 and one line per violation
+    python3 .ci/checkdeps.py [ROOT]    # ROOT: this checkout unless given;
+                                       # exit 1, one line per violation
 """
 import os
 import re
@@ -53,7 +54,8 @@ def layer_of(path):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..")
     bad = []
     for top in ("sim", "hw", "validate"):
         for d, _, files in os.walk(os.path.join(root, top)):

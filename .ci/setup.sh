@@ -81,13 +81,16 @@ case "$what" in
     ;;
   test)
     start
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    # Warnings are errors here (CMakeLists.txt: -Wall -Wextra).
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DSHARDSIM_WERROR=ON >/dev/null
     stop configure
     start
     cmake --build build -j "$(nproc)"
     stop build
     start
     bash .ci/format.sh
+    python3 .ci/checkdeps.py
     (cd build && ctest --output-on-failure -j "$(nproc)")
     bash .ci/sanitize.sh
     stop tests

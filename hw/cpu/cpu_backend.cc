@@ -93,7 +93,7 @@ class CpuBackend : public Backend {
     const double s =
         ComputeOpCost(kernels, platform_).seconds * options_.compute_scale;
     if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
-    timings_.push_back({op_id, start, MPI_Wtime() - t0_});
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
     done_.insert(op_id);
     return absl::OkStatus();
   }
@@ -111,7 +111,7 @@ class CpuBackend : public Backend {
         !s.ok()) {
       return s;
     }
-    timings_.push_back({op_id, start, MPI_Wtime() - t0_});
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
     done_.insert(op_id);
     return absl::OkStatus();
   }

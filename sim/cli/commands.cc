@@ -72,7 +72,8 @@ const std::vector<Command>& Commands() {
        "memory. Without SCENARIO the flags give the whole scenario "
        "(--model --platform --strategy --gpus --seq-len, and "
        "--micro-batches or --global-batch-tokens).",
-       Join({kScenario, kEngine, {"breakdown", "json", "csv", "trace"}})},
+       Join({kScenario, kEngine, {"breakdown", "json", "csv", "trace"}}),
+       RunMain},
       {"plan", "plan [SCENARIO] --gpus N [flags]",
        "search the strategies (presets, PaRO, Lins, each with every "
        "algorithm per group kind and every setting) that fit in memory, "
@@ -81,17 +82,18 @@ const std::vector<Command>& Commands() {
        Join({kScenario,
              kEngine,
              {"memory_cap", "top", "figure", "exhaustive", "algorithms",
-              "settings", "deployable", "json", "csv"}})},
+              "settings", "deployable", "json", "csv"}}),
+       PlanMain},
       {"memory", "memory [SCENARIO] [flags]",
        "per-GPU memory (parameters, gradients, optimizer states, "
        "activations, buffers, reserve) and whether it fits.",
-       Join({kScenario, {"json", "csv"}})},
+       Join({kScenario, {"json", "csv"}}), MemoryMain},
       {"volume", "volume [SCENARIO] [flags]",
        "bytes sent per step, inside nodes and between them, totals over "
        "all GPUs.",
-       Join({kScenario, {"detail", "json", "csv"}})},
+       Join({kScenario, {"detail", "json", "csv"}}), VolumeMain},
       {"schedule", "schedule [SCENARIO] --strategy S --gpus N",
-       "one step's schedule IR, op by op.", kScenario},
+       "one step's schedule IR, op by op.", kScenario, ScheduleMain},
       {"collective",
        "collective [COLLECTIVE_SCENARIO] [flags]",
        "a simulated collective over a size sweep, in nccl-tests' layout: "
@@ -99,22 +101,30 @@ const std::vector<Command>& Commands() {
        "collective scenario file (one sweep per algorithm).",
        {"platform", "gpus", "op", "algorithm", "min_bytes", "max_bytes",
         "step_factor", "channels", "mode", "time_limit", "replay_stages",
-        "network_symmetry", "json", "csv"}},
+        "network_symmetry", "json", "csv"},
+       CollectiveMain},
       {"calibrate",
        "calibrate --platform P --measurements F1,F2 --out FILE",
        "fit a platform's latencies and reachable bandwidths to nccl-tests "
        "or shardsim-hw measurements.",
-       {"platform", "measurements", "out"}},
+       {"platform", "measurements", "out"},
+       CalibrateMain},
       {"validate",
        "validate --platform P --measurements F1,F2",
        "predicted against measured, per file, with the median error.",
-       {"platform", "measurements", "max_median_error", "json"}},
+       {"platform", "measurements", "max_median_error", "json"},
+       ValidateMain},
       {"platform",
        "platform NAME|FILE",
        "the platform as the simulator reads it (bases merged, GPU model "
        "filled in), in text format.",
-       {}},
-      {"help", "help [COMMAND]", "this overview, or one command's flags.", {}},
+       {},
+       PlatformMain},
+      {"help",
+       "help [COMMAND]",
+       "this overview, or one command's flags.",
+       {},
+       HelpMain},
   };
   return *commands;
 }

@@ -10,14 +10,38 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "sim/runner/distribute.h"
 
 namespace shardsim {
+
+// What a command is run with, flags already parsed.
+struct Invocation {
+  std::string command;            // "run"
+  std::vector<std::string> args;  // the words after it: "quickstart.textproto"
+  Launch launch;                  // this process's MPI rank, if launched so
+};
+
+// Each command's entry, in a file of its own (sim/cli/*_command.cc): the
+// process's exit code, 0 on success, 1 for an error it printed, 2 for a
+// command line it could not take (usage printed).
+using CommandMain = int (*)(const Invocation& invocation);
+int RunMain(const Invocation& invocation);
+int PlanMain(const Invocation& invocation);
+int MemoryMain(const Invocation& invocation);
+int VolumeMain(const Invocation& invocation);
+int ScheduleMain(const Invocation& invocation);
+int CollectiveMain(const Invocation& invocation);
+int CalibrateMain(const Invocation& invocation);
+int ValidateMain(const Invocation& invocation);
+int PlatformMain(const Invocation& invocation);
+int HelpMain(const Invocation& invocation);
 
 struct Command {
   const char* name;
   const char* synopsis;            // "run SCENARIO [flags]"
   const char* summary;             // what it answers
   std::vector<const char*> flags;  // as defined: "memory_cap"
+  CommandMain main;
 };
 
 const std::vector<Command>& Commands();

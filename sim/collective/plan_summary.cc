@@ -456,7 +456,7 @@ std::vector<int> StageEnds(const StepLayout& layout) {
 
 // Phase 3: explicit transfers and chains, summed per hop of their stage;
 // a segment is cut where a stage ends.
-void AddTransfers(const Plan& plan, const std::vector<Segment>& segments,
+void AddTransfers(const std::vector<Segment>& segments,
                   const StepLayout& layout, std::vector<StageHops>* hops) {
   const std::vector<int> stage_end = StageEnds(layout);
   for (const Segment& g : segments) {
@@ -685,7 +685,7 @@ PlanSummary Summarize(const Plan& plan, bool by_step, const NicMembers& nics) {
   const StepLayout layout = CutStages(StepKinds(plan, segments));
   const int steps = static_cast<int>(layout.kind.size());
   std::vector<StageHops> hops(layout.num_stages);
-  AddTransfers(plan, segments, layout, &hops);
+  AddTransfers(segments, layout, &hops);
   AddRingPasses(plan, layout, &hops);
   out.stages = AssembleStages(plan, layout, std::move(hops),
                               StepLoads(plan, segments, nics, steps), by_step);

@@ -33,7 +33,7 @@ namespace {
 // ncclGetBtree: in-order numbering where a rank's level is its lowest set
 // bit; rank 0 is the root with the single child of the highest level.
 //   0---------8
-//            / \
+//            / \   (children of 8)
 //           4   12 ...      (nranks = 14)
 int BtreeParent(int n, int rank) {
   if (rank == 0) return -1;

@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
+#include "sim/base/did_you_mean.h"
 #include "sim/model/hf_config.h"
 #include "sim/model/model.h"
 #include "sim/scenario/data_dir.h"
 #include "sim/scenario/deepspeed_check.h"
-#include "sim/base/did_you_mean.h"
 #include "sim/scenario/platform_file.h"
 #include "sim/scenario/text_proto.h"
 #include "sim/schema/limits.h"
@@ -178,7 +178,7 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
 absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
   if (absl::Status s = ValidateScenario(scenario, path); !s.ok()) return s;
   const std::string dir = DirName(path);
-  Job job{path, dir, std::move(scenario), {}, {}};
+  Job job{path, dir, std::move(scenario), {}, {}, {}};
   const Scenario& s = job.scenario;
 
   if (s.has_model_def() == !s.model().empty()) {

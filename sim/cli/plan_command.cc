@@ -1,0 +1,109 @@
+// `shardsim plan`: the strategy search of sim/search/search.h, ranked,
+// printed and written; with --figure its Pareto front drawn.
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "sim/cli/commands.h"
+#include "sim/cli/options.h"
+#include "sim/cli/scenario_command.h"
+#include "sim/results/results.h"
+#include "sim/results/sink.h"
+#include "sim/scenario/data_dir.h"
+#include "sim/scenario/flags.h"
+#include "sim/schema/limits.h"
+#include "sim/search/search.h"
+
+namespace shardsim {
+namespace {
+
+// Runs reports/plan_figure (shipped data, sim/scenario/data_dir.h) with
+// Debian's python3, which python3-matplotlib installs into, and waits.
+absl::Status DrawPlanFigure(const std::string& json,
+                            const std::string& figure) {
+  absl::StatusOr<std::string> data = DataDir();
+  if (!data.ok()) return data.status();
+  const std::string python = "/usr/bin/python3";
+  const std::string script = *data + "/reports/plan_figure";
+  std::vector<std::string> argv_s = {python, script, json, figure};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("--figure: fork failed");
+  if (pid == 0) {
+    // It dies with shardsim, as every child of a run does (isolate.h).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    execv(python.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError("--figure: waitpid failed");
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--figure ", figure, ": ", python, " ", script, " failed (exit ",
+      WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+      "; it needs python3-matplotlib)"));
+}
+
+absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
+  absl::StatusOr<EngineOptions> engine = EngineOptionsFromFlags();
+  if (!engine.ok()) return engine.status();
+  if (ranks != nullptr) {
+    engine->ranks = ranks->size();
+    engine->run_tasks = [ranks](const std::vector<ChildTask>& tasks,
+                                const IsolateOptions& isolate) {
+      return ranks->Run(tasks, isolate);
+    };
+  }
+  SearchOptions options;
+  options.engine = *engine;
+  options.top = absl::GetFlag(FLAGS_top);
+  options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
+  options.algorithms = absl::GetFlag(FLAGS_algorithms);
+  options.settings = absl::GetFlag(FLAGS_settings);
+  options.deployable = absl::GetFlag(FLAGS_deployable);
+  FieldCheck check("command line");
+  check.Count("top", options.top, 1, 100000);
+  if (const std::optional<double> cap = absl::GetFlag(FLAGS_memory_cap)) {
+    check.Real("memory_cap", *cap, 1.0 / 1024, 1 << 20);
+    options.memory_cap_bytes =
+        static_cast<int64_t>(*cap * 1024.0 * 1024.0 * 1024.0);
+  }
+  if (!check.ok()) return check.status();
+  absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
+  if (!plan.ok()) return plan.status();
+  if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
+  *plan->mutable_warnings() = {job.warnings.begin(), job.warnings.end()};
+  OutputFiles files = OutputFilesFromFlags();
+  const std::string figure = absl::GetFlag(FLAGS_figure);
+  // The figure is drawn from the JSON: written beside it unless asked for.
+  if (files.json.empty() && !figure.empty()) files.json = figure + ".json";
+  if (absl::Status s = Emit(FormatPlanTable(*plan), *plan, files); !s.ok()) {
+    return s;
+  }
+  if (figure.empty()) return absl::OkStatus();
+  return DrawPlanFigure(files.json, figure);
+}
+
+}  // namespace
+
+int PlanMain(const Invocation& invocation) {
+  return RunScenarioCommand(invocation, PlanBody);
+}
+
+}  // namespace shardsim
