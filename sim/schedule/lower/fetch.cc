@@ -30,7 +30,8 @@ FetchPass::FetchPass(Step* step)
       }
     } else {
       const int q = visit.seg;
-      // Without keep, only a recompute leaves a fetch pending here.
+      // Gathered again unless kept since forward, or gathered already by
+      // the layer's recompute (without keep, the only fetch pending here).
       if (segments[q].gathered > 0 && !keep && pending_[q].empty()) {
         Add(v, q, BACKWARD);
       }

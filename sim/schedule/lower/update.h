@@ -20,6 +20,11 @@ class UpdatePass : public Pass {
   void End() override;
 
  private:
+  // The optimizer on layer `i`'s OS shard; returns the op.
+  int Optimizer(int i);
+  // The layer's persistent parameters gathered again after `update`.
+  void GatherPersistent(int layer, int update);
+
   Step& step_;
   // Lins' framework (InternEvo) rebuilds by broadcasts after the whole
   // update; the others all-gather, per layer where they overlap it.
