@@ -576,7 +576,7 @@ absl::Status CudaBackend::NewOpEvents(int op_id, OpEvents** out) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank_, ": op ", op_id, " enqueued twice"));
   }
-  OpEvents e{op_id, nullptr, nullptr};
+  OpEvents e{op_id, nullptr, nullptr, {}};
   CUDA_CHECK(cudaEventCreate(&e.start));
   CUDA_CHECK(cudaEventCreate(&e.end));
   event_index_[op_id] = events_.size();

@@ -61,9 +61,11 @@ class PlanCache {
   using Derive =
       absl::AnyInvocable<absl::StatusOr<T>(const CollectiveCall&, Plan)>;
 
-  // `mesh` and `platform` must outlive the cache.
-  PlanCache(const Mesh& mesh, const Platform& platform, Derive derive)
-      : mesh_(mesh), platform_(platform), derive_(std::move(derive)) {}
+  // `mesh` and `platform` must outlive the cache. `derive` is any callable
+  // Derive can hold, taken in place (no AnyInvocable is moved).
+  template <typename F>
+  PlanCache(const Mesh& mesh, const Platform& platform, F&& derive)
+      : mesh_(mesh), platform_(platform), derive_(std::forward<F>(derive)) {}
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
 

@@ -40,7 +40,7 @@ struct Unit {
   // Elements of each of its 1-D tensors (a norm's weight and bias, a
   // linear layer's bias), in PyTorch's registration order after the one
   // matrix the rest of `params` is, if any. DeepSpeed's qgZ quantizes
-  // matrices only (lower.cc).
+  // matrices only (sim/schedule/lower/).
   std::vector<int64_t> vectors;
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;

@@ -9,9 +9,9 @@
 // the framework host's issue order: a gather appears at the hook that
 // issues it (its own module's, or an earlier one's when prefetched), with
 // the host's waits on rate limiters and back-pressure.
-// Two lowerings of the same factors (docs/strategies.md §3):
-//   PARO: reduce-scatter / all-gather (ZeRO, MiCS, FSDP, ZeRO++, PaRO);
-//   LINS: all-reduce with select-and-drop, broadcast inside the OS subgroup.
+// The step is built by passes over one builder state (sim/schedule/lower/:
+// the walk, recomputation, parameter fetch, gradient reduction with one
+// reducer per family, the update), each owning one concern.
 #ifndef SHARDSIM_SIM_SCHEDULE_LOWER_H_
 #define SHARDSIM_SIM_SCHEDULE_LOWER_H_
 
