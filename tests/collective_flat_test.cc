@@ -384,14 +384,14 @@ TreeEdges(int p) {
 }
 
 TEST(FlatTree, MatchesNcclDoubleBinaryTree) {
-  // NCCL's illustration for 14 ranks (src/graph/trees.cc):
-  //   0---------------8
-  //            ______/ \______
-  //           4               12
-  //         /   \            /  \
-  //       2       6       10     \
-  //      / \     / \     /  \     \
-  //     1   3   5   7   9   11    13
+  /* NCCL's illustration for 14 ranks (src/graph/trees.cc):
+       0---------------8
+                ______/ \______
+               4               12
+             /   \            /  \
+           2       6       10     \
+          / \     / \     /  \     \
+         1   3   5   7   9   11    13                                   */
   const std::set<std::pair<int, int>> tree14 = {
       {1, 2}, {3, 2}, {5, 6},   {7, 6}, {9, 10}, {11, 10}, {13, 12},
       {2, 4}, {6, 4}, {10, 12}, {4, 8}, {12, 8}, {8, 0}};

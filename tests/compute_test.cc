@@ -4,6 +4,7 @@
 #include "sim/compute/kernel_time.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -110,7 +111,7 @@ TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
   // E = T h = 8,388,608 and F = T ffn = 22,544,384 elements; q, k, v
   // apart (HF), causal flash attention.
   const Model m = *BuiltinModel("llama-7b");
-  Batch batch{4, 512};
+  Batch batch = test::Sequences(4, 512);
   batch.flash_attention = true;
   const std::vector<Unit> units = BlockUnits(m, batch);
   std::vector<std::string> names;
@@ -165,7 +166,7 @@ TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
 TEST(LayerKernels, UnitsOwnEveryParameterOfTheLayer) {
   for (const char* name : {"llama-7b", "llama-65b", "gpt3-175b"}) {
     const Model m = *BuiltinModel(name);
-    for (const Layer& layer : ModelLayers(m, Batch{1, 512})) {
+    for (const Layer& layer : ModelLayers(m, test::Sequences(1, 512))) {
       int64_t params = 0;
       for (const Unit& u : layer.units) params += u.params;
       EXPECT_EQ(params, layer.params) << name << " " << layer.name;
@@ -177,7 +178,7 @@ TEST(LayerKernels, FusedStyleReadsAndWritesOncePerOp) {
   // FUSED: one RMSNorm kernel (read x, write y: 4 bytes an element), rotary
   // 4 bytes, SwiGLU in one kernel (read gate and up, write the product).
   const Model m = *BuiltinModel("llama-7b");
-  Batch batch{1, 1024};
+  Batch batch = test::Sequences(1, 1024);
   batch.flash_attention = true;
   batch.kernels.set_style(KernelOptions::FUSED);
   int64_t bytes = 0;

@@ -13,6 +13,7 @@
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/scenario/scenario.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -243,7 +244,7 @@ TEST(HfConfig, Qwen2HasQkvBiases) {
   EXPECT_TRUE(qwen->qkv_bias());
   EXPECT_FALSE(qwen->linear_bias());
   EXPECT_EQ(TotalParams(*qwen) - TotalParams(LlamaShape(8)), 12'288);
-  for (const Layer& layer : ModelLayers(*qwen, Batch{1, 64})) {
+  for (const Layer& layer : ModelLayers(*qwen, test::Sequences(1, 64))) {
     int64_t params = 0;
     for (const Unit& u : layer.units) params += u.params;
     EXPECT_EQ(params, layer.params) << layer.name;

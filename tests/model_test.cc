@@ -1,4 +1,5 @@
 #include "sim/model/model.h"
+#include "tests/util/test_util.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,16 +11,10 @@
 namespace shardsim {
 namespace {
 
-Model MustLoad(const std::string& name) {
-  absl::StatusOr<Model> model = BuiltinModel(name);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *model : Model();
-}
-
 TEST(ModelBuiltin, EveryBuiltinIsValidAndNamesAreCaseInsensitive) {
   for (const std::string& name : BuiltinModelNames()) {
     SCOPED_TRACE(name);
-    EXPECT_TRUE(ValidateModel(MustLoad(name)).ok());
+    EXPECT_TRUE(ValidateModel(test::BuiltinOrFail(name)).ok());
   }
   absl::StatusOr<Model> model = BuiltinModel("LLaMA-7B");
   ASSERT_TRUE(model.ok()) << model.status();
@@ -47,7 +42,7 @@ TEST(ModelParams, Llama7bIsExact) {
   //   blocks = 32 * 202,383,360 = 6,476,267,520
   //   embedding = 32000*4096 = 131,072,000; head = 131,076,096
   //   total = 6,476,267,520 + 131,072,000 + 131,076,096 = 6,738,415,616
-  EXPECT_EQ(TotalParams(MustLoad("llama-7b")), 6'738'415'616);
+  EXPECT_EQ(TotalParams(test::BuiltinOrFail("llama-7b")), 6'738'415'616);
 }
 
 TEST(ModelParams, LargerLlamas) {
@@ -57,21 +52,21 @@ TEST(ModelParams, LargerLlamas) {
   //   blocks = 40 * 317,204,480 = 12,688,179,200
   //   embedding = 163,840,000; head = 163,845,120
   //   total = 13,015,864,320
-  EXPECT_EQ(TotalParams(MustLoad("llama-13b")), 13'015'864'320);
+  EXPECT_EQ(TotalParams(test::BuiltinOrFail("llama-13b")), 13'015'864'320);
   // 30B (33B): h = 6656, ffn = 17920, L = 60.
   //   block = 4*44,302,336 + 3*6656*17920 + 13312
   //         = 177,209,344 + 357,826,560 + 13,312 = 535,049,216
   //   blocks = 60 * 535,049,216 = 32,102,952,960
   //   embedding = 212,992,000; head = 212,998,656
   //   total = 32,528,943,616
-  EXPECT_EQ(TotalParams(MustLoad("llama-30b")), 32'528'943'616);
+  EXPECT_EQ(TotalParams(test::BuiltinOrFail("llama-30b")), 32'528'943'616);
   // 65B: h = 8192, ffn = 22016, L = 80.
   //   block = 4*67,108,864 + 3*8192*22016 + 16384
   //         = 268,435,456 + 541,065,216 + 16,384 = 809,517,056
   //   blocks = 80 * 809,517,056 = 64,761,364,480
   //   embedding = 262,144,000; head = 262,152,192
   //   total = 65,285,660,672
-  EXPECT_EQ(TotalParams(MustLoad("llama-65b")), 65'285'660'672);
+  EXPECT_EQ(TotalParams(test::BuiltinOrFail("llama-65b")), 65'285'660'672);
 }
 
 TEST(ModelParams, Gpt3TiesTheHeadAndLearnsPositions) {
@@ -86,7 +81,7 @@ TEST(ModelParams, Gpt3TiesTheHeadAndLearnsPositions) {
   //   embedding = (50257 + 2048) * 12288 = 642,723,840
   //   head = final LayerNorm only (tied) = 24,576
   //   total = 174,604,259,328
-  const Model gpt3 = MustLoad("gpt3-175b");
+  const Model gpt3 = test::BuiltinOrFail("gpt3-175b");
   EXPECT_EQ(TotalParams(gpt3), 174'604'259'328);
   const std::vector<Layer> layers = ModelLayers(gpt3, Batch{});
   EXPECT_EQ(layers.back().params, 24'576);
@@ -95,7 +90,7 @@ TEST(ModelParams, Gpt3TiesTheHeadAndLearnsPositions) {
 }
 
 TEST(ModelParams, LayersSumToTotalInForwardOrder) {
-  const Model m = MustLoad("llama-7b");
+  const Model m = test::BuiltinOrFail("llama-7b");
   const std::vector<Layer> layers = ModelLayers(m, Batch{});
   ASSERT_EQ(layers.size(), 34u);
   EXPECT_EQ(layers.front().name, "embedding");
@@ -108,9 +103,9 @@ TEST(ModelParams, LayersSumToTotalInForwardOrder) {
 }
 
 TEST(ModelParams, GroupedQueryAttentionShrinksKeyAndValue) {
-  Model m = MustLoad("llama-7b");
+  Model m = test::BuiltinOrFail("llama-7b");
   m.set_kv_heads(8);  // k and v: 4096 x 1024 instead of 4096 x 4096
-  EXPECT_EQ(TotalParams(MustLoad("llama-7b")) - TotalParams(m),
+  EXPECT_EQ(TotalParams(test::BuiltinOrFail("llama-7b")) - TotalParams(m),
             32 * 2 * 4096 * (4096 - 1024));
 }
 
@@ -121,8 +116,8 @@ TEST(ModelParams, GroupedQueryAttentionShrinksKeyAndValue) {
 //   attention QK^T + AV = 2 * 2*b*s^2*h = 4 * 4096^3 = 274,877,906,944
 //   forward = 1,932,735,283,200; backward = 2x = 3,865,470,566,400
 TEST(ModelFlops, Llama7bBlockByHand) {
-  const Batch batch{/*micro_batch_size=*/1, /*seq_len=*/4096};
-  const std::vector<Layer> layers = ModelLayers(MustLoad("llama-7b"), batch);
+  const Batch batch = test::Sequences(1, 4096);
+  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   const Layer& block = layers[1];
   EXPECT_DOUBLE_EQ(block.forward_flops, 1'932'735'283'200.0);
   EXPECT_DOUBLE_EQ(block.backward_flops, 3'865'470'566'400.0);
@@ -135,16 +130,16 @@ TEST(ModelFlops, Llama7bBlockByHand) {
 }
 
 TEST(ModelFlops, RecomputeRepeatsOnlyTheBlocksForward) {
-  Batch batch{/*micro_batch_size=*/1, /*seq_len=*/4096};
+  Batch batch = test::Sequences(1, 4096);
   batch.recompute = true;
-  const std::vector<Layer> layers = ModelLayers(MustLoad("llama-7b"), batch);
+  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers.front().recompute_flops, 0.0);
   EXPECT_EQ(layers.back().recompute_flops, 0.0);
   EXPECT_DOUBLE_EQ(layers[5].recompute_flops, layers[5].forward_flops);
   // Recomputation is hardware work, not model FLOPs.
   EXPECT_DOUBLE_EQ(
-      ModelFlopsPerMicroBatch(MustLoad("llama-7b"), batch),
-      ModelFlopsPerMicroBatch(MustLoad("llama-7b"), Batch{1, 4096}));
+      ModelFlopsPerMicroBatch(test::BuiltinOrFail("llama-7b"), batch),
+      ModelFlopsPerMicroBatch(test::BuiltinOrFail("llama-7b"), test::Sequences(1, 4096)));
 }
 
 // The 6*T*psi rule: every weight is used in one forward matmul (2 FLOPs per
@@ -154,12 +149,12 @@ TEST(ModelFlops, RecomputeRepeatsOnlyTheBlocksForward) {
 // (elementwise, not counted), so 6*T*psi + attention overcounts by exactly
 // 6*T*(V*h + norm params): about 2% for LLaMA-7B.
 TEST(ModelFlops, CloseToSixTPsiPlusAttention) {
-  const Model m = MustLoad("llama-7b");
+  const Model m = test::BuiltinOrFail("llama-7b");
   const double b = 1, s = 4096, t = b * s, h = 4096, layers = 32;
   const double psi = static_cast<double>(TotalParams(m));
   const double attention = layers * 3 * 4 * b * s * s * h;
   const double rule = 6 * t * psi + attention;
-  const double flops = ModelFlopsPerMicroBatch(m, Batch{1, 4096});
+  const double flops = ModelFlopsPerMicroBatch(m, test::Sequences(1, 4096));
   EXPECT_LT(std::abs(rule - flops) / flops, 0.03);
   const double norms = 2 * h * layers + h;
   EXPECT_DOUBLE_EQ(rule - flops, 6 * t * (32000 * h + norms));
@@ -173,51 +168,51 @@ TEST(ModelFlops, Gpt3MatchesMegatronFormula) {
   const double megatron = 72 * b * s * layers * h * h *
                           (1 + s / (6 * h) + vocab / (12 * h * layers));
   const double flops =
-      ModelFlopsPerMicroBatch(MustLoad("gpt3-175b"), Batch{2, 2048});
+      ModelFlopsPerMicroBatch(test::BuiltinOrFail("gpt3-175b"), test::Sequences(2, 2048));
   EXPECT_NEAR(flops / megatron, 1.0, 1e-12);
 }
 
 TEST(ModelActivations, HeadKeepsInputAndFp32Logits) {
-  const Batch batch{/*micro_batch_size=*/10, /*seq_len=*/512};
-  const std::vector<Layer> layers = ModelLayers(MustLoad("llama-7b"), batch);
+  const Batch batch = test::Sequences(10, 512);
+  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers.front().activation_bytes, 0);
   EXPECT_EQ(layers.back().activation_bytes,
             2 * 512 * 10 * 4096 + 4 * 512 * 10 * 32000);
 }
 
 TEST(ModelActivations, FlashAttentionDropsTheScoreTerm) {
-  Batch batch{/*micro_batch_size=*/10, /*seq_len=*/512};
+  Batch batch = test::Sequences(10, 512);
   batch.flash_attention = true;
-  const std::vector<Layer> layers = ModelLayers(MustLoad("llama-7b"), batch);
+  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers[1].activation_bytes, 512 * 10 * 4096 * 34);
 }
 
 TEST(ModelValidate, ErrorNamesTheField) {
-  Model m = MustLoad("llama-7b");
+  Model m = test::BuiltinOrFail("llama-7b");
   m.set_hidden(0);
   absl::Status status = ValidateModel(m);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "model.hidden: must be in [1, 262144], got 0");
 
-  m = MustLoad("llama-7b");
+  m = test::BuiltinOrFail("llama-7b");
   m.set_heads(30);  // 4096 % 30 != 0
   status = ValidateModel(m);
   EXPECT_NE(status.message().find("model.heads"), absl::string_view::npos)
       << status;
 
-  m = MustLoad("llama-7b");
+  m = test::BuiltinOrFail("llama-7b");
   m.set_kv_heads(5);  // 32 % 5 != 0
   status = ValidateModel(m);
   EXPECT_NE(status.message().find("model.kv_heads"), absl::string_view::npos)
       << status;
 
-  m = MustLoad("llama-7b");
+  m = test::BuiltinOrFail("llama-7b");
   m.clear_mlp();
   status = ValidateModel(m);
   EXPECT_NE(status.message().find("model.mlp"), absl::string_view::npos)
       << status;
 
-  m = MustLoad("llama-7b");
+  m = test::BuiltinOrFail("llama-7b");
   m.clear_norm();
   status = ValidateModel(m);
   EXPECT_NE(status.message().find("model.norm"), absl::string_view::npos)

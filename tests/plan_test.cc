@@ -13,6 +13,7 @@
 #include "sim/search/search.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -22,8 +23,7 @@ namespace {
 Job TinyJob() {
   Scenario s;
   s.set_name("plan test");
-  s.set_model(std::string(SHARDSIM_SOURCE_DIR) +
-              "/tests/data/tiny_model.textproto");
+  s.set_model(test::TinyModelPath());
   s.set_platform("dgx_a100");
   s.add_strategies("zero3");
   s.add_gpus(16);

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "sim/scenario/platform_file.h"
 #include "sim/scenario/scenario.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -20,19 +21,13 @@ std::string Data(const std::string& file) {
   return absl::StrCat(SHARDSIM_SOURCE_DIR, "/tests/data/platform_base/", file);
 }
 
-Platform Shipped(const std::string& name) {
-  absl::StatusOr<Platform> p = LoadPlatform(name, "");
-  EXPECT_TRUE(p.ok()) << p.status();
-  return p.ok() ? *p : Platform();
-}
-
 // four_nics.textproto is five lines: a comment, base: "dgx_h100" and
 // network { nics_per_node: 4 }.
 TEST(PlatformBase, FileOverShippedEqualsTheShippedOneEditedInCode) {
   absl::StatusOr<Platform> loaded =
       LoadPlatform(Data("four_nics.textproto"), "");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  Platform want = Shipped("dgx_h100");
+  Platform want = test::ShippedPlatform("dgx_h100");
   want.mutable_network()->set_nics_per_node(4);
   EXPECT_TRUE(MessageDifferencer::Equals(*loaded, want))
       << loaded->DebugString() << "\nvs\n"
@@ -46,7 +41,7 @@ TEST(PlatformBase, ChainsScalarsReplaceRepeatedAppend) {
   absl::StatusOr<Platform> loaded =
       LoadPlatform(Data("no_sharp.textproto"), "");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  Platform want = Shipped("dgx_h100");
+  Platform want = test::ShippedPlatform("dgx_h100");
   want.set_name("dgx_h100_no_sharp");
   want.mutable_network()->set_nics_per_node(4);
   want.mutable_network()->set_sharp(false);
@@ -59,7 +54,7 @@ TEST(PlatformBase, ChainsScalarsReplaceRepeatedAppend) {
   EXPECT_TRUE(MessageDifferencer::Equals(*loaded, want))
       << loaded->DebugString() << "\nvs\n"
       << want.DebugString();
-  ASSERT_EQ(loaded->protocols_size(), Shipped("dgx_h100").protocols_size() + 1);
+  ASSERT_EQ(loaded->protocols_size(), test::ShippedPlatform("dgx_h100").protocols_size() + 1);
 }
 
 TEST(PlatformBase, LoopErrorsNamingItsFiles) {
@@ -94,7 +89,7 @@ TEST(PlatformBase, UnknownShippedPlatformSuggestsTheNearest) {
 TEST(PlatformBase, GpuModelBaseAndPathsRelativeToTheirFile) {
   absl::StatusOr<Platform> loaded = LoadPlatform(Data("on_sub.textproto"), "");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const Platform h100 = Shipped("dgx_h100");
+  const Platform h100 = test::ShippedPlatform("dgx_h100");
   EXPECT_EQ(loaded->name(), "dgx_h100_96gb");
   EXPECT_EQ(loaded->gpu().name(), "H100-96GB");
   EXPECT_EQ(loaded->gpu().memory_bytes(), int64_t{96} << 30);

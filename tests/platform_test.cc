@@ -20,6 +20,7 @@
 #include "sim/base/bandwidth.h"
 #include "sim/base/fat_tree.h"
 #include "sim/scenario/scenario.h"
+#include "tests/util/test_util.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -28,12 +29,6 @@ namespace {
 
 const char* const kShipped[] = {"dgx_a100", "dgx_h100", "a800_lins",
                                 "cloud_a100"};
-
-Platform Shipped(const std::string& name) {
-  absl::StatusOr<Platform> p = LoadPlatform(name, "");
-  EXPECT_TRUE(p.ok()) << p.status();
-  return p.ok() ? *p : Platform();
-}
 
 // Runs `task` in a child process and returns what it returned.
 absl::StatusOr<std::string> InChild(ChildTask task) {
@@ -64,14 +59,14 @@ TEST(PlatformShipped, EveryPlatformLoadsAndPassesEngineValidation) {
 TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   // A800: 400 GB/s bidirectional NVLink = 200e9 per direction; 4 HDR NICs
   // of 200 Gb/s = 25e9 B/s; no SHARP (docs/strategies.md §6).
-  const Platform a800 = Shipped("a800_lins");
+  const Platform a800 = test::ShippedPlatform("a800_lins");
   EXPECT_EQ(a800.gpus_per_node(), 8);
   EXPECT_DOUBLE_EQ(a800.nvswitch().bandwidth(), 400e9 / 2);
   EXPECT_EQ(a800.network().nics_per_node(), 4);
   EXPECT_DOUBLE_EQ(a800.network().nic_bandwidth(), 200e9 / 8);
   EXPECT_FALSE(a800.network().sharp());
   // H100: NVLink4 900 GB/s bidirectional; ConnectX-7 400 Gb/s = 50e9 B/s.
-  const Platform h100 = Shipped("dgx_h100");
+  const Platform h100 = test::ShippedPlatform("dgx_h100");
   EXPECT_DOUBLE_EQ(h100.nvswitch().bandwidth(), 900e9 / 2);
   EXPECT_DOUBLE_EQ(h100.network().nic_bandwidth(), 400e9 / 8);
   EXPECT_EQ(h100.network().nics_per_node(), 8);
@@ -79,7 +74,7 @@ TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
   // Cloud (docs/strategies.md §5): 8 virtual NICs of 14 GB/s (middle of
   // 10-18 GB/s), and a node's up-links 8 / oversubscription x 14e9 = 56e9
   // B/s: 4 up-links of a NIC's speed (LeafUplinksOf).
-  const Platform cloud = Shipped("cloud_a100");
+  const Platform cloud = test::ShippedPlatform("cloud_a100");
   const Network& n = cloud.network();
   EXPECT_DOUBLE_EQ(n.nic_bandwidth() * cloud.efficiency().network_fraction(),
                    (10e9 + 18e9) / 2);
@@ -98,7 +93,7 @@ TEST(PlatformShipped, FieldsTheFilesStateFromTheirSources) {
 // HDR leaves (20 down-ports, NICs of 25e9 x 0.95 B/s): at 4:1, 5 up-links
 // of a NIC; at 3:1, 7 of 20/21 of a NIC; 2 ports at 4:1, one of half.
 TEST(PlatformFatTree, UplinksAreTheSwitchesWorth) {
-  Platform p = Shipped("dgx_a100");
+  Platform p = test::ShippedPlatform("dgx_a100");
   const double nic = 25e9 * 0.95;
   p.mutable_network()->set_oversubscription(4);
   LeafUplinks up = LeafUplinksOf(p);
@@ -121,7 +116,7 @@ TEST(PlatformFatTree, UplinksAreTheSwitchesWorth) {
 // NICs on leaves of 20: NICs 0-19 on leaf 0, 20-23 on leaf 1. Adaptive
 // routing: one switch, no up-links.
 TEST(PlatformFatTree, LeavesOfRailsAndOfNodes) {
-  Platform p = Shipped("dgx_a100");
+  Platform p = test::ShippedPlatform("dgx_a100");
   p.mutable_network()->set_adaptive_routing(false);
   const FatTreeLayout rails(p, 7);
   EXPECT_TRUE(rails.has_uplinks());
@@ -160,7 +155,7 @@ absl::StatusOr<std::string> BuildAndMapNics(const Platform& platform, int gpus,
 }
 
 TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
-  absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("dgx_a100"), 16, 16);
+  absl::StatusOr<std::string> r = BuildAndMapNics(test::ShippedPlatform("dgx_a100"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   // Hosts: 16 GPU hosts + 16 NIC hosts (one leaf of 20 ports holds all 16
   // NICs: a one-level tree, no spare ports) + the sending and receiving
@@ -182,14 +177,14 @@ TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
   // ceil(2048 / 20) = 103 leaves of 20 ports, 2060 (12 spare, with
   // placeholder hosts): 16480. In all 49248.
   absl::StatusOr<std::string> r =
-      BuildAndMapNics(StaticRouting(Shipped("dgx_a100")), 16384, 10);
+      BuildAndMapNics(StaticRouting(test::ShippedPlatform("dgx_a100")), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
   std::string want = "49248 ";
   for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
   EXPECT_EQ(*r, want);
   // With adaptive routing (as shipped), one switch of 16384 ports: no
   // spare port, 16384 + 16384 + 16384 = 49152 hosts.
-  r = BuildAndMapNics(Shipped("dgx_a100"), 16384, 10);
+  r = BuildAndMapNics(test::ShippedPlatform("dgx_a100"), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->substr(0, 6), "49152 ");
 }
@@ -225,7 +220,7 @@ absl::StatusOr<std::string> HostsAndRoutes(
 // the first 4 nodes' 32 NICs = 192.
 TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
   absl::StatusOr<std::string> r =
-      HostsAndRoutes(StaticRouting(Shipped("dgx_a100")), Mesh{8, 8},
+      HostsAndRoutes(StaticRouting(test::ShippedPlatform("dgx_a100")), Mesh{8, 8},
                      {{0, 8}, {8, 56}, {7, 8}, {15, 16}, {0, 9}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "192 2 2 4 4 4");
@@ -235,7 +230,7 @@ TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
 // (fabric.cc): every route between two NICs is their own two links, on a
 // rail (0 -> 8), across rails (7 -> 8) or across what would be leaves.
 TEST(PlatformFabric, AdaptiveRoutingIsOneSwitch) {
-  const Platform p = Shipped("dgx_a100");
+  const Platform p = test::ShippedPlatform("dgx_a100");
   ASSERT_TRUE(p.network().adaptive_routing());
   // 32 nodes of 8 GPUs (ranks: GPU 0 of node 0 to GPU 0 of node 1, ...).
   // Hosts: 256 GPUs + 256 NICs + both halves of the first 16 nodes' 128.
@@ -248,7 +243,7 @@ TEST(PlatformFabric, AdaptiveRoutingIsOneSwitch) {
 TEST(PlatformFabric, A800TwoGpusShareEachNic) {
   // 4 NICs for 8 GPUs: GPU l uses NIC l / 2 of its node; node 1's NICs are
   // 4..7.
-  absl::StatusOr<std::string> r = BuildAndMapNics(Shipped("a800_lins"), 16, 16);
+  absl::StatusOr<std::string> r = BuildAndMapNics(test::ShippedPlatform("a800_lins"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   // 16 GPU hosts + 8 NIC hosts + 2 halves of node 0's 4 NICs.
   std::string want = "32 ";
@@ -265,7 +260,7 @@ TEST(PlatformFabric, A800TwoGpusShareEachNic) {
 // reaches its 14 GB/s virtual NIC; the 8 GPUs of a node together share the
 // node's 4 x 14 GB/s up-links, 56 GB/s, 7 GB/s each.
 TEST(PlatformFabric, CloudA100OneGpu14GBpsAndANode56GBps) {
-  const Platform cloud = Shipped("cloud_a100");
+  const Platform cloud = test::ShippedPlatform("cloud_a100");
   absl::StatusOr<Mesh> mesh = JobMesh(cloud, 16);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   constexpr double kBytes = 1e9;
@@ -309,7 +304,7 @@ TEST(PlatformFabric, CloudA100OneGpu14GBpsAndANode56GBps) {
 }
 
 TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
-  Platform p = Shipped("dgx_a100");
+  Platform p = test::ShippedPlatform("dgx_a100");
   p.set_name("two_node_lab");
   p.set_nodes(2);
   const std::string path = testing::TempDir() + "/two_node_lab.textproto";
@@ -357,7 +352,7 @@ void ExpectFieldError(const Platform& p, const std::string& field) {
 }
 
 TEST(PlatformValidation, BadFieldsAreNamed) {
-  const Platform good = Shipped("dgx_a100");
+  const Platform good = test::ShippedPlatform("dgx_a100");
   ASSERT_TRUE(ValidatePlatform(good, "good").ok());
 
   Platform p = good;

@@ -10,20 +10,14 @@
 #include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
 
 const Mesh kMesh{8, 4};  // 32 GPUs
 
-Scenario Training(int micro_batches) {
-  Scenario s;
-  s.set_micro_batch_size(1);
-  s.set_micro_batches(micro_batches);
-  s.set_seq_len(512);
-  s.set_optimizer_bytes_per_param(12);
-  return s;
-}
+using test::Training;
 
 Schedule Lower(const std::string& spec, const Scenario& sc,
                const Mesh& mesh = kMesh) {
@@ -33,7 +27,7 @@ Schedule Lower(const std::string& spec, const Scenario& sc,
   absl::StatusOr<Model> model = BuiltinModel("llama-7b");
   EXPECT_TRUE(model.ok());
   absl::StatusOr<OwnedSchedule> s =
-      LowerStep(ModelLayers(*model, {1, 512}), *st, mesh, sc);
+      LowerStep(ModelLayers(*model, test::Sequences(1, 512)), *st, mesh, sc);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? **s : Schedule();
 }

@@ -14,6 +14,7 @@
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -307,7 +308,7 @@ Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
 
 Job TinyJob(int gpus) {
   return SearchJob(
-      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto",
+      test::TinyModelPath(),
       gpus, 2, 2, 64);
 }
 
@@ -503,7 +504,7 @@ TEST(Search, WithEveryAlgorithmToo) {
 // step's load on a NIC over every group's GPUs on it, as the engine does.
 TEST(Search, WhereTwoGpusShareANic) {
   Scenario s = SearchScenario(
-      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto", 16,
+      test::TinyModelPath(), 16,
       2, 64);
   s.set_micro_batches(2);
   s.set_platform("a800_lins");
@@ -549,7 +550,7 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
   SearchOptions shared = own;
   shared.share_steps = true;
   const Job job = SearchJob(
-      std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/tiny_model.textproto", 16,
+      test::TinyModelPath(), 16,
       2, 1, 64);
   absl::StatusOr<SearchResults> a = SearchStrategies(job, own);
   absl::StatusOr<SearchResults> b = SearchStrategies(job, shared);

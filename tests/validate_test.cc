@@ -24,6 +24,7 @@
 #include "validate/cli.h"
 #include "validate/kernels.h"
 #include "validate/measurements.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -102,14 +103,6 @@ CollectiveResults Sweep(const Platform& p, CollectiveOp op, int gpus,
   absl::StatusOr<CollectiveResults> r = SimulateCollective(p, gpus, s, {});
   EXPECT_TRUE(r.ok()) << r.status();
   return *r;
-}
-
-const FittedParameter* Param(const CalibrationResult& r,
-                             const std::string& name) {
-  for (const FittedParameter& p : r.parameters) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
 }
 
 // (a) Recovery. The measurement is pinned to Simple (NCCL_PROTO=Simple, as
@@ -392,7 +385,7 @@ TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
   add({adam});
   // A block: its general-path bytes fit general_fraction.
   Model m = *BuiltinModel("llama-7b");
-  Batch batch{4, 512};
+  Batch batch = test::Sequences(4, 512);
   batch.flash_attention = true;
   for (const Unit& u : BlockUnits(m, batch)) add(u.forward);
   TraceProcess rank{"rank 0", {}, {}, {}};

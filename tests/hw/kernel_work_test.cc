@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim::hw {
 namespace {
@@ -51,7 +52,7 @@ TEST(KernelOperands, Llama7bBlockAt10x512) {
   // T = 5120 tokens, h = 4096, ffn 11008, 32 heads of 128.
   absl::StatusOr<Model> m = BuiltinModel("llama-7b");
   ASSERT_TRUE(m.ok());
-  Batch batch{10, 512};
+  Batch batch = test::Sequences(10, 512);
   batch.flash_attention = true;
   batch.kernels.set_fused_qkv(true);
   const std::vector<Unit> units = BlockUnits(*m, batch);
