@@ -34,23 +34,15 @@
 #include "sim/collective/plan_cache.h"
 #include "sim/collective/plan_summary.h"
 #include "sim/engine/fabric.h"
+#include "sim/engine/flow_workers.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
 
-// One flow of the fast mode: all of a hop's bytes.
-struct Flow {
-  simgrid::s4u::Host* from;
-  simgrid::s4u::Host* to;
-  uint64_t bytes;
-  simgrid::s4u::CommPtr comm;  // once started
-  double finish = 0;           // when its last byte arrived
-  bool nvswitch = false;       // on NVSwitch ports (Fabric::OpenNvlink)
-};
-
 class CollectiveEngine {
-  class LoneStages;   // the lone runs of one domain (collective_engine.cc)
+  // Lone-stage replays (lone_stages.h).
+  class LoneStages;   // the lone runs of one domain
   struct LoneRecord;  // a stage's lone run
   struct LoneChain;   // a stage of recorded steps, replayed as one
   struct ChainRun;    // a LoneChain's replay under way
@@ -90,7 +82,7 @@ class CollectiveEngine {
     // Those of one domain (fat tree, NVSwitch ports) run apart, if any.
     const std::vector<Flow>* net = nullptr;
     double until = -1;  // sleeping until
-    // Flows replayed rather than run (LoneStages, collective_engine.cc).
+    // Flows replayed rather than run (LoneStages, lone_stages.h).
     const LoneRecord* replay = nullptr;
     double replay_start = 0;
     // Steps replayed as one chain: it knows where it is (ChainRun).
@@ -134,7 +126,7 @@ class CollectiveEngine {
   int network_nodes() const { return net_period_; }
   // Stages of inter-node flows alone on the fat tree, and of NVSwitch
   // flows alone on the NVSwitches, are replayed from their first lone run
-  // (collective_engine.cc, LoneStages): the same times, without their
+  // (lone_stages.h, LoneStages): the same times, without their
   // flows. On by default; fast mode only.
   void set_replay_stages(bool on);
   // NVSwitch ports run at `scale` x their bandwidth from now (compute
@@ -226,7 +218,6 @@ class CollectiveEngine {
     int from_nic = -1;  // across nodes: the NICs it leaves and enters by
     int to_nic = -1;
   };
-  class FlowWorkers;
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 

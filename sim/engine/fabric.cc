@@ -8,9 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "sim/compute/kernel_time.h"
 #include "sim/base/bandwidth.h"
 #include "sim/base/fat_tree.h"
+#include "sim/compute/kernel_time.h"
 
 namespace sg4 = simgrid::s4u;
 

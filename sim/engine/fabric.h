@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/base/group.h"
 #include "sim/base/fat_tree.h"
+#include "sim/base/group.h"
 #include "sim/schema/platform.pb.h"
 
 namespace simgrid::s4u {
