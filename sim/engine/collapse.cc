@@ -133,8 +133,8 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   std::vector<int> watch;
   for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
   Snapshots snaps;
-  absl::StatusOr<std::vector<OpTime>> t =
-      RunStepActors(*cut->schedule, fabric, collectives, watch, &snaps);
+  absl::StatusOr<std::vector<OpTime>> t = RunStepActors(
+      *cut->schedule, nullptr, fabric, collectives, watch, &snaps);
   if (!t.ok()) return t.status();
   // The state repeats at the host where the host waits for the GPU in every
   // block. Where it runs ahead, its lead grows and the state repeats on the

@@ -38,26 +38,74 @@ CollectiveEngine::CollectiveEngine(Fabric& fabric, FlowMode mode, int channels,
 CollectiveEngine::~CollectiveEngine() = default;
 
 const CollectiveEngine::Entry& CollectiveEngine::entry(
-    const CollectiveCall& call) const {
+    const CollectiveCall& call, int program) const {
   const Entry* e = calls_->Find(call);
   // Run, summary and protocol take prepared calls only (the contract).
   if (e == nullptr) std::abort();
-  return *e;
+  if (programs_.empty()) return *e;
+  auto it = program_calls_.find({e, program});
+  if (it == program_calls_.end()) std::abort();
+  return *it->second;
 }
 
+// A program's copy of a call differs in its groups only: the call's own
+// entry answers for every program.
 const PlanSummary& CollectiveEngine::summary(const CollectiveCall& call) const {
-  return entry(call).summary;
+  const Entry* e = calls_->Find(call);
+  if (e == nullptr) std::abort();  // prepared calls only (the contract)
+  return e->summary;
 }
 
 const Protocol& CollectiveEngine::protocol(const CollectiveCall& call) const {
-  return *entry(call).protocol;
+  const Entry* e = calls_->Find(call);
+  if (e == nullptr) std::abort();
+  return *e->protocol;
 }
 
-absl::Status CollectiveEngine::Prepare(const CollectiveCall& call) {
+absl::Status CollectiveEngine::Prepare(const CollectiveCall& call,
+                                       int program) {
   absl::StatusOr<const Entry*> e = calls_->Get(call);
   if (!e.ok()) return e.status();
-  Use(*e);
+  if (programs_.empty()) {
+    Use(*e);
+    return absl::OkStatus();
+  }
+  auto [it, fresh] = program_calls_.try_emplace({*e, program});
+  if (!fresh) return absl::OkStatus();
+  // The program's groups: those holding one of its ranks, each all its.
+  auto mine = std::make_unique<Entry>(**e);
+  mine->groups.clear();
+  for (const std::vector<int>& group : (*e)->groups) {
+    int in = 0;
+    for (int rank : group) in += program_of_[rank] == program ? 1 : 0;
+    if (in == 0) continue;
+    if (in < static_cast<int>(group.size())) {
+      program_calls_.erase(it);
+      for (int rank : group) {
+        if (program_of_[rank] == program) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "its group (", GroupName(call.group()), ") of rank ", group[0],
+            " holds ranks of programs ", program, " and ", program_of_[rank],
+            " (rank ", rank,
+            "): a collective runs within one program; programs exchange "
+            "data by point-to-point sends"));
+      }
+    }
+    mine->groups.push_back(group);
+  }
+  it->second = std::move(mine);
+  Use(it->second.get());
   return absl::OkStatus();
+}
+
+void CollectiveEngine::SetPrograms(std::vector<std::vector<int>> ranks) {
+  programs_ = std::move(ranks);
+  program_of_.assign(fabric_.mesh().gpus(), -1);
+  for (size_t p = 0; p < programs_.size(); ++p) {
+    for (int rank : programs_[p]) program_of_[rank] = static_cast<int>(p);
+  }
+  set_replay_stages(false);
+  network_symmetry_ = false;
 }
 
 void CollectiveEngine::Use(const Entry* e) {
@@ -97,10 +145,11 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
 void CollectiveEngine::EndRun() { workers_.reset(); }
 
 CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
-                                                 Progress* progress) {
+                                                 Progress* progress,
+                                                 int program) {
   Progress unused;
   if (progress == nullptr) progress = &unused;
-  const Entry& e = entry(call);
+  const Entry& e = entry(call, program);
   const double start = sg4::Engine::get_clock();
   ++progress->part;
   progress->until = start + e.protocol->base_latency_s();
@@ -120,6 +169,11 @@ CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
 void CollectiveEngine::SetNvlinkScale(double scale) {
   fabric_.SetNvlinkScale(scale, node_symmetry_);
   if (lone_nvswitch_ != nullptr) lone_nvswitch_->Rescale(scale);
+}
+
+void CollectiveEngine::SetNvlinkScale(double scale, int program) {
+  // No lone-stage replays with several programs (SetPrograms).
+  fabric_.SetNvlinkScale(scale, programs_[program]);
 }
 
 void CollectiveEngine::Progress::AppendState(double now,

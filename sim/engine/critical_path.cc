@@ -23,7 +23,10 @@ const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
 class PathWalk {
  public:
   PathWalk(const StepOps& s, StepTimes* t)
-      : s_(s), t_(*t), stream_prev_(StreamPredecessors(s)) {}
+      : s_(s),
+        t_(*t),
+        stream_prev_(StreamPredecessors(s)),
+        host_prev_(HostPredecessors(s)) {}
 
   Breakdown Walk() {
     int cur = t_.LastToEnd();
@@ -158,8 +161,9 @@ class PathWalk {
 
   // From the host's start on op `id` at *t, back along the host's chain
   // until an op the host waited for; returns that op, or -1 at the start.
+  // With several programs, the chain of op `id`'s program's host.
   int HostChain(int id, double* t) {
-    for (int h = id; h >= 0; --h) {
+    for (int h = id; h >= 0;) {
       int wait = -1;
       for (int w : s_.host_waits(h)) {
         if (wait < 0 || At(w).end > At(wait).end) wait = w;
@@ -168,9 +172,11 @@ class PathWalk {
         Gap(At(wait).end, t);
         return wait;
       }
-      if (h == 0) break;
+      const int before = host_prev_.empty() ? h - 1 : host_prev_[h];
+      if (before < 0) break;
       // The host was busy with the op before.
-      Host(h - 1, At(h - 1).host_start, t);
+      Host(before, At(before).host_start, t);
+      h = before;
     }
     return -1;
   }
@@ -214,6 +220,15 @@ class PathWalk {
       b_.set_launch_overhead_s(b_.launch_overhead_s() + host);
       return;
     }
+    if (op.has_send()) {
+      // A wait on another program's send: moving its bytes, or latency.
+      by_collective_[absl::StrCat("SEND ", op.send().tensor())] += d;
+      const double latency = std::min(d, ot.latency_s);
+      b_.set_latency_s(b_.latency_s() + latency);
+      b_.set_bandwidth_s(b_.bandwidth_s() + d - latency);
+      Mark(id, d - latency > latency ? "bandwidth" : "latency");
+      return;
+    }
     if (!op.has_collective()) return;
     const CollectiveCall& c = op.collective();
     by_collective_[absl::StrCat(kShort[c.op()], " ", c.tensor())] += d;
@@ -234,6 +249,7 @@ class PathWalk {
   const StepOps& s_;
   StepTimes& t_;
   std::vector<int> stream_prev_;
+  std::vector<int> host_prev_;  // several programs only (HostPredecessors)
   Breakdown b_;
   std::map<std::string, double> by_collective_;
   // For SkipRepeats: the last far block entered, the lowest op read since,

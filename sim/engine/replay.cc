@@ -5,18 +5,78 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sim/engine/collapse.h"
+#include "sim/engine/programs.h"
 #include "sim/engine/step_actors.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
 
 namespace shardsim {
+namespace {
+
+// A step of several programs (replay.h): every call prepared for its
+// program, and the step replayed in full.
+absl::StatusOr<StepTiming> ReplayPrograms(const StepOps& step,
+                                          const Programs& programs,
+                                          Fabric* fabric,
+                                          CollectiveEngine* collectives) {
+  if (step.fold()) {
+    return absl::InvalidArgumentError(
+        "a folded step of several programs: the engine replays those whole");
+  }
+  const Schedule& s = step.base();
+  std::vector<std::vector<int>> ranks;
+  for (const ProgramInfo& p : programs.list) ranks.push_back(p.ranks);
+  collectives->SetPrograms(std::move(ranks));
+  for (const Op& op : s.ops()) {
+    if (op.body_case() != Op::kCollective) continue;
+    if (absl::Status st = collectives->Prepare(op.collective(), op.program());
+        !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule op ", op.id(), " (", op.label(),
+                       ") of program ", op.program(), ": ", st.message()));
+    }
+  }
+  collectives->UseSymmetry();  // none: every flow runs
+  StepTiming out;
+  const int micro_batches = step.micro_batches();
+  out.replay.set_micro_batches(micro_batches);
+  out.replay.set_micro_batches_simulated(micro_batches);
+  out.replay.set_full_because(
+      "several programs (one per rank role): replayed in full");
+  absl::StatusOr<std::vector<OpTime>> t =
+      RunStepActors(s, &programs, fabric, collectives, {}, nullptr);
+  if (!t.ok()) return t.status();
+  out.ops = StepTimes(*std::move(t));
+  if (const int last = out.ops.LastToEnd(); last >= 0) {
+    out.step_time_s = std::max(0.0, out.ops[last].end);
+  }
+  for (const ProgramInfo& p : programs.list) {
+    double busy = 0;
+    for (int id : p.ops) {
+      if (s.ops(id).stream() != COMPUTE) continue;
+      const OpTime o = out.ops[id];
+      busy += o.end - o.start;
+    }
+    out.compute_busy_s = std::max(out.compute_busy_s, busy);
+  }
+  out.breakdown = CriticalPathBreakdown(step, &out.ops);
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
                                       CollectiveEngine* collectives,
                                       bool collapse) {
+  absl::StatusOr<Programs> programs = ReadPrograms(step.base(), fabric->mesh());
+  if (!programs.ok()) return programs.status();
+  if (programs->several()) {
+    return ReplayPrograms(step, *programs, fabric, collectives);
+  }
   // Copies of a block make no call the base does not.
   for (const Op& op : step.base().ops()) {
     if (op.body_case() != Op::kCollective) continue;
@@ -54,8 +114,9 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
     // A full replay needs every op stored.
     std::optional<OwnedSchedule> whole;
     if (step.fold()) whole = Unfold(step);
-    absl::StatusOr<std::vector<OpTime>> t = RunStepActors(
-        whole ? **whole : step.base(), fabric, collectives, {}, nullptr);
+    absl::StatusOr<std::vector<OpTime>> t =
+        RunStepActors(whole ? **whole : step.base(), nullptr, fabric,
+                      collectives, {}, nullptr);
     if (!t.ok()) return t.status();
     times = StepTimes(*std::move(t));
   }

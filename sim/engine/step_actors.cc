@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <simgrid/s4u.hpp>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,16 +16,19 @@ namespace sg4 = simgrid::s4u;
 namespace shardsim {
 namespace {
 
-// One actor for the host and one per stream: a stream's ops run in order,
-// each once the host has issued it and its deps are done. Waiting is on one
-// condition variable, notified whenever anything another actor waits for
-// changes (an op issued or done, a collective starting or ending).
+// Per program, one actor for the host and one per stream: a stream's ops
+// run in order, each once its host has issued it and its deps are done
+// (a dep on another program's send: once the send's bytes arrived). Every
+// actor of every program waits on one condition variable, notified
+// whenever anything another actor waits for changes (an op issued or
+// done, a collective starting or ending).
 class Replayer {
  public:
-  // `watch`: op ids (ascending) at which to take a Snapshot.
-  Replayer(const Schedule& s, Fabric* f, CollectiveEngine* c,
-           std::vector<int> watch = {})
+  // `watch`: op ids (ascending) at which to take a Snapshot (one program).
+  Replayer(const Schedule& s, const Programs& programs, Fabric* f,
+           CollectiveEngine* c, std::vector<int> watch = {})
       : schedule_(s),
+        programs_(programs),
         fabric_(f),
         collectives_(c),
         watch_(std::move(watch)),
@@ -36,7 +40,9 @@ class Replayer {
         times_(s.ops_size()),
         progress_(s.ops_size()),
         work_(s.ops_size()),
-        by_stream_(Stream_ARRAYSIZE),
+        by_stream_(programs.list.size() * Stream_ARRAYSIZE),
+        comm_sms_(programs.list.size(), 0),
+        nvlink_scale_(programs.list.size(), 1),
         mutex_(sg4::Mutex::create()),
         changed_(sg4::ConditionVariable::create()) {
     for (int id : watch_) watched_[id] = true;
@@ -47,7 +53,8 @@ class Replayer {
       list_cost.push_back(ComputeOpCost(l, p));
     }
     for (const Op& op : s.ops()) {
-      by_stream_[op.stream()].push_back(op.id());
+      by_stream_[op.program() * Stream_ARRAYSIZE + op.stream()].push_back(
+          op.id());
       if (op.has_compute()) {
         cost_[op.id()] = list_cost[op.compute().kernel_list()];
         times_[op.id()].base_s = cost_[op.id()].seconds;
@@ -57,11 +64,19 @@ class Replayer {
 
   void Start() {
     origin_ = Now();
-    sg4::Actor::create("host", fabric_->gpu(0), [this] { Host(); });
-    for (int stream = 0; stream < Stream_ARRAYSIZE; ++stream) {
-      if (by_stream_[stream].empty()) continue;
-      sg4::Actor::create(absl::StrCat("stream", stream), fabric_->gpu(0),
-                         [this, stream] { RunStream(stream); });
+    const bool several = programs_.several();
+    for (int p = 0; p < static_cast<int>(programs_.list.size()); ++p) {
+      // Where an actor sits changes nothing: it only waits and sleeps.
+      sg4::Host* const where = fabric_->gpu(programs_.list[p].ranks[0]);
+      const std::string tag = several ? absl::StrCat(p, ".") : "";
+      sg4::Actor::create(absl::StrCat("host", tag), where,
+                         [this, p] { Host(p); });
+      for (int stream = 0; stream < Stream_ARRAYSIZE; ++stream) {
+        const int lane = p * Stream_ARRAYSIZE + stream;
+        if (by_stream_[lane].empty()) continue;
+        sg4::Actor::create(absl::StrCat("stream", tag, stream), where,
+                           [this, lane] { RunStream(lane); });
+      }
     }
   }
 
@@ -87,10 +102,11 @@ class Replayer {
  private:
   double Now() const { return sg4::Engine::get_clock(); }
 
-  // The host issues the ops in order: waits, then launch costs.
-  void Host() {
+  // Program `p`'s host issues its ops in order: waits, then launch costs.
+  void Host(int p) {
     size_t next_watch = 0;
-    for (const Op& op : schedule_.ops()) {
+    for (int id : programs_.list[p].ops) {
+      const Op& op = schedule_.ops(id);
       if (next_watch < watch_.size() && watch_[next_watch] == op.id()) {
         TakeHostSnapshot(op.id());
         ++next_watch;
@@ -186,8 +202,9 @@ class Replayer {
     return true;
   }
 
-  void RunStream(int stream) {
-    for (int id : by_stream_[stream]) {
+  // `lane`: a program's stream (program x Stream_ARRAYSIZE + stream).
+  void RunStream(int lane) {
+    for (int id : by_stream_[lane]) {
       if (!Ready(id)) {  // the lock only to wait, as the host's (Host)
         std::unique_lock<sg4::Mutex> lock(*mutex_);
         while (!Ready(id)) changed_->wait(lock);
@@ -197,26 +214,33 @@ class Replayer {
   }
 
   // Collectives hold SMs; a compute op slows by the share they hold.
-  double Slowdown(const OpCost& c) const {
-    return ComputeSlowdown(c, comm_sms_, fabric_->platform());
+  // Of program `p`'s GPUs: communication on other GPUs leaves them be.
+  double Slowdown(const OpCost& c, int p) const {
+    return ComputeSlowdown(c, comm_sms_[p], fabric_->platform());
   }
 
-  void SetComputeBusy(bool busy) {
+  // Program `p`'s compute slows its ranks' NVSwitch ports.
+  void SetComputeBusy(int p, bool busy) {
     const double scale =
         busy ? fabric_->platform().interference().nvlink_under_compute() : 1;
-    if (scale != nvlink_scale_) {
-      nvlink_scale_ = scale;
-      collectives_->SetNvlinkScale(scale);
+    if (scale != nvlink_scale_[p]) {
+      nvlink_scale_[p] = scale;
+      if (programs_.several()) {
+        collectives_->SetNvlinkScale(scale, p);
+      } else {
+        collectives_->SetNvlinkScale(scale);
+      }
     }
   }
 
   void RunCompute(int id) {
     const OpCost& c = cost_[id];
-    SetComputeBusy(true);
+    const int p = schedule_.ops(id).program();
+    SetComputeBusy(p, true);
     double remaining = c.seconds;  // seconds of work alone
     std::unique_lock<sg4::Mutex> lock(*mutex_);
     while (remaining > kEps) {
-      const double rate = 1 / (1 + Slowdown(c));
+      const double rate = 1 / (1 + Slowdown(c, p));
       const double t0 = Now();
       work_[id] = {remaining, t0, rate};
       const std::cv_status s = changed_->wait_for(lock, remaining / rate);
@@ -225,7 +249,7 @@ class Replayer {
     }
     lock.unlock();
     times_[id].gpu_s = Now() - times_[id].start;
-    SetComputeBusy(false);
+    SetComputeBusy(p, false);
     // The host may still be launching its last kernels.
     if (Now() < times_[id].host_end)
       sg4::this_actor::sleep_until(times_[id].host_end);
@@ -244,11 +268,26 @@ class Replayer {
         break;
       case Op::kCollective: {
         const int sms = fabric_->platform().interference().collective_sms();
-        comm_sms_ += sms;
+        comm_sms_[op.program()] += sms;
         changed_->notify_all();
         t.latency_s =
-            collectives_->Run(op.collective(), &progress_[id]).latency_s;
-        comm_sms_ -= sms;
+            collectives_->Run(op.collective(), &progress_[id], op.program())
+                .latency_s;
+        comm_sms_[op.program()] -= sms;
+        break;
+      }
+      case Op::kSend: {
+        // Its kernels hold the sender's SMs, as a collective's do.
+        const int sms = fabric_->platform().interference().collective_sms();
+        const int peer = op.send().peer_program();
+        comm_sms_[op.program()] += sms;
+        changed_->notify_all();
+        t.latency_s =
+            collectives_
+                ->RunSend(op.send(), programs_.list[op.program()].ranks,
+                          programs_.list[peer].ranks)
+                .latency_s;
+        comm_sms_[op.program()] -= sms;
         break;
       }
       default:  // memory bookkeeping takes no time
@@ -269,6 +308,7 @@ class Replayer {
   };
 
   const Schedule& schedule_;
+  const Programs& programs_;
   Fabric* fabric_;
   CollectiveEngine* collectives_;
   const std::vector<int> watch_;
@@ -286,22 +326,35 @@ class Replayer {
   std::vector<Snapshot> gpu_snaps_;
   int newest_started_ = -1;
   double origin_ = 0;
-  std::vector<std::vector<int>> by_stream_;  // op ids, in order
+  // Per program and stream (RunStream's lane): op ids, in order.
+  std::vector<std::vector<int>> by_stream_;
+  // Per program: SMs held by its collectives in flight, and the scale its
+  // compute set its NVSwitch ports to.
+  std::vector<int> comm_sms_;
+  std::vector<double> nvlink_scale_;
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
-  int comm_sms_ = 0;  // SMs held by the collectives in flight
-  double nvlink_scale_ = 1;
   int completed_ = 0;
 };
 
 }  // namespace
 
 absl::StatusOr<std::vector<OpTime>> RunStepActors(const Schedule& schedule,
+                                                  const Programs* programs,
                                                   Fabric* fabric,
                                                   CollectiveEngine* collectives,
                                                   std::vector<int> watch,
                                                   Snapshots* snapshots) {
-  Replayer replayer(schedule, fabric, collectives, std::move(watch));
+  Programs one;
+  if (programs == nullptr) {
+    ProgramInfo& all = one.list.emplace_back();
+    all.ranks.resize(fabric->mesh().gpus());
+    for (int r = 0; r < fabric->mesh().gpus(); ++r) all.ranks[r] = r;
+    all.ops.resize(schedule.ops_size());
+    for (int id = 0; id < schedule.ops_size(); ++id) all.ops[id] = id;
+    programs = &one;
+  }
+  Replayer replayer(schedule, *programs, fabric, collectives, std::move(watch));
   replayer.Start();
   sg4::Engine::get_instance()->run();
   collectives->EndRun();

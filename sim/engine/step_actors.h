@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/fabric.h"
+#include "sim/engine/programs.h"
 #include "sim/engine/replay.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -35,10 +36,13 @@ struct Snapshots {
 };
 
 // One replay of `schedule` on the engine, from the clock's time now (it
-// may follow an earlier one): each op's times from its start. `watch`: op
-// ids (ascending) at which to take snapshots, into `snapshots` if given.
-// An error if some op never ran (a dependency on a later op).
+// may follow an earlier one): each op's times from its start. `programs`:
+// those of the schedule (ReadPrograms); null for one program of every op.
+// `watch`: op ids (ascending) at which to take snapshots, into `snapshots`
+// if given (one program). An error if some op never ran (a dependency on
+// a later op).
 absl::StatusOr<std::vector<OpTime>> RunStepActors(const Schedule& schedule,
+                                                  const Programs* programs,
                                                   Fabric* fabric,
                                                   CollectiveEngine* collectives,
                                                   std::vector<int> watch,

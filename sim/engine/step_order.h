@@ -13,8 +13,13 @@ namespace shardsim {
 // Times closer than this are the same instant (floating-point sums).
 constexpr double kEps = 1e-12;
 
-// Per op, the op before it on its stream, or -1.
+// Per op, the op before it on its stream (its program's: each program has
+// streams of its own), or -1.
 std::vector<int> StreamPredecessors(const StepOps& s);
+
+// Per op, the op its program's host issued before it, or -1; empty for a
+// step of one program, where it is always the op listed before.
+std::vector<int> HostPredecessors(const StepOps& s);
 
 }  // namespace shardsim
 

@@ -103,7 +103,8 @@ int CollectiveEngine::NetworkPeriod() const {
 }
 
 void CollectiveEngine::UseSymmetry() {
-  node_symmetry_ = AllIntraSymmetric();
+  // Several programs: every rank does not run every call.
+  node_symmetry_ = programs_.empty() && AllIntraSymmetric();
   net_period_ = network_symmetry_ && mode_ == FlowMode::kFast
                     ? NetworkPeriod()
                     : fabric_.mesh().nodes;
