@@ -24,13 +24,14 @@
 #include "sim/analyze/analyze.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
-#include "sim/simulate/simulate.h"
 #include "sim/model/model.h"
 #include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
+#include "sim/simulate/simulate.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
+#include "sim/traffic/traffic.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -444,7 +445,6 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   const Platform cloud = Shipped("cloud_a100");
   constexpr double kS = 1e9;
   const double uplink = 56e9;
-  const double nvl = 300e9 * 0.783;
   const double base = 8.4e-6, a_intra = 3.4e-6, a_inter = 9.6e-6;
 
   // Flat ring: every channel's ring crosses from node 0 to node 1 once and
@@ -472,7 +472,7 @@ TEST(EngineHoRing, BeatsFlatRingOnTwoCloudNodes) {
   // over NVSwitch as point-to-point copies, at nvlink_direct_fraction:
   // 300e9 x 0.709 = 212.7e9 B/s, (14/16) S / 212.7e9 = 4.114 ms. No
   // schedule can beat the larger of the two:
-  //   t_horing >= max(S/2 / 56e9, (14/16) S / nvl) = 8.929 ms.
+  //   t_horing >= max(S/2 / 56e9, (14/16) S / direct) = 8.929 ms.
   // The plan is step-synchronous: row 1 (node n-1's chunks) can only start
   // after the column step delivered them, so at worst everything on
   // NVSwitch waits for the column step; with g + M - 2 = 8 steps, each at
@@ -1381,7 +1381,9 @@ TEST(EngineLoneStages, StepsAreTheSameWithoutReplays) {
       ASSERT_TRUE(a.has_step_time_s());
       EXPECT_EQ(without.rows(i).replay().stages_replayed(), 0);
       replayed += a.replay().stages_replayed();
-      if (a.strategy() == "zeropp") EXPECT_GT(a.replay().stages_replayed(), 0);
+      if (a.strategy() == "zeropp") {
+        EXPECT_GT(a.replay().stages_replayed(), 0);
+      }
     }
     EXPECT_GT(replayed, 0);
   }
@@ -1650,6 +1652,219 @@ TEST(EnginePreparedCalls, SharedCallsChangeNoStep) {
   EXPECT_EQ(with->SerializeAsString(), without->SerializeAsString());
   EXPECT_EQ(with->rows(0).replay().network_nodes(), 1);
   EXPECT_EQ(with->rows(1).replay().network_nodes(), 2);
+}
+
+}  // namespace
+}  // namespace shardsim
+
+// ---- g. programs per rank role: point-to-point sends between them ------
+
+namespace shardsim {
+namespace {
+
+// A compute op of `seconds` (a GEMM at peak) on `program`'s compute
+// stream, after `deps`.
+Op* AddCompute(Schedule* s, int program, double seconds,
+               std::vector<int> deps) {
+  Op* op = s->add_ops();
+  op->set_id(s->ops_size() - 1);
+  op->set_program(program);
+  op->set_stream(COMPUTE);
+  op->set_label(absl::StrCat("compute ", op->id()));
+  op->mutable_compute()->set_kind("forward");
+  op->mutable_compute()->set_kernel_list(s->kernel_lists_size());
+  *s->add_kernel_lists()->add_kernels() = GemmOf(seconds);
+  for (int d : deps) op->add_deps(d);
+  return op;
+}
+
+// Program 0 (ranks `from`) computes for 1 ms, then sends `bytes` to
+// program 1 (ranks `to`), which computes for 0.5 ms once they arrived.
+Schedule ComputeSendCompute(const std::vector<int>& from,
+                            const std::vector<int>& to, int64_t bytes) {
+  Schedule s;
+  Program* p0 = s.add_programs();
+  p0->set_role("stage 0");
+  for (int r : from) p0->add_ranks(r);
+  Program* p1 = s.add_programs();
+  p1->set_role("stage 1");
+  for (int r : to) p1->add_ranks(r);
+  AddCompute(&s, 0, 1e-3, {});
+  Op* send = s.add_ops();
+  send->set_id(1);
+  send->set_program(0);
+  send->set_stream(REDUCE);
+  send->set_label("send activations");
+  send->add_deps(0);
+  send->mutable_send()->set_bytes(bytes);
+  send->mutable_send()->set_dtype(BF16);
+  send->mutable_send()->set_tensor("act");
+  send->mutable_send()->set_peer_program(1);
+  AddCompute(&s, 1, 0.5e-3, {1});
+  return s;
+}
+
+// As Replay, but the replay's error comes back rather than failing.
+absl::StatusOr<StepTiming> ReplayOrError(const Schedule& schedule,
+                                         const Platform& platform,
+                                         const Mesh& mesh) {
+  ChildTask task = [&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
+        Fabric::Build(platform, mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
+    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
+    if (!t.ok()) return t.status();
+    return std::string();
+  };
+  absl::StatusOr<std::string> out = RunIsolated({task}, 1)[0];
+  if (!out.ok()) return out.status();
+  return StepTiming();
+}
+
+// Checks the times of ComputeSendCompute against the transfer's, `T`.
+void ExpectComputeSendCompute(const Replayed& r, double T) {
+  ASSERT_EQ(r.ops.size(), 3u);
+  EXPECT_NEAR(r.ops[0].second, 1e-3, 1e-12);
+  EXPECT_NEAR(r.ops[1].first, 1e-3, 1e-12);  // the send, after compute
+  EXPECT_NEAR(r.ops[1].second - r.ops[1].first, T, 1e-12);
+  // The receiver's op starts exactly when the transfer ends.
+  EXPECT_EQ(r.ops[2].first, r.ops[1].second);
+  EXPECT_NEAR(r.ops[2].second - r.ops[2].first, 0.5e-3, 1e-12);
+  EXPECT_NEAR(r.step, 1e-3 + T + 0.5e-3, 1e-12);
+  // The critical path crosses into the sender through the send.
+  EXPECT_NEAR(r.breakdown.compute_s(), 1.5e-3, 1e-12);
+  EXPECT_NEAR(r.breakdown.compute_s() + r.breakdown.bandwidth_s() +
+                  r.breakdown.latency_s() + r.breakdown.launch_overhead_s(),
+              r.step, 1e-12);
+  ASSERT_EQ(r.breakdown.by_collective_size(), 1);
+  EXPECT_EQ(r.breakdown.by_collective(0).collective(), "SEND act");
+  EXPECT_NEAR(r.breakdown.by_collective(0).seconds(), T, 1e-12);
+}
+
+TEST(EnginePrograms, ASendInsideANodeRunsOverNvSwitch) {
+  // Two GPUs of one node, a program each. 1e8 B over one NVSwitch port of
+  // 100e9 B/s (GPU 0's up, GPU 1's down): 1 ms; with the protocol's base
+  // latency 20 us and one NVSwitch step's alpha 5 us, T = 1.025 ms.
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 2;
+  k.nvlink = 100e9;
+  k.base = 20e-6;
+  k.alpha_intra = 5e-6;
+  Platform p = TestPlatform(k);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  const double T = 20e-6 + 1e8 / 100e9 + 5e-6;
+  const Replayed r =
+      Replay(ComputeSendCompute({0}, {1}, 100'000'000), p, Mesh{2, 1});
+  ExpectComputeSendCompute(r, T);
+  EXPECT_NEAR(r.breakdown.latency_s(), 25e-6, 1e-12);
+  EXPECT_NEAR(r.breakdown.bandwidth_s(), 1e-3, 1e-12);
+}
+
+TEST(EnginePrograms, ASendAcrossNodesRunsOverTheNics) {
+  // Two nodes of one GPU and one 10 GB/s NIC (StepPlatform): 1e7 B NIC to
+  // NIC is 1 ms; base 20 us and one network step's alpha 100 us:
+  // T = 1.12 ms.
+  const double T = 20e-6 + 1e7 / 10e9 + 100e-6;
+  const Replayed r = Replay(ComputeSendCompute({0}, {1}, 10'000'000),
+                            StepPlatform(), Mesh{1, 2});
+  ExpectComputeSendCompute(r, T);
+  EXPECT_NEAR(r.breakdown.latency_s(), 120e-6, 1e-12);
+  EXPECT_NEAR(r.breakdown.bandwidth_s(), 1e-3, 1e-12);
+}
+
+TEST(EnginePrograms, RankIOfOneProgramSendsToRankIOfTheOther) {
+  // Two nodes of two GPUs, a program per node, each of its GPUs sending
+  // 1e7 B to its twin on the other node through its own 10 GB/s NIC: the
+  // pairs share no link, so T is one pair's, 1.12 ms (as above).
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 2;
+  k.nic = 10e9;
+  k.base = 20e-6;
+  k.alpha_inter = 100e-6;
+  Platform p = TestPlatform(k);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  const double T = 20e-6 + 1e7 / 10e9 + 100e-6;
+  const Replayed r =
+      Replay(ComputeSendCompute({0, 1}, {2, 3}, 10'000'000), p, Mesh{2, 2});
+  ExpectComputeSendCompute(r, T);
+  // Crossed pairs (0 to 3, 1 to 2) take the same links: the same time.
+  const Replayed x =
+      Replay(ComputeSendCompute({0, 1}, {3, 2}, 10'000'000), p, Mesh{2, 2});
+  ExpectComputeSendCompute(x, T);
+}
+
+TEST(EnginePrograms, ACollectiveRunsTheGroupsOfItsProgram) {
+  // Two nodes of two GPUs, a program per node. Program 0 all-gathers over
+  // its node before it sends: its node's group only, which takes what the
+  // same call takes alone (each node's NVSwitch carries its own group).
+  Knobs k;
+  k.gpus_per_node = 2;
+  k.nics_per_node = 2;
+  Platform p = TestPlatform(k);
+  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  const Mesh mesh{2, 2};
+  Schedule s = ComputeSendCompute({0, 1}, {2, 3}, 1000);
+  Op* ag = s.add_ops();
+  ag->set_id(3);
+  ag->set_program(0);
+  ag->set_stream(GATHER);
+  ag->set_label("AG P");
+  const CollectiveCall call =
+      Call(ALL_GATHER, RING, 100'000'000, MakeGroup(2, 1, 1, 1));
+  *ag->mutable_collective() = call;
+  const Replayed r = Replay(s, p, mesh);
+  absl::StatusOr<double> alone = CallAlone(p, mesh, call);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_EQ(r.ops.size(), 4u);
+  EXPECT_NEAR(r.ops[3].second - r.ops[3].first, *alone, 1e-12);
+  // A group that holds ranks of both programs is refused.
+  Schedule crossed = ComputeSendCompute({0, 2}, {1, 3}, 1000);
+  *crossed.add_ops() = *ag;
+  absl::StatusOr<StepTiming> t = ReplayOrError(crossed, p, mesh);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("holds ranks of programs 0 and 1"),
+            absl::string_view::npos)
+      << t.status().message();
+}
+
+TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
+  Schedule s = ComputeSendCompute({0}, {1}, 1000);
+  s.mutable_ops(2)->add_deps(0);  // program 1 on program 0's compute
+  absl::StatusOr<StepTiming> t = ReplayOrError(s, StepPlatform(), Mesh{1, 2});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("through sends only"),
+            absl::string_view::npos)
+      << t.status().message();
+  // A schedule of one program sends nothing.
+  Schedule one = ComputeSendCompute({0}, {1}, 1000);
+  one.clear_programs();
+  one.mutable_ops(2)->set_program(0);
+  t = ReplayOrError(one, StepPlatform(), Mesh{1, 2});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("a send in a schedule of one program"),
+            absl::string_view::npos)
+      << t.status().message();
+}
+
+TEST(EnginePrograms, TrafficCountsSendsInsideAndAcrossNodes) {
+  Knobs k;
+  k.gpus_per_node = 3;
+  k.nics_per_node = 3;
+  const Platform p = TestPlatform(k);
+  // Two nodes of three: 0 to 2 and 3 to 5 inside a node, 1 to 4 across.
+  Schedule s = ComputeSendCompute({0, 1, 3}, {2, 4, 5}, 1000);
+  absl::StatusOr<std::vector<TrafficEntry>> t = CountTraffic(s, Mesh{3, 2}, p);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ((*t)[0].op(), OP_UNSPECIFIED);  // a send
+  EXPECT_EQ((*t)[0].calls(), 1);
+  EXPECT_EQ((*t)[0].bytes_per_call(), 1000);
+  EXPECT_EQ((*t)[0].intra_node_bytes(), 2000);
+  EXPECT_EQ((*t)[0].inter_node_bytes(), 1000);
 }
 
 }  // namespace

@@ -67,6 +67,15 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node) {
 
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend) {
+  // Every rank replays the same ops: one program (schedule.proto). Pipelines'
+  // programs and their point-to-point sends are the simulator's for now.
+  if (schedule.programs_size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule: ", schedule.programs_size(),
+        " programs (one per rank role): shardsim-hw runs schedules of one "
+        "program; several, with their point-to-point sends, are simulated "
+        "only (shardsim run)"));
+  }
   std::vector<Stream> stream_of;
   for (const Op& op : schedule.ops()) {
     if (op.id() < 0) {
@@ -112,6 +121,11 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
       case Op::kMemory:
         s = backend->Memory(op.id(), op.memory(), op.stream());
         break;
+      case Op::kSend:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "schedule: op ", op.id(), " (", op.label(),
+            ") is a point-to-point send: shardsim-hw runs schedules of one "
+            "program, which send nothing"));
       default:
         break;
     }
@@ -175,7 +189,8 @@ StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
   if (rank != 0) return out;
 
   for (int r = 0; r < world; ++r) {
-    TraceProcess proc{absl::StrCat("rank ", r), {}};
+    TraceProcess proc;
+    proc.name = absl::StrCat("rank ", r);
     for (int id = 0; id <= max_id; ++id) {
       const double* t = &all_times[r * times.size() + 2 * id];
       proc.times.push_back({std::max(t[0], 0.0), std::max(t[1], 0.0)});

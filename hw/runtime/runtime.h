@@ -50,7 +50,9 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 
 // Replays one step: Start(), then the IR's ops in order; before each op,
 // WaitFor each dependency on another stream; compute, collective and memory
-// ops are issued on their stream. Returns Finish()'s timings.
+// ops are issued on their stream. Returns Finish()'s timings. A schedule of
+// several programs (schedule.proto Program), or with a send, is an error:
+// every rank runs the one program.
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend);
 

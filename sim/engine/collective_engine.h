@@ -25,6 +25,7 @@
 #include <simgrid/forward.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -34,23 +35,15 @@
 #include "sim/collective/plan_cache.h"
 #include "sim/collective/plan_summary.h"
 #include "sim/engine/fabric.h"
+#include "sim/engine/flow_workers.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
 
-// One flow of the fast mode: all of a hop's bytes.
-struct Flow {
-  simgrid::s4u::Host* from;
-  simgrid::s4u::Host* to;
-  uint64_t bytes;
-  simgrid::s4u::CommPtr comm;  // once started
-  double finish = 0;           // when its last byte arrived
-  bool nvswitch = false;       // on NVSwitch ports (Fabric::OpenNvlink)
-};
-
 class CollectiveEngine {
-  class LoneStages;   // the lone runs of one domain (collective_engine.cc)
+  // Lone-stage replays (lone_stages.h).
+  class LoneStages;   // the lone runs of one domain
   struct LoneRecord;  // a stage's lone run
   struct LoneChain;   // a stage of recorded steps, replayed as one
   struct ChainRun;    // a LoneChain's replay under way
@@ -65,8 +58,20 @@ class CollectiveEngine {
   ~CollectiveEngine();
 
   // Plans `call` (once per PlanKey, plan_cache.h). Errors name the call's
-  // group or algorithm and why it cannot run here.
-  absl::Status Prepare(const CollectiveCall& call);
+  // group or algorithm and why it cannot run here. With several programs
+  // (SetPrograms), for `program`: the call runs the groups of its shape
+  // that hold its ranks, and a group that holds ranks of other programs
+  // too is an error.
+  absl::Status Prepare(const CollectiveCall& call, int program = 0);
+
+  // Several programs (schedule.proto Program; replay.h), `ranks` per
+  // program, partitioning the mesh's. Before any Prepare, and once. Every
+  // call then runs for one program's ranks, and what assumes that every
+  // rank runs every call is off: node and network symmetry (UseSymmetry
+  // keeps every flow) and lone-stage replays (set_replay_stages must not
+  // turn them back on). NVSwitch ports slow per program (SetNvlinkScale).
+  void SetPrograms(std::vector<std::vector<int>> ranks);
+  bool several_programs() const { return !programs_.empty(); }
 
   // How long a call took, and how much of it was latency: the protocol's
   // base latency plus the per-step alphas on its critical flows.
@@ -90,7 +95,7 @@ class CollectiveEngine {
     // Those of one domain (fat tree, NVSwitch ports) run apart, if any.
     const std::vector<Flow>* net = nullptr;
     double until = -1;  // sleeping until
-    // Flows replayed rather than run (LoneStages, collective_engine.cc).
+    // Flows replayed rather than run (LoneStages, lone_stages.h).
     const LoneRecord* replay = nullptr;
     double replay_start = 0;
     // Steps replayed as one chain: it knows where it is (ChainRun).
@@ -101,7 +106,19 @@ class CollectiveEngine {
   // From a SimGrid actor: runs a prepared call for every group of its shape
   // and returns when the last flow (and alpha) is done. `progress`, if
   // given, follows it (fast mode).
-  CallTime Run(const CollectiveCall& call, Progress* progress = nullptr);
+  CallTime Run(const CollectiveCall& call, Progress* progress = nullptr,
+               int program = 0);
+
+  // From a SimGrid actor: a point-to-point send (schedule.proto
+  // PointToPoint) from rank from[i] to rank to[i], for every i, each pair
+  // one flow of send.bytes() (point_to_point.cc): GPU to GPU over NVSwitch
+  // inside a node, NIC to NIC across nodes, as a collective's hop runs.
+  // Its wire protocol is the platform's with the least alpha-beta time
+  // for the slowest pair (base latency + one step's alpha + bytes at the
+  // link's rate); the send takes the base latency, its flows, then the
+  // alpha. Returns when every pair's bytes have arrived.
+  CallTime RunSend(const PointToPoint& send, const std::vector<int>& from,
+                   const std::vector<int>& to);
 
   // Between two runs of the engine (Engine::run): forgets the worker
   // actors, which SimGrid ended with the run.
@@ -134,12 +151,14 @@ class CollectiveEngine {
   int network_nodes() const { return net_period_; }
   // Stages of inter-node flows alone on the fat tree, and of NVSwitch
   // flows alone on the NVSwitches, are replayed from their first lone run
-  // (collective_engine.cc, LoneStages): the same times, without their
+  // (lone_stages.h, LoneStages): the same times, without their
   // flows. On by default; fast mode only.
   void set_replay_stages(bool on);
   // NVSwitch ports run at `scale` x their bandwidth from now (compute
   // slows them, docs/engine.md): node 0's alone under node symmetry.
   void SetNvlinkScale(double scale);
+  // Several programs: the ports of `program`'s ranks only.
+  void SetNvlinkScale(double scale, int program);
   // What the replays did so far: stages recorded, replayed, and replays
   // that other flows disturbed (and turned real).
   struct ReplayCounts {
@@ -158,7 +177,7 @@ class CollectiveEngine {
   // Every prepared plan sees the same intra-node hops on every node.
   bool AllIntraSymmetric() const;
   void Use(const Entry* e);  // adds it to used_ once
-  const Entry& entry(const CollectiveCall& call) const;
+  const Entry& entry(const CollectiveCall& call, int program = 0) const;
   // Returns the latency part of the run.
   double RunFast(const Entry& e, Progress* progress);
   // A replay of a lone stage from `start`, disturbed `at` (an instant): its
@@ -226,7 +245,6 @@ class CollectiveEngine {
     int from_nic = -1;  // across nodes: the NICs it leaves and enters by
     int to_nic = -1;
   };
-  class FlowWorkers;
   Route RouteOf(const Entry& e, const std::vector<int>& group, int src,
                 int dst) const;
 
@@ -249,6 +267,13 @@ class CollectiveEngine {
   std::unique_ptr<LoneStages> lone_nvswitch_;
   // Node-based: a call holds its stage's flows while others add theirs.
   absl::node_hash_map<const std::vector<Hop>*, StageFlows> stage_flows_;
+  // Several programs (SetPrograms): each program's ranks; and per prepared
+  // call and program, the call with that program's groups only (its own
+  // stages, so that the flows built per stage are the program's).
+  std::vector<std::vector<int>> programs_;
+  std::vector<int> program_of_;  // by rank
+  absl::node_hash_map<std::pair<const Entry*, int>, std::unique_ptr<Entry>>
+      program_calls_;
 };
 
 }  // namespace shardsim

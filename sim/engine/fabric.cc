@@ -8,9 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "sim/compute/kernel_time.h"
 #include "sim/base/bandwidth.h"
 #include "sim/base/fat_tree.h"
+#include "sim/compute/kernel_time.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -32,12 +32,39 @@ void Fabric::SetNvlinkScale(double scale, bool node0_only) {
   if (nvlink_open_ == 0) ScalePorts(scale);
 }
 
+void Fabric::SetNvlinkScale(double scale, const std::vector<int>& ranks) {
+  if (rank_scale_.empty()) rank_scale_.assign(ports_.size(), 1);
+  for (int r : ranks) rank_scale_[r] = scale;
+  if (nvlink_open_ > 0) return;  // CloseNvlink applies it
+  const double bw = NvlinkBandwidth() * scale;
+  for (int r : ranks) ports_[r]->set_bandwidth(bw);
+}
+
 void Fabric::OpenNvlink() {
-  if (nvlink_open_++ == 0 && nvlink_scale_ != 1) ScalePorts(1);
+  if (nvlink_open_++ > 0) return;
+  if (!rank_scale_.empty()) {
+    RankPorts(true);
+  } else if (nvlink_scale_ != 1) {
+    ScalePorts(1);
+  }
 }
 
 void Fabric::CloseNvlink() {
-  if (--nvlink_open_ == 0 && nvlink_scale_ != 1) ScalePorts(nvlink_scale_);
+  if (--nvlink_open_ > 0) return;
+  if (!rank_scale_.empty()) {
+    RankPorts(false);
+  } else if (nvlink_scale_ != 1) {
+    ScalePorts(nvlink_scale_);
+  }
+}
+
+void Fabric::RankPorts(bool full) {
+  const double bw = NvlinkBandwidth();
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (rank_scale_[i] != 1) {
+      ports_[i]->set_bandwidth(full ? bw : bw * rank_scale_[i]);
+    }
+  }
 }
 
 void Fabric::ScalePorts(double scale) {

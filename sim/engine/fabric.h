@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/base/group.h"
 #include "sim/base/fat_tree.h"
+#include "sim/base/group.h"
 #include "sim/schema/platform.pb.h"
 
 namespace simgrid::s4u {
@@ -64,6 +64,9 @@ class Fabric {
   // From a SimGrid actor: every NVSwitch port (or node 0's only) runs at
   // `scale` x NvlinkBandwidth(): NCCL's copies slow while compute runs.
   void SetNvlinkScale(double scale, bool node0_only);
+  // Several programs (each its own compute): the ports of `ranks` only,
+  // each port keeping its own scale from then on.
+  void SetNvlinkScale(double scale, const std::vector<int>& ranks);
   double nvlink_scale() const { return nvlink_scale_; }
 
   // SimGrid 3.32 bounds a flow's rate, for good, by the least bandwidth on
@@ -95,6 +98,10 @@ class Fabric {
   size_t scaled_ports_ = 0;                      // ports it scaled
   int nvlink_open_ = 0;                          // OpenNvlink()s not closed
   void ScalePorts(double scale);
+  // Per port, once the per-rank SetNvlinkScale is used (else empty).
+  std::vector<double> rank_scale_;
+  // Ports of a scale other than 1 at full bandwidth, or back at theirs.
+  void RankPorts(bool full);
 };
 
 }  // namespace shardsim

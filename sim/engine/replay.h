@@ -1,5 +1,7 @@
-// Step replay: the schedule IR on the fabric. Every GPU runs the same
-// program, so one op stands for all GPUs.
+// Step replay: the schedule IR on the fabric. The GPUs of one program run
+// the same ops, so one op stands for all of them; a schedule has one
+// program (every GPU's: all the lowering makes) or several (one per rank
+// role, as a pipeline's stages: schedule.proto Program).
 //
 //  - The host: one actor walks the ops in IR order (the framework's issue
 //    order). It blocks on an op's host_waits, then spends its launch cost:
@@ -16,6 +18,17 @@
 //    rate while compute runs (CollectiveEngine::SetNvlinkScale).
 //  - Why: the step's critical path is walked back from its last op; every
 //    second of it is charged to one cause (results.proto Breakdown).
+//  - Several programs: each has its host and its streams, replayed side by
+//    side; a send (PointToPoint) runs on its stream as one flow per rank
+//    pair (CollectiveEngine::RunSend), and the peer program's ops that
+//    depend on it start when it is done. Each collective runs its
+//    program's groups only; compute and SMs held slow that program's GPUs
+//    and NVSwitch ports only. Such a step is replayed in full: no
+//    collapse, no node or network symmetry, no lone-stage replays; a
+//    folded one, or a collective whose group holds ranks of two programs,
+//    is an error. The critical path crosses programs through sends, whose
+//    time it charges as a collective's (bandwidth and latency, by
+//    collective "SEND tensor").
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
 
@@ -118,7 +131,9 @@ class StepTimes {
 
 struct StepTiming {
   double step_time_s = 0;
-  double compute_busy_s = 0;  // time the compute stream is busy
+  // Time the compute stream is busy; with several programs, the busiest
+  // program's.
+  double compute_busy_s = 0;
   StepTimes ops;
   Breakdown breakdown;  // adds up to step_time_s
   // How it was replayed. Collapsed: the micro-batches that repeat

@@ -64,9 +64,13 @@ std::string FormatVolumeTable(const Results& results, bool detail) {
           &out,
           "    %-8s %-14s %-10s over %-14s %-8s %5d x %9.3f MB %10.2f %10.2f\n",
           absl::AsciiStrToLower(Phase_Name(e.phase())),
-          CollectiveOp_Name(e.op()), e.tensor(), GroupName(e.group()),
-          absl::AsciiStrToLower(Algorithm_Name(e.algorithm())), e.calls(),
-          e.bytes_per_call() / 1e6, GB(e.intra_node_bytes()),
+          e.op() == OP_UNSPECIFIED ? "SEND" : CollectiveOp_Name(e.op()),
+          e.tensor(),
+          e.op() == OP_UNSPECIFIED ? "rank pairs" : GroupName(e.group()),
+          e.op() == OP_UNSPECIFIED
+              ? "direct"
+              : absl::AsciiStrToLower(Algorithm_Name(e.algorithm())),
+          e.calls(), e.bytes_per_call() / 1e6, GB(e.intra_node_bytes()),
           GB(e.inter_node_bytes()));
     }
   }

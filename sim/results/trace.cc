@@ -95,6 +95,7 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
     for (const Op& op : schedule.ops()) {
       if (op.body_case() == Op::kMemory) continue;
       if (op.id() >= static_cast<int>(proc.times.size())) continue;
+      if (proc.program >= 0 && op.program() != proc.program) continue;
       const auto& [start, end] = proc.times[op.id()];
       Struct e;
       auto& f = *e.mutable_fields();
@@ -126,6 +127,12 @@ absl::Status WriteChromeTrace(const Schedule& schedule,
         args["bytes"] = Num(static_cast<double>(c.bytes()));
         args["group"] = Str(GroupName(c.group()));
         args["algorithm"] = Str(Algorithm_Name(c.algorithm()));
+      } else if (op.has_send()) {
+        const PointToPoint& send = op.send();
+        args["op"] = Str("SEND");
+        args["bytes"] = Num(static_cast<double>(send.bytes()));
+        args["tensor"] = Str(send.tensor());
+        args["peer_program"] = Num(send.peer_program());
       }
       *events->add_values()->mutable_struct_value() = std::move(e);
       if (op.has_compute() && op.id() < static_cast<int>(proc.kernels.size())) {

@@ -3,8 +3,9 @@
 // the host's, when given), compute and every collective as a slice with its
 // bytes, group and algorithm, its kernels, and on the critical path the
 // cause its time was charged to (args "critical_path"). The simulator gives one
-// GPU (every GPU runs the same program); shardsim-hw gives every rank's
-// measured times.
+// process per program (schedule.proto Program: one GPU stands for all of
+// its class; a schedule of one program, one for every GPU); shardsim-hw
+// gives every rank's measured times.
 #ifndef SHARDSIM_SIM_RESULTS_TRACE_H_
 #define SHARDSIM_SIM_RESULTS_TRACE_H_
 
@@ -28,6 +29,8 @@ struct TraceProcess {
   // Optional, by op id: a compute op's kernels as measured one by one, in
   // its kernel order (a "kernels" track, each event carrying its kernel).
   std::vector<std::vector<std::pair<double, double>>> kernels;
+  // If >= 0, the ops of this program only (Op.program); else every op.
+  int program = -1;
 };
 
 absl::Status WriteChromeTrace(const Schedule& schedule,

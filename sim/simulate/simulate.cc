@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <simgrid/s4u.hpp>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "sim/analyze/analyze.h"
 #include "sim/collective/sweep.h"
@@ -39,6 +42,29 @@ void StartSimGrid() {
 }
 
 namespace {
+
+// One process per program: one GPU stands for its class (schedule.proto
+// Program), or for every GPU where the schedule has one program.
+std::vector<TraceProcess> TraceProcesses(const Schedule& s,
+                                         const StepTimes& times) {
+  TraceProcess gpu;
+  gpu.name = "GPU 0 (every GPU runs this program)";
+  for (const OpTime& o : times) {
+    gpu.times.push_back({o.start, o.end});
+    gpu.host.push_back({o.host_start, o.host_end});
+    gpu.causes.emplace_back(o.cause);
+  }
+  if (s.programs_size() <= 1) return {std::move(gpu)};
+  std::vector<TraceProcess> out;
+  for (int p = 0; p < s.programs_size(); ++p) {
+    const Program& program = s.programs(p);
+    TraceProcess& proc = out.emplace_back(gpu);
+    proc.program = p;
+    proc.name = absl::StrCat("program ", p, " (", program.role(), "), ranks ",
+                             absl::StrJoin(program.ranks(), ","));
+  }
+  return out;
+}
 
 absl::StatusOr<std::string> SimulatePoint(const Job& job,
                                           const std::string& spec, int gpus,
@@ -88,15 +114,9 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.mutable_replay()->set_replays_disturbed(counts.disturbed);
     row.mutable_replay()->set_network_nodes(collectives.network_nodes());
     if (!options.trace_path.empty()) {
-      TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
-      for (const OpTime& o : t->ops) {
-        gpu.times.push_back({o.start, o.end});
-        gpu.host.push_back({o.host_start, o.host_end});
-        gpu.causes.emplace_back(o.cause);
-      }
       const OwnedSchedule whole = Unfold(step);
       if (absl::Status s = WriteChromeTrace(
-              *whole, {gpu},
+              *whole, TraceProcesses(*whole, t->ops),
               absl::StrCat(job.model.name(), " ", spec, " on ", gpus,
                            " GPUs of ", job.platform.name()),
               TracePathFor(options.trace_path, spec, gpus, single));

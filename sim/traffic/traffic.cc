@@ -1,6 +1,8 @@
 #include "sim/traffic/traffic.h"
 
+#include <algorithm>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -11,16 +13,30 @@ namespace shardsim {
 namespace {
 
 // Calls that move the same bytes the same way, in the same phase and for
-// the same tensor, share one row.
-using CallKey =
-    std::tuple<int, int, int, int, int, int, int, std::string, int64_t, int>;
+// the same tensor, in the same program, share one row.
+using CallKey = std::tuple<int, int, int, int, int, int, int, std::string,
+                           int64_t, int, int>;
 
 CallKey RowKeyOf(const Op& op) {
   const CollectiveCall& c = op.collective();
   const Group& g = c.group();
   return {op.phase(),     c.op(),           g.intra_size(), g.intra_stride(),
           g.inter_size(), g.inter_stride(), c.algorithm(),  c.tensor(),
-          c.bytes(),      c.root()};
+          c.bytes(),      c.root(),         op.program()};
+}
+
+// Sends of the same bytes and tensor, in the same phase, from one program
+// to another, share one row.
+using SendKey = std::tuple<int, std::string, int64_t, int, int>;
+
+SendKey SendKeyOf(const Op& op) {
+  const PointToPoint& p = op.send();
+  return {op.phase(), p.tensor(), p.bytes(), op.program(), p.peer_program()};
+}
+
+// The ranks of program `p` (schedule.proto: none listed, every rank).
+int ProgramRanks(const Schedule& s, const Mesh& mesh, int p) {
+  return s.programs_size() == 0 ? mesh.gpus() : s.programs(p).ranks_size();
 }
 
 }  // namespace
@@ -34,9 +50,16 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
   // A folded step's repeated block counts once per copy; its first calls
   // come first in the base as in the step.
   std::map<CallKey, Calls> calls;
+  std::map<SendKey, Calls> sends;
   const Schedule& base = ops.base();
   for (int b = 0; b < base.ops_size(); ++b) {
     const Op& op = base.ops(b);
+    if (op.has_send()) {
+      auto [it, fresh] =
+          sends.try_emplace(SendKeyOf(op), Calls{ops.FirstId(b), 0});
+      it->second.n += ops.Multiplicity(b);
+      continue;
+    }
     if (op.body_case() != Op::kCollective) continue;
     auto [it, fresh] =
         calls.try_emplace(RowKeyOf(op), Calls{ops.FirstId(b), 0});
@@ -59,8 +82,10 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
           absl::StrCat("schedule op ", value.first, " (", op->label(),
                        "): ", volume.status().message()));
     }
-    // Every GPU is in one group of this shape, and all groups are alike.
-    const int64_t groups = mesh.gpus() / GroupSize(c.group());
+    // Every GPU of the call's program is in one group of this shape, and
+    // all groups are alike.
+    const int64_t groups =
+        ProgramRanks(base, mesh, op->program()) / GroupSize(c.group());
     TrafficEntry e;
     e.set_phase(op->phase());
     e.set_op(c.op());
@@ -71,6 +96,35 @@ absl::StatusOr<std::vector<TrafficEntry>> CountTraffic(
     e.set_bytes_per_call(c.bytes());
     e.set_intra_node_bytes((*volume)->intra_node * n * groups);
     e.set_inter_node_bytes((*volume)->inter_node * n * groups);
+    entries.push_back(std::move(e));
+  }
+  // Sends: rank i of the program to rank i of its peer, each pair inside a
+  // node or across nodes.
+  for (const auto& [key, value] : sends) {
+    const Op& op = ops.op(value.first);
+    const PointToPoint& p = op.send();
+    if (base.programs_size() <= std::max(op.program(), p.peer_program())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule op ", value.first, " (", op.label(),
+          "): a send between programs the schedule does not list"));
+    }
+    const Program& from = base.programs(op.program());
+    const Program& to = base.programs(p.peer_program());
+    int64_t intra = 0;
+    int64_t inter = 0;
+    for (int i = 0; i < from.ranks_size() && i < to.ranks_size(); ++i) {
+      const bool same_node = from.ranks(i) / mesh.gpus_per_node ==
+                             to.ranks(i) / mesh.gpus_per_node;
+      (same_node ? intra : inter) += p.bytes() * value.n;
+    }
+    TrafficEntry e;
+    e.set_phase(op.phase());
+    // op OP_UNSPECIFIED: a send (results.proto TrafficEntry).
+    e.set_tensor(p.tensor());
+    e.set_calls(value.n);
+    e.set_bytes_per_call(p.bytes());
+    e.set_intra_node_bytes(intra);
+    e.set_inter_node_bytes(inter);
     entries.push_back(std::move(e));
   }
   return entries;

@@ -1,5 +1,6 @@
 // Bytes on the wire for one step, counted from the lowered point-to-point
-// plans of every collective in the schedule (not from closed formulas).
+// plans of every collective in the schedule (not from closed formulas), and
+// from its point-to-point sends between programs (schedule.proto).
 #ifndef SHARDSIM_SIM_TRAFFIC_TRAFFIC_H_
 #define SHARDSIM_SIM_TRAFFIC_TRAFFIC_H_
 
@@ -14,8 +15,10 @@
 
 namespace shardsim {
 
-// One entry per kind of call (phase, op, group, algorithm, tensor, size),
-// with bytes sent summed over all GPUs of the job. Bytes a SHARP switch
+// One entry per kind of call (phase, op, group, algorithm, tensor, size,
+// program), with bytes sent summed over all GPUs of the job; then one per
+// kind of send (phase, tensor, size, the two programs; op OP_UNSPECIFIED),
+// each pair's bytes counted inside a node or across nodes. Bytes a SHARP switch
 // sends back are not counted: the switch is not a GPU. Every call is
 // checked against the mesh and the platform as the engine checks it
 // (plan_cache.h).

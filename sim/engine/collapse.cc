@@ -1,0 +1,214 @@
+#include "sim/engine/collapse.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "sim/engine/step_actors.h"
+#include "sim/engine/step_order.h"
+#include "sim/schedule/host_cost.h"
+
+namespace shardsim {
+namespace {
+
+// a <= b up to rounding (a part in 1e10, as SameState).
+bool NotAfter(double a, double b) {
+  return a <= b + 1e-12 + 1e-10 * std::max(std::abs(a), std::abs(b));
+}
+
+// The same state up to rounding: ids and counts exactly, the rest to a
+// part in 1e10 (seconds and bytes well above the engine's precision).
+bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!NotAfter(a[i], b[i]) || !NotAfter(b[i], a[i])) return false;
+  }
+  return true;
+}
+
+// The first block j whose start state comes back at block j + 1's start,
+// or -1. `snaps` are taken at blocks lo + 1, lo + 2, ...; the oldest op in
+// flight must belong to a repeating block for the state to stand for the
+// ones to come.
+int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
+  for (size_t i = 1; i < snaps.size(); ++i) {
+    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) &&
+        SameState(snaps[i - 1].state, snaps[i].state)) {
+      return r.lo + static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Why no state repeated: a stream whose oldest op in flight falls further
+// behind at every boundary has a backlog that grows, and never a steady
+// state; otherwise the state did not settle in time.
+std::string NoRepeatBecause(const Schedule& s,
+                            const std::vector<Snapshot>& gpu) {
+  bool growing = gpu.size() >= 3;
+  for (size_t i = 1; growing && i < gpu.size(); ++i) {
+    growing = gpu[i].oldest - gpu[i].at < gpu[i - 1].oldest - gpu[i - 1].at;
+  }
+  if (growing) {
+    const Op& old = s.ops(gpu.back().oldest);
+    return absl::StrCat("the ",
+                        absl::AsciiStrToLower(Stream_Name(old.stream())),
+                        " stream falls further behind at every micro-batch "
+                        "(its backlog grows): no state repeats");
+  }
+  return absl::StrCat(
+      "the state at a micro-batch boundary did not repeat within ",
+      kKeptBlocks + 1, " micro-batches");
+}
+
+// The host's times from the GPU's: what Replayer::Host does, as sums. For
+// a state that repeats on the GPU only, whose host times do not repeat.
+void RecomputeHost(const StepOps& s, const Platform& p,
+                   std::vector<OpTime>* times) {
+  const std::vector<double> cost = HostCosts(s, p);
+  double host = 0;
+  for (int id = 0; id < s.size(); ++id) {
+    for (int w : s.host_waits(id)) host = std::max(host, (*times)[w].end);
+    OpTime& t = (*times)[id];
+    t.host_start = host;
+    host += cost[id];
+    t.host_end = host;
+  }
+}
+
+// Whether the GPU times of `gpu` follow from the host times of `host`
+// from op `from` on: each op starts when its deps and the op before it on
+// its stream are done or, if later, when the host issues it; a compute op
+// ends when its work is done or, if later, when the host has launched its
+// last kernel. Returns the first op that does not, or -1.
+int HostDisagrees(const StepOps& s, const std::vector<OpTime>& gpu,
+                  const std::vector<OpTime>& host, int from) {
+  auto same = [](double a, double b) {
+    return NotAfter(a, b) && NotAfter(b, a);
+  };
+  const std::vector<int> stream_prev = StreamPredecessors(s);
+  for (int id = from; id < s.size(); ++id) {
+    const Op& op = s.op(id);
+    const int prev = stream_prev[id];
+    const OpTime& g = gpu[id];
+    const OpTime& h = host[id];
+    double ready = prev >= 0 ? gpu[prev].end : 0;
+    for (int d : s.deps(id)) ready = std::max(ready, gpu[d].end);
+    const double issue = op.has_compute() ? h.host_start : h.host_end;
+    bool ok = NotAfter(issue, g.start) &&
+              (NotAfter(g.start, ready) || same(g.start, issue));
+    if (op.has_compute()) {
+      const double work_done = g.start + g.gpu_s;
+      ok = ok && NotAfter(h.host_end, g.end) &&
+           (same(g.end, work_done) || same(g.end, h.host_end));
+    }
+    if (!ok) return id;
+  }
+  return -1;
+}
+
+bool Before(const OpTime& t, double limit) {
+  return t.start < limit && t.end < limit && t.host_start < limit &&
+         t.host_end < limit;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
+    const StepOps& step, const Repeats& r, Fabric* fabric,
+    CollectiveEngine* collectives, StepReplay* info) {
+  const int keep = r.lo + kKeptBlocks;
+  const int P = r.period_ops;
+  std::string why;
+  std::optional<Shortened> cut = DropBlocks(step, r, keep, &why);
+  if (!cut) {
+    info->set_full_because(why);
+    return std::nullopt;
+  }
+  std::vector<int> watch;
+  for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
+  Snapshots snaps;
+  absl::StatusOr<std::vector<OpTime>> t = RunStepActors(
+      *cut->schedule, nullptr, fabric, collectives, watch, &snaps);
+  if (!t.ok()) return t.status();
+  // The state repeats at the host where the host waits for the GPU in every
+  // block. Where it runs ahead, its lead grows and the state repeats on the
+  // GPU only: the GPU's times then repeat alone, and the host's are summed
+  // anew, which is exact if the host never held the GPU back (checked).
+  int j = RepeatingBlock(snaps.host, r);
+  const bool on_gpu = j < 0;
+  if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
+  if (j < 0) {
+    info->set_full_because(NoRepeatBecause(*cut->schedule, snaps.gpu));
+    return std::nullopt;
+  }
+  const std::vector<Snapshot>& at = on_gpu ? snaps.gpu : snaps.host;
+  const double period = at[j - r.lo].time - at[j - r.lo - 1].time;
+  // When the tail begins: the host issues its first op, or, with the host
+  // set aside, the first of its ops starts on the GPU.
+  double tail_start = snaps.host.back().time;
+  if (on_gpu) {
+    tail_start = std::numeric_limits<double>::infinity();
+    for (int y = r.BlockStart(keep + 1); y < cut->schedule->ops_size(); ++y) {
+      tail_start = std::min(tail_start, (*t)[y].start);
+    }
+  }
+  // Ops standing for others must be done before the tail can touch them.
+  const int near = r.BlockStart(j + 1);  // ops before it stand for themselves
+                                         // or (block j) for far blocks
+  for (int x = 0; x < near; ++x) {
+    if (!Before((*t)[x], tail_start)) {
+      info->set_full_because(absl::StrCat(
+          "op ", x, " (", step.op(x).label(),
+          ") still runs when the tail begins: the repeating state needs "
+          "more micro-batches before the tail"));
+      return std::nullopt;
+    }
+  }
+  for (int p : cut->pinned) {
+    if ((*t)[p].end > tail_start) {
+      info->set_full_because(absl::StrCat("the tail waits for op ", p,
+                                          ", not done when it begins"));
+      return std::nullopt;
+    }
+  }
+  // Expand (replay.h): before block j + 1 as simulated; far blocks repeat
+  // block j; the last keep - j blocks and the tail are the simulated ones,
+  // later by the dropped blocks.
+  const int dropped = r.hi - keep;
+  StepTimes::Repeat repeat;
+  repeat.near_end = r.BlockStart(j + 1);
+  repeat.far_end = r.BlockStart(r.hi - (keep - j) + 1);
+  repeat.first_op = r.first_op;
+  repeat.period_ops = P;
+  repeat.lo = r.lo;
+  repeat.first_repeated = j;
+  repeat.dropped = dropped;
+  repeat.period_s = period;
+  StepTimes times(*std::move(t), step.size(), repeat);
+  if (on_gpu) {
+    // The host's times do not repeat: every op's stored.
+    const std::vector<OpTime> full(times.begin(), times.end());
+    std::vector<OpTime> host = full;
+    RecomputeHost(step, fabric->platform(), &host);
+    if (const int x = HostDisagrees(step, full, host, r.BlockStart(j + 1));
+        x >= 0) {
+      info->set_full_because(absl::StrCat(
+          "the state repeats on the GPU only, and the host issues op ", x, " (",
+          step.op(x).label(), ") at another point of it in the full step"));
+      return std::nullopt;
+    }
+    times = StepTimes(std::move(host));
+  }
+  info->set_collapsed(true);
+  info->set_period_s(period);
+  info->set_micro_batches_simulated(info->micro_batches() - dropped);
+  return times;
+}
+
+}  // namespace shardsim

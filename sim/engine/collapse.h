@@ -1,0 +1,35 @@
+// The collapsed replay (replay.h): the repeating micro-batches simulated
+// until the state at a boundary between two of them comes back, the rest
+// that period repeated.
+#ifndef SHARDSIM_SIM_ENGINE_COLLAPSE_H_
+#define SHARDSIM_SIM_ENGINE_COLLAPSE_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "sim/engine/collective_engine.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/replay.h"
+#include "sim/schedule/periodic.h"
+#include "sim/schema/results.pb.h"
+
+namespace shardsim {
+
+// Blocks simulated past the first repeating one before the tail: the state
+// repeats at its second boundary at the earliest (block lo + 1's start
+// comes back at lo + 2's), and the ops of block lo + 1, which stand for the
+// far blocks, must be done before the tail begins: one block later, as
+// many ops of a block still run when the next begins.
+constexpr int kKeptBlocks = 2;
+
+// Replays `step` collapsed by its repeats `r` (more than kKeptBlocks + 1
+// blocks, fast mode). Returns the full step's op times, or nullopt with
+// the reason in `info` when the state did not repeat in time (the caller
+// then replays it in full); `info` gets the collapse's numbers otherwise.
+absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
+    const StepOps& step, const Repeats& r, Fabric* fabric,
+    CollectiveEngine* collectives, StepReplay* info);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_COLLAPSE_H_

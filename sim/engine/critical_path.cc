@@ -1,0 +1,269 @@
+// The critical path (replay.h, CriticalPathBreakdown): walked back from the
+// op that ends last, each second of it charged to one cause.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "sim/engine/replay.h"
+#include "sim/engine/step_order.h"
+
+namespace shardsim {
+namespace {
+
+const char* kShort[] = {"?", "AG", "RS", "AR", "BC"};
+
+class PathWalk {
+ public:
+  PathWalk(const StepOps& s, StepTimes* t)
+      : s_(s),
+        t_(*t),
+        stream_prev_(StreamPredecessors(s)),
+        host_prev_(HostPredecessors(s)) {}
+
+  Breakdown Walk() {
+    int cur = t_.LastToEnd();
+    double t = cur >= 0 ? t_[cur].end : 0;
+    while (cur >= 0 && t > kEps) {
+      SkipRepeats(&cur, &t);
+      const Op& op = s_.op(cur);
+      const OpTime ot = At(cur);
+      // What let it start: the latest of its GPU predecessors, or the host.
+      int pred = -1;
+      for (int d : s_.deps(cur)) {
+        if (pred < 0 || At(d).end > At(pred).end) pred = d;
+      }
+      const int sp = stream_prev_[cur];
+      if (sp >= 0 && (pred < 0 || At(sp).end > At(pred).end)) pred = sp;
+      const double issue = op.has_compute() ? ot.host_start : ot.host_end;
+      const bool by_host = pred < 0 || issue > At(pred).end + kEps;
+      Charge(cur, std::min(ot.start, t), t, by_host);
+      t = std::min(ot.start, t);
+      if (!by_host) {
+        Gap(At(pred).end, &t);
+        cur = pred;
+        continue;
+      }
+      // Started when the host issued it: a collective's call came first.
+      if (!op.has_compute()) {
+        Host(cur, ot.host_start, &t);
+      }
+      cur = HostChain(cur, &t);
+    }
+    if (t > kEps) b_.set_launch_overhead_s(b_.launch_overhead_s() + t);
+    for (const auto& [name, seconds] : by_collective_) {
+      ExposedCollective* e = b_.add_by_collective();
+      e->set_collective(name);
+      e->set_seconds(seconds);
+    }
+    return b_;
+  }
+
+ private:
+  // Where the walk entered a block of a collapsed step's far blocks.
+  struct Entry {
+    int block = 0;  // blocks past Repeat::lo
+    int at = 0;     // the op, from the block's first
+    double t = 0;   // the time, from the block's period
+    Breakdown b;    // charged so far
+    std::map<std::string, double> by_collective;
+    size_t marks = 0;  // Mark calls so far
+  };
+
+  // A time of the walk: it remembers the lowest op it read.
+  OpTime At(int id) {
+    lowest_ = std::min(lowest_, id);
+    return t_[id];
+  }
+
+  // A collapsed step's far blocks (StepTimes::Repeat) have one block's
+  // times, a period later each. The walk is a function of the op it is
+  // on, its time and the times before them, so where it enters two of
+  // those blocks one after the other at the same op and time of each, it
+  // crosses the blocks below the same way for as long as what it reads
+  // lies in them. Those crossings are charged and marked as the one
+  // walked, and skipped: the walk costs the simulated blocks, not the
+  // step's.
+  void SkipRepeats(int* cur, double* t) {
+    const std::optional<StepTimes::Repeat>& r = t_.repeat();
+    if (!r || skipped_ || *cur < r->near_end || *cur >= r->far_end) return;
+    const int P = r->period_ops;
+    const int block = (*cur - r->first_op) / P;
+    if (entered_ && entered_->block == block) return;
+    const int shift = r->lo + block - r->first_repeated;
+    Entry now{block,
+              *cur - r->first_op - block * P,
+              *t - shift * r->period_s,
+              b_,
+              by_collective_,
+              marks_.size()};
+    // The lowest op read since the last entry, and so in the blocks
+    // below by each crossing like it.
+    const int lowest = std::exchange(lowest_, *cur);
+    if (entered_ && entered_->block == block + 1 && entered_->at == now.at &&
+        std::abs(entered_->t - now.t) <=
+            1e-12 + 1e-10 * std::max(std::abs(entered_->t), std::abs(now.t))) {
+      const int crossings = (lowest - r->near_end) / P;
+      if (crossings >= 1) {
+        Recross(*entered_, now, crossings);
+        *cur -= crossings * P;
+        *t -= crossings * r->period_s;
+        return;
+      }
+    }
+    entered_ = std::move(now);
+  }
+
+  // The crossing from `from` to `to` (one block down) `n` times more.
+  void Recross(const Entry& from, const Entry& to, int n) {
+    skipped_ = true;  // marks_ is read from here on, not added to
+    const int P = t_.repeat()->period_ops;
+    for (int k = 1; k <= n; ++k) {
+      for (size_t i = from.marks; i < to.marks; ++i) {
+        Mark(marks_[i].first - k * P, marks_[i].second);
+      }
+    }
+    const google::protobuf::Descriptor* d = b_.GetDescriptor();
+    const google::protobuf::Reflection* fields = b_.GetReflection();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* f = d->field(i);
+      if (f->is_repeated() ||
+          f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+        continue;
+      }
+      const double per =
+          fields->GetDouble(to.b, f) - fields->GetDouble(from.b, f);
+      fields->SetDouble(&b_, f, fields->GetDouble(b_, f) + n * per);
+    }
+    for (auto& [name, seconds] : by_collective_) {
+      const auto before = from.by_collective.find(name);
+      seconds +=
+          n * (seconds -
+               (before == from.by_collective.end() ? 0.0 : before->second));
+    }
+  }
+
+  // Host time on the path: launching kernels or calling a collective.
+  void Host(int id, double from, double* t) {
+    if (*t > from) {
+      b_.set_launch_overhead_s(b_.launch_overhead_s() + (*t - from));
+      Mark(id, "launch overhead");
+      *t = from;
+    }
+  }
+
+  // From the host's start on op `id` at *t, back along the host's chain
+  // until an op the host waited for; returns that op, or -1 at the start.
+  // With several programs, the chain of op `id`'s program's host.
+  int HostChain(int id, double* t) {
+    for (int h = id; h >= 0;) {
+      int wait = -1;
+      for (int w : s_.host_waits(h)) {
+        if (wait < 0 || At(w).end > At(wait).end) wait = w;
+      }
+      if (wait >= 0 && At(wait).end >= At(h).host_start - kEps) {
+        Gap(At(wait).end, t);
+        return wait;
+      }
+      const int before = host_prev_.empty() ? h - 1 : host_prev_[h];
+      if (before < 0) break;
+      // The host was busy with the op before.
+      Host(before, At(before).host_start, t);
+      h = before;
+    }
+    return -1;
+  }
+
+  // Time between a predecessor's end and *t that nothing accounts for.
+  void Gap(double end, double* t) {
+    if (*t > end + kEps) {
+      b_.set_launch_overhead_s(b_.launch_overhead_s() + (*t - end));
+    }
+    *t = std::min(*t, end);
+  }
+
+  // The first cause an op is marked with stays. Every mark is kept for
+  // SkipRepeats, those that change nothing too: a crossing repeated marks
+  // as the walk would, whatever the crossings before it marked.
+  void Mark(int id, const char* cause) {
+    if (t_.repeat() && !skipped_) marks_.emplace_back(id, cause);
+    if (t_.cause(id).empty()) t_.set_cause(id, cause);
+  }
+
+  // Charges op `id`'s time in [from, to].
+  void Charge(int id, double from, double to, bool by_host) {
+    const double d = to - from;
+    if (d <= 0) return;
+    const Op& op = s_.op(id);
+    const OpTime ot = At(id);
+    if (op.has_compute()) {
+      const double whole = ot.end - ot.start;
+      const double scale = whole > 0 ? d / whole : 0;
+      const double base = ot.base_s * scale;
+      const double slow = std::max(0.0, ot.gpu_s - ot.base_s) * scale;
+      const double host = std::max(0.0, d - base - slow);
+      if (op.compute().kind() == "optimizer") {
+        b_.set_optimizer_s(b_.optimizer_s() + base);
+        Mark(id, "optimizer");
+      } else {
+        b_.set_compute_s(b_.compute_s() + base);
+        Mark(id, "compute");
+      }
+      b_.set_compute_slowdown_s(b_.compute_slowdown_s() + slow);
+      b_.set_launch_overhead_s(b_.launch_overhead_s() + host);
+      return;
+    }
+    if (op.has_send()) {
+      // A wait on another program's send: moving its bytes, or latency.
+      by_collective_[absl::StrCat("SEND ", op.send().tensor())] += d;
+      const double latency = std::min(d, ot.latency_s);
+      b_.set_latency_s(b_.latency_s() + latency);
+      b_.set_bandwidth_s(b_.bandwidth_s() + d - latency);
+      Mark(id, d - latency > latency ? "bandwidth" : "latency");
+      return;
+    }
+    if (!op.has_collective()) return;
+    const CollectiveCall& c = op.collective();
+    by_collective_[absl::StrCat(kShort[c.op()], " ", c.tensor())] += d;
+    if (by_host && op.limited_by() == PREFETCH_LIMIT) {
+      b_.set_prefetch_wait_s(b_.prefetch_wait_s() + d);
+      Mark(id, "waiting on prefetch");
+    } else if (by_host && op.limited_by() == MEMORY_LIMIT) {
+      b_.set_prefetch_depth_s(b_.prefetch_depth_s() + d);
+      Mark(id, "memory-limited prefetch depth");
+    } else {
+      const double latency = std::min(d, ot.latency_s);
+      b_.set_latency_s(b_.latency_s() + latency);
+      b_.set_bandwidth_s(b_.bandwidth_s() + d - latency);
+      Mark(id, d - latency > latency ? "bandwidth" : "latency");
+    }
+  }
+
+  const StepOps& s_;
+  StepTimes& t_;
+  std::vector<int> stream_prev_;
+  std::vector<int> host_prev_;  // several programs only (HostPredecessors)
+  Breakdown b_;
+  std::map<std::string, double> by_collective_;
+  // For SkipRepeats: the last far block entered, the lowest op read since,
+  // and every Mark call, in order, until it skips.
+  std::optional<Entry> entered_;
+  int lowest_ = std::numeric_limits<int>::max();
+  std::vector<std::pair<int, const char*>> marks_;
+  bool skipped_ = false;
+};
+
+}  // namespace
+
+Breakdown CriticalPathBreakdown(const StepOps& ops, StepTimes* times) {
+  return PathWalk(ops, times).Walk();
+}
+
+}  // namespace shardsim

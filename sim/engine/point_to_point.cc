@@ -1,0 +1,91 @@
+// Point-to-point sends between programs (collective_engine.h, RunSend):
+// a pipeline's activations, one flow per rank pair on the links a
+// collective's hop between the same two ranks would take.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <simgrid/s4u.hpp>
+#include <vector>
+
+#include "sim/engine/collective_engine.h"
+#include "sim/engine/flow_workers.h"
+#include "sim/engine/wire_bytes.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace shardsim {
+namespace {
+
+// The platform's protocol with the least alpha-beta time for `bytes` over
+// one step on a link of `rate` B/s, as a collective's is chosen
+// (estimate.h) for its slowest hop; ties go to the first listed.
+const Protocol& SendProtocol(const Platform& p, int64_t bytes, bool across,
+                             double rate) {
+  const Protocol* best = nullptr;
+  double least = 0;
+  for (const Protocol& q : p.protocols()) {
+    const double alpha = across ? q.inter_alpha_s() : q.intra_alpha_s();
+    const double t = q.base_latency_s() + alpha +
+                     static_cast<double>(WireBytes(bytes, q)) / rate;
+    if (best == nullptr || t < least) {
+      best = &q;
+      least = t;
+    }
+  }
+  if (best == nullptr) {  // ValidatePlatform requires one at least
+    std::fprintf(stderr, "shardsim: a send on a platform without protocols\n");
+    std::abort();
+  }
+  return *best;
+}
+
+}  // namespace
+
+CollectiveEngine::CallTime CollectiveEngine::RunSend(
+    const PointToPoint& send, const std::vector<int>& from,
+    const std::vector<int>& to) {
+  bool across = false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    across = across || !fabric_.SameNode(from[i], to[i]);
+  }
+  const Protocol& proto =
+      SendProtocol(fabric_.platform(), send.bytes(), across,
+                   across ? fabric_.NicBandwidth() : fabric_.NvlinkBandwidth());
+  const double start = sg4::Engine::get_clock();
+  sg4::this_actor::sleep_for(proto.base_latency_s());
+  const uint64_t bytes = WireBytes(static_cast<double>(send.bytes()), proto);
+  std::vector<Flow> flows;
+  std::vector<double> alpha;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (fabric_.SameNode(from[i], to[i])) {
+      flows.push_back(
+          {fabric_.gpu(from[i]), fabric_.gpu(to[i]), bytes, nullptr, 0, true});
+      alpha.push_back(proto.intra_alpha_s());
+    } else {
+      flows.push_back(
+          {fabric_.nic(from[i]), fabric_.nic(to[i]), bytes, nullptr, 0, false});
+      alpha.push_back(proto.inter_alpha_s());
+    }
+  }
+  // Sends come with several programs only, where no lone stage is
+  // replayed (SetPrograms): no domain to tell.
+  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>(&fabric_);
+  workers_->Run(&flows);
+  double end = sg4::Engine::get_clock();
+  double step_alpha = 0;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    if (flows[i].finish + alpha[i] > end) {
+      end = flows[i].finish + alpha[i];
+      step_alpha = alpha[i];
+    }
+  }
+  sg4::this_actor::sleep_until(end);
+  CallTime t;
+  t.seconds = sg4::Engine::get_clock() - start;
+  t.latency_s = std::min(t.seconds, proto.base_latency_s() + step_alpha);
+  return t;
+}
+
+}  // namespace shardsim
