@@ -6,7 +6,9 @@
 // (SimulateCollective and SimulateJob fork; the flow probe uses
 // RunIsolated): SimGrid allows one engine per process.
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <simgrid/s4u.hpp>
@@ -20,11 +22,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
 #include "sim/model/model.h"
+#include "sim/results/trace.h"
 #include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
@@ -1848,6 +1853,36 @@ TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
   EXPECT_NE(t.status().message().find("a send in a schedule of one program"),
             absl::string_view::npos)
       << t.status().message();
+}
+
+TEST(EnginePrograms, TheTraceHasAProcessPerProgramWithItsOps) {
+  const Schedule s = ComputeSendCompute({0}, {1}, 1000);
+  std::vector<TraceProcess> procs(2);
+  for (int p = 0; p < 2; ++p) {
+    procs[p].name = absl::StrCat("program ", p);
+    procs[p].program = p;
+    for (int id = 0; id < s.ops_size(); ++id) {
+      procs[p].times.push_back({id * 1e-3, (id + 1) * 1e-3});
+    }
+  }
+  const std::string path = ::testing::TempDir() + "/programs_trace.json";
+  ASSERT_TRUE(WriteChromeTrace(s, procs, "test", path).ok());
+  std::ifstream in(path);
+  const std::string json((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  google::protobuf::Struct root;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &root).ok());
+  std::vector<std::pair<int, std::string>> slices;  // pid, name
+  for (const google::protobuf::Value& v :
+       root.fields().at("traceEvents").list_value().values()) {
+    const auto& f = v.struct_value().fields();
+    if (f.at("ph").string_value() != "X") continue;
+    slices.emplace_back(static_cast<int>(f.at("pid").number_value()),
+                        f.at("name").string_value());
+  }
+  const std::vector<std::pair<int, std::string>> want = {
+      {0, "compute 0"}, {0, "send activations"}, {1, "compute 2"}};
+  EXPECT_EQ(slices, want);
 }
 
 TEST(EnginePrograms, TrafficCountsSendsInsideAndAcrossNodes) {
