@@ -76,14 +76,12 @@ TEST(AllocationPlan, Zero3StatesAreTheModelsShards) {
   EXPECT_EQ(plan->at_peak.params, 2 * kPsi / 8);
   EXPECT_EQ(plan->at_peak.grads, 2 * kPsi / 8);
   EXPECT_EQ(plan->at_peak.optimizer, 12 * kPsi / 8);
-  const MemoryLines model = LinesOfRow(p.row);
-  EXPECT_EQ(plan->at_peak.params, model.params);
-  EXPECT_EQ(plan->at_peak.grads, model.grads);
-  EXPECT_EQ(plan->at_peak.optimizer, model.optimizer);
-  // Without recomputation every layer's activations are alive when a
-  // micro-batch's backward starts: the activation line's own peak is the
-  // model's line (the step's peak may come later, with fewer kept).
-  EXPECT_EQ(plan->own_peak.activations, model.activations);
+  // The row reports the plan: its lines at the peak, and the peak with
+  // the platform's reserve.
+  ExpectSameLines(LinesOfRow(p.row), plan->at_peak);
+  EXPECT_EQ(p.row.peak_memory_bytes(),
+            plan->peak_bytes + p.row.reserved_bytes());
+  EXPECT_EQ(p.row.reserved_bytes(), int64_t{2} << 30);  // dgx_a100's
 }
 
 TEST(AllocationPlan, EveryStepBufferIsFreedOnce) {
