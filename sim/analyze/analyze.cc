@@ -192,6 +192,17 @@ absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
   return absl::OkStatus();
 }
 
+absl::Status CheckPoints(const Job& job) {
+  for (const std::string& spec : job.scenario.strategies()) {
+    for (int gpus : job.scenario.gpus()) {
+      if (absl::StatusOr<Resolved> r = Resolve(job, spec, gpus); !r.ok()) {
+        return r.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
   Results results;
   results.set_scenario(job.path);

@@ -93,6 +93,11 @@ enum class Analysis {
   kMemoryAndTraffic,  // the schedule lowered, its traffic counted
 };
 
+// Every strategy x GPU count of the job resolved and checked, nothing
+// lowered: the errors a point gives before its step is lowered (mesh,
+// strategy, execution, batch), cheaply, in scenario order.
+absl::Status CheckPoints(const Job& job);
+
 // Every strategy x GPU count of the job, in scenario order.
 absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what);
 

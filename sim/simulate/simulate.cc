@@ -88,7 +88,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.mutable_replay()->set_replays_disturbed(counts.disturbed);
     row.mutable_replay()->set_network_nodes(collectives.network_nodes());
     if (!options.trace_path.empty()) {
-      TraceProcess gpu{"GPU 0 (every GPU runs this program)", {}, {}, {}};
+      TraceProcess gpu;
+      gpu.name = "GPU 0 (every GPU runs this program)";
       for (const OpTime& o : t->ops) {
         gpu.times.push_back({o.start, o.end});
         gpu.host.push_back({o.host_start, o.host_end});
@@ -131,11 +132,9 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
       !s.ok()) {
     return s;
   }
-  // Every point resolved first (its memory only: cheap), so that a bad one
-  // fails before any other is simulated.
-  if (absl::StatusOr<Results> r = AnalyzeJob(job, Analysis::kMemory); !r.ok()) {
-    return r.status();
-  }
+  // Every point resolved and checked first (nothing lowered: cheap), so
+  // that a bad one fails before any other is simulated.
+  if (absl::Status s = CheckPoints(job); !s.ok()) return s;
   std::vector<JobPoint> points;
   for (const std::string& spec : job.scenario.strategies()) {
     for (int gpus : job.scenario.gpus()) points.push_back({&job, spec, gpus});
