@@ -27,12 +27,12 @@
 #include "hw/runtime/fault.h"
 #include "hw/runtime/runtime.h"
 #include "sim/analyze/analyze.h"
-#include "sim/scenario/flags.h"
 #include "sim/collective/sweep.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/results/trace.h"
 #include "sim/scenario/args.h"
+#include "sim/scenario/flags.h"
 #include "sim/scenario/overrides.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/limits.h"
@@ -57,6 +57,11 @@ ABSL_FLAG(double, compute_scale, 0,
 
 // run
 ABSL_FLAG(int, steps, 1, "run: steps replayed (the mean is reported)");
+ABSL_FLAG(bool, plan_only, false,
+          "run: lower each strategy's step and report its allocation plan "
+          "(planned peak per rank, the simulator's prediction beside it); "
+          "nothing is allocated or replayed, and every strategy of the "
+          "scenario (or --strategy list) is planned");
 
 // Failures: the watchdog, and a fault to test it with.
 ABSL_FLAG(double, watchdog_s, 300,
@@ -106,6 +111,10 @@ constexpr char kUsage[] =
     "            [overrides]: replay one lowered training step; the MPI\n"
     "            world size is the GPU count (--trace: every rank's\n"
     "            measured timeline, a process per rank)\n"
+    "  run SCENARIO --plan-only [--strategy X,Y,...] [overrides]: each\n"
+    "            strategy's allocation plan at the world size, nothing\n"
+    "            allocated or replayed: planned peak per GPU beside the\n"
+    "            simulator's (which adds the platform's reserve)\n"
     "  help      this text\n"
     "\n"
     "common: --transport cpu|nccl --gpus-per-node M --json FILE\n"
@@ -259,12 +268,65 @@ int RunCollective(const MpiSession& mpi) {
   return 0;
 }
 
+// run --plan-only: each strategy of `job` lowered at the world's mesh (the
+// whole step, as `run` replays it; no traffic counted) and its allocation
+// plan walked, as `run` does before it replays; rank 0 prints and writes
+// the rows. Returns the exit code.
+int PlanOnly(const MpiSession& mpi, const std::string& path, const Job& job,
+             const std::vector<std::string>& specs) {
+  const int rank = mpi.rank();
+  Results results;
+  results.set_scenario(path);
+  absl::Status planned = [&]() -> absl::Status {
+    for (const std::string& spec : specs) {
+      absl::StatusOr<Point> p = LowerPoint(job, spec, mpi.size());
+      if (!p.ok()) return p.status();
+      absl::StatusOr<AllocationPlan> plan = PlanAllocations(*p->schedule);
+      if (!plan.ok()) return plan.status();
+      ResultRow& row = *results.add_rows();
+      row = p->row;
+      for (int r = 0; r < mpi.size(); ++r) {
+        RankMemory* m = row.add_rank_memory();
+        m->set_rank(r);
+        m->set_planned_peak_memory_bytes(plan->peak_bytes);
+      }
+    }
+    return absl::OkStatus();
+  }();
+  if (AnyFailed(rank, planned)) return 1;
+  if (rank != 0) return 0;
+  std::printf(
+      "# %s: allocation plans at %d GPUs (the MPI world size), nothing "
+      "replayed\n",
+      path.c_str(), mpi.size());
+  std::printf("%-28s %6s %14s %14s %14s\n", "strategy", "gpus", "planned (B)",
+              "reserve (B)", "simulator (B)");
+  for (const ResultRow& row : results.rows()) {
+    std::printf(
+        "%-28s %6d %14lld %14lld %14lld\n", row.strategy().c_str(), row.gpus(),
+        static_cast<long long>(row.rank_memory(0).planned_peak_memory_bytes()),
+        static_cast<long long>(row.reserved_bytes()),
+        static_cast<long long>(row.peak_memory_bytes()));
+  }
+  std::fflush(stdout);
+  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
+    if (absl::Status s = WriteJson(results, json); !s.ok()) {
+      std::fprintf(stderr, "shardsim-hw: error: rank 0: %s\n",
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int RunStep(const MpiSession& mpi, const std::string& path) {
   const int rank = mpi.rank();
+  const bool plan_only = absl::GetFlag(FLAGS_plan_only);
   Job job;
   Point point;
   AllocationPlan plan;
   std::string spec;
+  std::vector<std::string> specs;  // --plan-only: every one
   std::unique_ptr<Backend> backend;
   absl::Status setup = [&]() -> absl::Status {
     absl::StatusOr<Scenario> scenario = ReadScenario(path);
@@ -277,12 +339,13 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
           absl::StrCat("--gpus: the GPU count is the MPI world size, ",
                        mpi.size(), "; got \"", *o.gpus, "\""));
     }
-    if (scenario->strategies_size() != 1) {
+    if (scenario->strategies_size() != 1 && !plan_only) {
       return absl::InvalidArgumentError(
           absl::StrCat("run replays one strategy; the scenario has ",
                        scenario->strategies_size(), ": give one --strategy"));
     }
     spec = scenario->strategies(0);
+    specs.assign(scenario->strategies().begin(), scenario->strategies().end());
     // The GPU count is the MPI world size, whatever the scenario says.
     scenario->clear_gpus();
     scenario->add_gpus(mpi.size());
@@ -299,6 +362,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     absl::StatusOr<Mesh> mesh = MeshFromWorld(mpi.size(), gpn);
     if (!mesh.ok()) return mesh.status();
     job.platform.set_gpus_per_node(gpn);
+    if (plan_only) return absl::OkStatus();
     absl::StatusOr<Point> p = AnalyzePoint(job, spec, mpi.size());
     if (!p.ok()) return p.status();
     point = *std::move(p);
@@ -319,6 +383,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     return backend->Prepare(*point.schedule);
   }();
   if (AnyFailed(rank, setup)) return 1;
+  if (plan_only) return PlanOnly(mpi, path, job, specs);
   if (rank == 0) {
     std::printf(
         "# %s: %s on %d ranks (the MPI world size is the GPU count), "

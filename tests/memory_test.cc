@@ -1,11 +1,10 @@
-#include "sim/memory/memory.h"
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
+#include "tests/memory_estimate.h"
 
 namespace shardsim {
 namespace {
@@ -27,6 +26,14 @@ Strategy MakeStrategy(const std::string& name, Factor p, Factor g, Factor os,
   *s.mutable_os() = os;
   s.set_secondary_params_intra(secondary_params_intra);
   return s;
+}
+
+// `size` sequences of `seq_len` tokens, everything else the default.
+Batch SequencesOf(int64_t size, int64_t seq_len) {
+  Batch b;
+  b.micro_batch_size = size;
+  b.seq_len = seq_len;
+  return b;
 }
 
 Model MustLoad(const std::string& name) {
@@ -116,7 +123,7 @@ TEST(MemoryActivations, Llama7bWithAndWithoutRecompute) {
   const Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
   Scenario scenario;
   scenario.set_optimizer_bytes_per_param(12);
-  Batch batch{/*micro_batch_size=*/10, /*seq_len=*/512};
+  Batch batch = SequencesOf(/*micro_batch_size=*/10, /*seq_len=*/512);
 
   // 5*32*512/4096 = 20: 20,971,520 * 54 = 1,132,462,080 bytes per block.
   const int64_t block = int64_t{512} * 10 * 4096 * (34 + 5 * 32 * 512 / 4096);
@@ -168,7 +175,7 @@ Execution DeepSpeedStage3() {
 TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
   // LLaMA-7B's largest layer is a block: 202,383,360 params, 2 bytes each.
   const Model m = MustLoad("llama-7b");
-  const std::vector<Layer> layers = ModelLayers(m, Batch{1, 512});
+  const std::vector<Layer> layers = ModelLayers(m, SequencesOf(1, 512));
   const int64_t layer = 2 * int64_t{202'383'360};
   const Platform platform = A100x80();
   Scenario scenario;
@@ -204,7 +211,7 @@ TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
 
 TEST(MemoryTotal, SumsTheParts) {
   const Model m = MustLoad("llama-7b");
-  const std::vector<Layer> layers = ModelLayers(m, Batch{10, 512});
+  const std::vector<Layer> layers = ModelLayers(m, SequencesOf(10, 512));
   Strategy mics = MakeStrategy("MiCS", F(8, 1), F(8, 1), F(8, 1));
   *mics.mutable_execution() = PerLayer();
   Scenario scenario;
@@ -224,7 +231,7 @@ TEST(MemoryTotal, SumsTheParts) {
 // LLaMA-65B as PaRO runs it: s = 512, micro-batch 10, recomputation.
 TEST(MemoryOom, Llama65bDdpDoesNotFitZero3On128Does) {
   const Model m = MustLoad("llama-65b");
-  Batch batch{/*micro_batch_size=*/10, /*seq_len=*/512};
+  Batch batch = SequencesOf(/*micro_batch_size=*/10, /*seq_len=*/512);
   batch.recompute = true;
   const std::vector<Layer> layers = ModelLayers(m, batch);
   Scenario scenario;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "sim/memory/memory.h"
+#include "sim/memory/allocation.h"
 #include "sim/model/model.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
@@ -13,34 +13,41 @@
 
 namespace shardsim {
 
-void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
-                      const MemoryBreakdown& mem, ResultRow* row) {
+namespace {
+
+void SetName(const Job& job, const std::string& spec, int gpus,
+             ResultRow* row) {
   row->set_strategy(spec);
   row->set_gpus(gpus);
   row->set_model(job.model.name());
   row->set_platform(job.platform.name());
-  row->set_param_bytes(mem.states.params);
-  row->set_grad_bytes(mem.states.grads);
-  row->set_optimizer_bytes(mem.states.optimizer);
-  row->set_activation_bytes(mem.activations);
-  row->set_buffer_bytes(mem.buffers);
+}
+
+}  // namespace
+
+void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
+                      const AllocationPlan& plan, ResultRow* row) {
+  SetName(job, spec, gpus, row);
+  const StepMemory mem = StepMemoryOf(plan, job.platform);
+  row->set_param_bytes(mem.lines.params);
+  row->set_grad_bytes(mem.lines.grads);
+  row->set_optimizer_bytes(mem.lines.optimizer);
+  row->set_activation_bytes(mem.lines.activations);
+  row->set_buffer_bytes(mem.lines.buffers);
   row->set_reserved_bytes(mem.reserved);
-  row->set_peak_memory_bytes(mem.total);
+  row->set_peak_memory_bytes(mem.peak);
   row->set_oom(mem.oom);
   row->set_gpu_memory_bytes(job.platform.gpu().memory_bytes());
 }
 
 namespace {
 
-// A point resolved and checked, its memory estimated: everything but the
-// schedule.
+// A point resolved and checked: everything but the schedule.
 struct Resolved {
   Scenario scenario;
   Strategy strategy;
   Mesh mesh;
   std::vector<Layer> layers;
-  MemoryBreakdown memory;
-  ResultRow row;  // SetNameAndMemory
 };
 
 absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
@@ -66,13 +73,8 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
         job.path,
         ": field global_batch_tokens: ", scenario.status().message()));
   }
-  Resolved r{*scenario, *strategy,
-             *mesh,     ModelLayers(job.model, ScenarioBatch(*scenario)),
-             {},        {}};
-  r.memory =
-      EstimateMemory(r.layers, r.strategy, r.mesh, r.scenario, job.platform);
-  SetNameAndMemory(job, spec, gpus, r.memory, &r.row);
-  return r;
+  return Resolved{*scenario, *strategy, *mesh,
+                  ModelLayers(job.model, ScenarioBatch(*scenario))};
 }
 
 // The step lowered at kFoldAt micro-batches and folded to its own count,
@@ -118,25 +120,34 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
                                  int gpus, Storage storage) {
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
+  std::optional<Point> point;
   if (storage == Storage::kFolded && FoldsAt(r->scenario.micro_batches())) {
     if (std::optional<Folded> f = LowerFolded(*r)) {
-      return Point{std::move(r->scenario),
-                   std::move(r->strategy),
-                   r->mesh,
-                   std::move(f->base),
-                   f->fold,
-                   std::move(r->row)};
+      point = Point{std::move(r->scenario),
+                    std::move(r->strategy),
+                    r->mesh,
+                    std::move(f->base),
+                    f->fold,
+                    {}};
     }
   }
-  absl::StatusOr<OwnedSchedule> schedule =
-      LowerStep(r->layers, r->strategy, r->mesh, r->scenario);
-  if (!schedule.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(PointName(job, spec, gpus), schedule.status().message()));
+  if (!point) {
+    absl::StatusOr<OwnedSchedule> schedule =
+        LowerStep(r->layers, r->strategy, r->mesh, r->scenario);
+    if (!schedule.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          PointName(job, spec, gpus), schedule.status().message()));
+    }
+    point = Point{std::move(r->scenario), std::move(r->strategy), r->mesh,
+                  *std::move(schedule),   std::nullopt,           {}};
   }
-  return Point{
-      std::move(r->scenario), std::move(r->strategy), r->mesh,
-      *std::move(schedule),   std::nullopt,           std::move(r->row)};
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(point->ops());
+  if (!plan.ok()) {
+    return absl::InternalError(
+        absl::StrCat(PointName(job, spec, gpus), plan.status().message()));
+  }
+  SetNameAndMemory(job, spec, gpus, *plan, &point->row);
+  return *std::move(point);
 }
 
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
@@ -160,9 +171,35 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
 
 absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
                          ResultRow* row) {
-  absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
-  if (!r.ok()) return r.status();
-  SetNameAndMemory(job, spec, gpus, r->memory, row);
+  // The point's own memory: schedules the engine replays alike may differ
+  // in their memory ops alone (ReplayDigest leaves them out).
+  absl::StatusOr<Point> own = LowerPoint(job, spec, gpus, Storage::kFolded);
+  if (!own.ok()) return own.status();
+  const ResultRow& mem = own->row;
+  row->set_strategy(mem.strategy());
+  row->set_gpus(mem.gpus());
+  row->set_model(mem.model());
+  row->set_platform(mem.platform());
+  row->set_param_bytes(mem.param_bytes());
+  row->set_grad_bytes(mem.grad_bytes());
+  row->set_optimizer_bytes(mem.optimizer_bytes());
+  row->set_activation_bytes(mem.activation_bytes());
+  row->set_buffer_bytes(mem.buffer_bytes());
+  row->set_reserved_bytes(mem.reserved_bytes());
+  row->set_peak_memory_bytes(mem.peak_memory_bytes());
+  row->set_oom(mem.oom());
+  row->set_gpu_memory_bytes(mem.gpu_memory_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status CheckPoints(const Job& job) {
+  for (const std::string& spec : job.scenario.strategies()) {
+    for (int gpus : job.scenario.gpus()) {
+      if (absl::StatusOr<Resolved> r = Resolve(job, spec, gpus); !r.ok()) {
+        return r.status();
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -172,9 +209,10 @@ absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
   for (const std::string& spec : job.scenario.strategies()) {
     for (int gpus : job.scenario.gpus()) {
       if (what == Analysis::kMemory) {
-        absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
-        if (!r.ok()) return r.status();
-        *results.add_rows() = std::move(r->row);
+        absl::StatusOr<Point> point =
+            LowerPoint(job, spec, gpus, Storage::kFolded);
+        if (!point.ok()) return point.status();
+        *results.add_rows() = std::move(point->row);
         continue;
       }
       absl::StatusOr<Point> point =

@@ -1,6 +1,7 @@
 // Stage 4: a scenario's points analysed without timing them. Each
-// (strategy, GPU count) is resolved and checked, its memory estimated, its
-// step lowered to the schedule IR and its traffic counted; the engine
+// (strategy, GPU count) is resolved and checked, its step lowered to the
+// schedule IR, its memory read off the step's allocation plan
+// (sim/memory/allocation.h) and its traffic counted; the engine
 // (sim/simulate/simulate.h) times what this gives it.
 #ifndef SHARDSIM_SIM_ANALYZE_ANALYZE_H_
 #define SHARDSIM_SIM_ANALYZE_ANALYZE_H_
@@ -8,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "sim/memory/memory.h"
+#include "sim/memory/allocation.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
@@ -52,13 +53,15 @@ inline constexpr int kFoldAt = 6;
 // block past kFoldAt (fewer are stored whole).
 inline bool FoldsAt(int micro_batches) { return micro_batches > kFoldAt + 1; }
 
-// Resolves, validates and lowers one point; fills memory and traffic.
+// Resolves, validates and lowers one point; fills memory (the allocation
+// plan of the step, SetNameAndMemory) and traffic.
 // Errors name the scenario file and the field at fault.
 absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
                                    int gpus, Storage storage = Storage::kWhole);
 
 // AnalyzePoint without counting traffic (which plans every call): for
-// users that plan the calls their own way (plan's lower bound).
+// users that plan the calls their own way (plan's lower bound) and for
+// memory alone.
 absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
                                  int gpus, Storage storage = Storage::kWhole);
 
@@ -67,20 +70,33 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
 std::string PointName(const Job& job, const std::string& spec, int gpus);
 
 // What a point's row says of the point itself, whatever ran it: its name
-// (spec, GPUs, model, platform) and its memory estimate `mem`.
+// (spec, GPUs, model, platform) and its memory, StepMemoryOf(plan): the
+// plan's lines at its peak (param, grad, optimizer, activation and buffer
+// bytes), the platform's reserve, their sum as the peak, and OOM when the
+// peak exceeds the GPU's memory. The lines are those live at the peak
+// moment, not each line's own highest point: they sum to the peak.
 void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
-                      const MemoryBreakdown& mem, ResultRow* row);
+                      const AllocationPlan& plan, ResultRow* row);
 
-// `row`, which another point of the same schedule ran, made the row of
-// (spec, gpus): its name and memory estimate replace the other's; times
-// and traffic, which the schedule decides, stay. Errors: as AnalyzeJob's.
+// `row`, which another point of the same replayed schedule ran, made the
+// row of (spec, gpus): its name and memory (from its own step's
+// allocation plan: ReplayDigest leaves memory ops out, so two points
+// replayed alike may allocate differently) replace the other's; times and
+// traffic, which the replay decides, stay. Errors: as AnalyzeJob's.
 absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
                          ResultRow* row);
 
 enum class Analysis {
-  kMemory,            // memory only: no schedule is lowered
+  // Memory only: the schedule lowered (folded where that holds) and its
+  // allocation plan walked; no traffic counted.
+  kMemory,
   kMemoryAndTraffic,  // the schedule lowered, its traffic counted
 };
+
+// Every strategy x GPU count of the job resolved and checked, nothing
+// lowered: the errors a point gives before its step is lowered (mesh,
+// strategy, execution, batch), cheaply, in scenario order.
+absl::Status CheckPoints(const Job& job);
 
 // Every strategy x GPU count of the job, in scenario order.
 absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what);

@@ -29,78 +29,121 @@ void Max(const MemoryLines& now, MemoryLines* best) {
   best->buffers = std::max(best->buffers, now.buffers);
 }
 
-}  // namespace
+absl::Status NoLine(int id, const MemoryOp& m) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("schedule op ", id, ": buffer \"", m.buffer(),
+                   "\" has no line in the memory model"));
+}
 
-absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
+// The walk over the step's ops in order, i = 0..n-1: `op_of(i)` is the
+// i-th op, `id_of(i)` its id and `frees_of(i)` the id of the op it frees
+// (a freeing memory op).
+template <typename OpOf, typename IdOf, typename FreesOf>
+absl::StatusOr<AllocationPlan> Walk(int n, const OpOf& op_of, const IdOf& id_of,
+                                    const FreesOf& frees_of) {
   AllocationPlan plan;
   std::map<int, size_t> live;  // alloc op id -> index in allocations
   MemoryLines now;
-  for (const Op& op : schedule.ops()) {
+  for (int i = 0; i < n; ++i) {
+    const Op& op = op_of(i);
     if (!op.has_memory()) continue;
+    const int id = id_of(i);
     const MemoryOp& m = op.memory();
     int64_t* line = LineOf(m.buffer(), &now);
-    if (line == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("schedule op ", op.id(), ": buffer \"", m.buffer(),
-                       "\" has no line in the memory model"));
-    }
+    if (line == nullptr) return NoLine(id, m);
     if (m.delta_bytes() > 0) {
-      live[op.id()] = plan.allocations.size();
-      plan.allocations.push_back({op.id(), -1, m.buffer(), m.delta_bytes()});
+      live[id] = plan.allocations.size();
+      plan.allocations.push_back({id, -1, m.buffer(), m.delta_bytes()});
     } else {
-      auto it = live.find(m.frees());
+      const int frees = frees_of(i);
+      auto it = live.find(frees);
       if (it == live.end() ||
           plan.allocations[it->second].buffer != m.buffer() ||
           plan.allocations[it->second].bytes != -m.delta_bytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "schedule op ", op.id(), ": frees ", -m.delta_bytes(),
-            " bytes of \"", m.buffer(), "\" allocated by op ", m.frees(),
+            "schedule op ", id, ": frees ", -m.delta_bytes(), " bytes of \"",
+            m.buffer(), "\" allocated by op ", frees,
             ", which is no live allocation of that buffer and size"));
       }
-      plan.allocations[it->second].free_op = op.id();
+      plan.allocations[it->second].free_op = id;
       live.erase(it);
     }
     *line += m.delta_bytes();
     Max(now, &plan.own_peak);
     if (now.total() > plan.peak_bytes) {
       plan.peak_bytes = now.total();
-      plan.peak_op = op.id();
+      plan.peak_op = id;
       plan.at_peak = now;
     }
   }
   return plan;
 }
 
-MemoryLines LinesOf(const MemoryBreakdown& m) {
-  MemoryLines l;
-  l.params = m.states.params;
-  l.grads = m.states.grads;
-  l.optimizer = m.states.optimizer;
-  l.activations = m.activations;
-  l.buffers = m.buffers;
-  return l;
+}  // namespace
+
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
+  return Walk(
+      schedule.ops_size(), [&](int i) -> const Op& { return schedule.ops(i); },
+      [&](int i) { return schedule.ops(i).id(); },
+      [&](int i) { return schedule.ops(i).memory().frees(); });
 }
 
-std::string FormatAllocationPlan(const AllocationPlan& plan,
-                                 const MemoryBreakdown& model) {
+absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {
+  const Schedule& base = ops.base();
+  if (!ops.fold() || ops.fold()->copies == 0) return PlanAllocations(base);
+  const Fold& fold = *ops.fold();
+  const int block = fold.r.BlockStart(fold.r.hi);
+  const int period = fold.r.period_ops;
+  // Each line's deltas over the repeated block.
+  MemoryLines net;
+  for (int id = block; id < block + period; ++id) {
+    const Op& op = base.ops(id);
+    if (!op.has_memory()) continue;
+    int64_t* line = LineOf(op.memory().buffer(), &net);
+    if (line == nullptr) return NoLine(id, op.memory());
+    *line += op.memory().delta_bytes();
+  }
+  if (net.params != 0 || net.grads != 0 || net.optimizer != 0 ||
+      net.activations != 0 || net.buffers != 0) {
+    return Walk(
+        ops.size(), [&](int id) -> const Op& { return ops.op(id); },
+        [](int id) { return id; }, [&](int id) { return ops.frees(id); });
+  }
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(base);
+  if (!plan.ok()) return plan.status();
+  if (plan->peak_op >= block + period) {
+    plan->peak_op += fold.copies * period;  // in the tail
+  }
+  return plan;
+}
+
+StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform) {
+  StepMemory m;
+  m.lines = plan.at_peak;
+  m.reserved = platform.gpu().reserved_bytes();
+  m.peak = plan.peak_bytes + m.reserved;
+  m.oom = m.peak > platform.gpu().memory_bytes();
+  return m;
+}
+
+std::string FormatAllocationPlan(const AllocationPlan& plan) {
   std::string out = absl::StrFormat(
       "allocation plan: %d allocations, peak %.3f GB after op %d\n",
       plan.allocations.size(), plan.peak_bytes / 1e9, plan.peak_op);
-  absl::StrAppendFormat(&out, "%-10s %14s %14s %14s\n", "line (GB)",
-                        "plan at peak", "plan own peak", "memory model");
-  const MemoryLines m = LinesOf(model);
-  auto row = [&](const char* name, int64_t a, int64_t b, int64_t c) {
-    absl::StrAppendFormat(&out, "%-10s %14.3f %14.3f %14.3f\n", name, a / 1e9,
-                          b / 1e9, c / 1e9);
+  absl::StrAppendFormat(&out, "%-10s %14s %14s\n", "line (GB)", "at peak",
+                        "own peak");
+  auto row = [&](const char* name, int64_t a, int64_t b) {
+    absl::StrAppendFormat(&out, "%-10s %14.3f %14.3f\n", name, a / 1e9,
+                          b / 1e9);
   };
   const MemoryLines& p = plan.at_peak;
   const MemoryLines& o = plan.own_peak;
-  row("P", p.params, o.params, m.params);
-  row("G", p.grads, o.grads, m.grads);
-  row("OS", p.optimizer, o.optimizer, m.optimizer);
-  row("act", p.activations, o.activations, m.activations);
-  row("buffers", p.buffers, o.buffers, m.buffers);
-  row("total", p.total(), o.total(), m.total());
+  row("P", p.params, o.params);
+  row("G", p.grads, o.grads);
+  row("OS", p.optimizer, o.optimizer);
+  row("act", p.activations, o.activations);
+  row("buffers", p.buffers, o.buffers);
+  row("total", p.total(), o.total());
   return out;
 }
 

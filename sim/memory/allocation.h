@@ -1,8 +1,10 @@
 // The allocation plan of one GPU's step: every buffer the lowered schedule
 // allocates (its memory ops, sim/schedule/lower.cc), when it is given back,
-// and the peak. shardsim-hw allocates and frees exactly these on a GPU and
-// compares the measured peak with the plan's; the simulator's memory model
-// (memory.h) predicts the same lines in closed form.
+// and the peak. This is the memory model: the simulator's memory lines
+// (`shardsim memory`, run's mem column, OOM, plan's memory filter) are the
+// plan's lines at its peak plus the platform's reserve (StepMemoryOf), and
+// shardsim-hw allocates and frees exactly these on a GPU and compares the
+// measured peak with the plan's.
 #ifndef SHARDSIM_SIM_MEMORY_ALLOCATION_H_
 #define SHARDSIM_SIM_MEMORY_ALLOCATION_H_
 
@@ -11,7 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/memory/memory.h"
+#include "sim/schedule/periodic.h"
+#include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
@@ -23,7 +26,7 @@ struct Allocation {
   int64_t bytes = 0;
 };
 
-// The memory model's lines (memory.h), as bytes live at one moment.
+// The memory lines, as bytes live at one moment.
 struct MemoryLines {
   int64_t params = 0;       // P shard + P secondary
   int64_t grads = 0;        // G shard
@@ -36,10 +39,12 @@ struct MemoryLines {
 };
 
 struct AllocationPlan {
-  std::vector<Allocation> allocations;  // in schedule order
+  // In schedule order. Of a folded step (PlanAllocations(StepOps)) walked
+  // through its base: the base's allocations, by base op id.
+  std::vector<Allocation> allocations;
   int64_t peak_bytes = 0;
-  int peak_op = -1;      // the memory op after which the peak is reached
-  MemoryLines at_peak;   // what is live then, line by line
+  int peak_op = -1;      // the memory op after which the peak is first reached
+  MemoryLines at_peak;   // what is live then, line by line: sums to the peak
   MemoryLines own_peak;  // each line's own highest point over the step
 };
 
@@ -48,13 +53,35 @@ struct AllocationPlan {
 // buffer the memory model has no line for.
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule);
 
-// The model's lines of a MemoryBreakdown, without the reserve.
-MemoryLines LinesOf(const MemoryBreakdown& m);
+// The same for the step `ops` stands for, whole or folded. A folded step
+// (sim/schedule/periodic.h) is its base with block r.hi repeated `copies`
+// more times, every memory op of a copy the block's own (same buffer, same
+// bytes; frees shifted with the block). Where the block leaves every line
+// as it found it (each line's deltas over the block sum to zero), each
+// copy starts from the state the block started from, so it passes through
+// exactly the block's states, and the tail starts from the state it starts
+// from in the base: the step's walk is the base's with the block's states
+// repeated, and its peak, the lines at the peak and each line's own peak
+// are the base's (peak_op moves with the tail by the copies). Otherwise
+// (memory that grows or shrinks with the micro-batches) every op of the
+// step is walked through the fold.
+absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops);
 
-// "buffer  bytes  alloc op  free op" per allocation (kept ones first),
-// then each line planned (at peak and own peak) against `model`.
-std::string FormatAllocationPlan(const AllocationPlan& plan,
-                                 const MemoryBreakdown& model);
+// A point's memory as reported: the plan's lines at its peak, the
+// platform's fixed reserve (platform.gpu().reserved_bytes(), allocator
+// fragmentation, the framework's context and transient workspaces the IR
+// does not allocate), their sum, and whether it exceeds the GPU's memory.
+struct StepMemory {
+  MemoryLines lines;  // AllocationPlan::at_peak
+  int64_t reserved = 0;
+  int64_t peak = 0;  // lines.total() + reserved
+  bool oom = false;  // peak > platform.gpu().memory_bytes()
+};
+StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform);
+
+// The plan's peak, then each line planned, at the peak and at its own
+// peak.
+std::string FormatAllocationPlan(const AllocationPlan& plan);
 
 }  // namespace shardsim
 

@@ -425,7 +425,7 @@ std::vector<ResultRow> ParetoFront(const std::vector<ResultRow>& rows) {
 }
 
 absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
-                                             const SearchOptions& options) {
+                                               const SearchOptions& options) {
   if (job.scenario.gpus_size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(job.path,
@@ -460,27 +460,55 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::vector<Job> jobs;
   for (const SearchSettings& p : settings) jobs.push_back(JobWith(job, p));
 
-  // 1. Memory: the model's estimate, no schedule lowered.
-  std::vector<Candidate> fit;
-  std::vector<int64_t> fit_peak;  // peak bytes of each that fits
-  std::optional<ResultRow> smallest;
+  // 1. Memory: each candidate's step lowered (folded where that holds,
+  // sim/analyze/analyze.h) and its allocation plan walked: the peak the
+  // simulation and shardsim-hw would report. No traffic is counted. The
+  // candidates are lowered in --jobs + 1 threads, as the bounds are
+  // (LowerBounds): lowering hundreds of steps is most of this phase.
+  std::vector<Job> memory_jobs;  // per setting, its candidates named
+  std::vector<std::pair<int, std::string>> todo;  // (setting, spec)
   int candidates = 0;
   for (size_t k = 0; k < settings.size(); ++k) {
     candidates += static_cast<int>(space->specs[k].size());
-    absl::StatusOr<Results> memory =
-        AnalyzeJob(WithStrategies(jobs[k], space->specs[k]), Analysis::kMemory);
-    if (!memory.ok()) return memory.status();
-    for (ResultRow& r : *memory->mutable_rows()) {
-      *r.mutable_settings() = settings[k];
-      if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
-        smallest = r;
+    memory_jobs.push_back(WithStrategies(jobs[k], space->specs[k]));
+    for (const std::string& spec : space->specs[k]) {
+      todo.push_back({static_cast<int>(k), spec});
+    }
+  }
+  std::vector<absl::StatusOr<ResultRow>> memory(todo.size(), ResultRow());
+  {
+    std::atomic<size_t> next_todo = 0;
+    auto work = [&] {
+      for (size_t i; (i = next_todo++) < todo.size();) {
+        absl::StatusOr<Point> p = LowerPoint(
+            memory_jobs[todo[i].first], todo[i].second, gpus, Storage::kFolded);
+        memory[i] = p.ok() ? absl::StatusOr<ResultRow>(std::move(p->row))
+                           : absl::StatusOr<ResultRow>(p.status());
       }
-      const bool under_cap = !options.memory_cap_bytes ||
-                             r.peak_memory_bytes() <= *options.memory_cap_bytes;
-      if (!r.oom() && under_cap) {
-        fit.push_back({static_cast<int>(k), r.strategy()});
-        fit_peak.push_back(r.peak_memory_bytes());
-      }
+    };
+    const int threads = static_cast<int>(std::max<size_t>(
+        1, std::min<size_t>(options.engine.jobs + 1, todo.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+  std::vector<Candidate> fit;
+  std::vector<int64_t> fit_peak;  // peak bytes of each that fits
+  std::optional<ResultRow> smallest;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (!memory[i].ok()) return memory[i].status();
+    ResultRow& r = *memory[i];
+    const int k = todo[i].first;
+    *r.mutable_settings() = settings[k];
+    if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
+      smallest = r;
+    }
+    const bool under_cap = !options.memory_cap_bytes ||
+                           r.peak_memory_bytes() <= *options.memory_cap_bytes;
+    if (!r.oom() && under_cap) {
+      fit.push_back({k, r.strategy()});
+      fit_peak.push_back(r.peak_memory_bytes());
     }
   }
   if (fit.empty()) {

@@ -151,11 +151,9 @@ absl::StatusOr<Results> SimulateJob(const Job& job,
       !s.ok()) {
     return s;
   }
-  // Every point resolved first (its memory only: cheap), so that a bad one
-  // fails before any other is simulated.
-  if (absl::StatusOr<Results> r = AnalyzeJob(job, Analysis::kMemory); !r.ok()) {
-    return r.status();
-  }
+  // Every point resolved and checked first (nothing lowered: cheap), so
+  // that a bad one fails before any other is simulated.
+  if (absl::Status s = CheckPoints(job); !s.ok()) return s;
   std::vector<JobPoint> points;
   for (const std::string& spec : job.scenario.strategies()) {
     for (int gpus : job.scenario.gpus()) points.push_back({&job, spec, gpus});

@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/memory/memory.h"
+#include "sim/memory/allocation.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
+#include "sim/strategy/model_states.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -84,10 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!ResolveExecution(scenario.execution(), model.hidden(), &strategy).ok()) {
     return 0;
   }
-  Use(EstimateMemory(layers, strategy, kMesh, scenario, ShippedPlatform()));
   absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, strategy, kMesh, scenario);
   if (!schedule.ok()) return 0;
+  Use(PlanAllocations(**schedule));
   Use(CountTraffic(**schedule, kMesh, ShippedPlatform()));
   return 0;
 }

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/analyze/analyze.h"
-#include "sim/memory/memory.h"
 #include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/scenario/scenario.h"
@@ -24,24 +24,35 @@ constexpr int64_t kMaxLoweredBlocks = 16;
 constexpr int64_t kLoweredLayers = 2;
 constexpr int64_t kLoweredMicroBatches = 2;
 
-// AnalyzePoint's memory half, without lowering the schedule: `shardsim
-// memory` lowers every point, which costs what the job's size says.
-void MemoryRow(const Job& job, const std::vector<Layer>& layers,
-               const std::string& spec, int gpus, Results* results) {
-  absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
-  if (!mesh.ok()) return;
-  absl::StatusOr<Strategy> strategy = ParseStrategy(spec, *mesh, job.base_dir);
-  if (!strategy.ok()) return;
-  if (!ResolveExecution(job.scenario.execution(), job.model.hidden(),
-                        &*strategy)
-           .ok()) {
-    return;
-  }
+// The job `shardsim memory` and `shardsim schedule` lower at `gpus`, cut
+// down when large: every op carries its kernels, so the cost is layers x
+// micro-batches, and a larger job is lowered with kLoweredLayers x
+// kLoweredMicroBatches, its own strategy, platform, GPU count and batch.
+// nullopt where the scenario has no batch at `gpus`.
+std::optional<Job> Lowered(const Job& job, int gpus) {
   absl::StatusOr<Scenario> at = ScenarioAt(job.scenario, gpus);
-  if (!at.ok()) return;
-  const MemoryBreakdown mem =
-      EstimateMemory(layers, *strategy, *mesh, *at, job.platform);
-  SetNameAndMemory(job, spec, gpus, mem, results->add_rows());
+  if (!at.ok()) return std::nullopt;
+  Job small = job;
+  if (int64_t{job.model.layers()} * at->micro_batches() > kMaxLoweredBlocks) {
+    small.model.set_layers(
+        std::min<int64_t>(job.model.layers(), kLoweredLayers));
+    small.scenario = *at;
+    small.scenario.set_micro_batches(
+        std::min<int64_t>(at->micro_batches(), kLoweredMicroBatches));
+  }
+  return small;
+}
+
+// A memory row as `shardsim memory` makes it (the lowered step's
+// allocation plan), on the cut-down job.
+void MemoryRow(const Job& job, const std::string& spec, int gpus,
+               Results* results) {
+  const std::optional<Job> small = Lowered(job, gpus);
+  if (!small) return;
+  absl::StatusOr<Point> point =
+      LowerPoint(*small, spec, gpus, Storage::kFolded);
+  if (!point.ok()) return;
+  *results->add_rows() = point->row;
 }
 
 }  // namespace
@@ -57,35 +68,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Scenario& s = job->scenario;
   Use(TotalParams(job->model));
 
-  // The micro-batch does not depend on the GPU count: one set of layers,
-  // at the model's real size (sums over layers are what could overflow).
-  const std::vector<Layer> layers = ModelLayers(job->model, ScenarioBatch(s));
+  // The layers at the model's real size (sums over layers are what could
+  // overflow); the memory rows below lower a cut-down job.
+  Use(ModelLayers(job->model, ScenarioBatch(s)));
   Results results;
   int points = 0;
   for (const std::string& spec : s.strategies()) {
     for (int gpus : s.gpus()) {
       if (++points > kMaxPoints) break;
-      MemoryRow(*job, layers, spec, gpus, &results);
+      MemoryRow(*job, spec, gpus, &results);
     }
   }
   Use(FormatMemoryTable(results));
 
-  // One schedule, as `shardsim schedule` lowers it. Every op carries its
-  // kernels, so the cost is layers x micro-batches: a larger job is
-  // lowered cut down to kLoweredLayers x kLoweredMicroBatches, with its own
-  // strategy, platform, GPU count and batch.
+  // One schedule, as `shardsim schedule` lowers it (cut down as above).
   const int gpus = s.gpus(0);
-  absl::StatusOr<Scenario> at = ScenarioAt(s, gpus);
-  if (!at.ok()) return 0;
-  Job small = *job;
-  if (int64_t{job->model.layers()} * at->micro_batches() > kMaxLoweredBlocks) {
-    small.model.set_layers(
-        std::min<int64_t>(job->model.layers(), kLoweredLayers));
-    small.scenario = *at;
-    small.scenario.set_micro_batches(
-        std::min<int64_t>(at->micro_batches(), kLoweredMicroBatches));
-  }
-  absl::StatusOr<Point> point = AnalyzePoint(small, s.strategies(0), gpus);
+  const std::optional<Job> small = Lowered(*job, gpus);
+  if (!small) return 0;
+  absl::StatusOr<Point> point = AnalyzePoint(*small, s.strategies(0), gpus);
   if (!point.ok()) return 0;
   Use(FormatSchedule(*point->schedule));
   Results one;

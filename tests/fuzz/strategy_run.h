@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/memory/memory.h"
+#include "sim/memory/allocation.h"
 #include "sim/model/model.h"
 #include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
@@ -44,10 +44,10 @@ inline void RunStrategy(const std::string& spec, const std::string& base_dir,
            .ok()) {
     return;
   }
-  Use(EstimateMemory(layers, *strategy, mesh, scenario, ShippedPlatform()));
   absl::StatusOr<OwnedSchedule> schedule =
       LowerStep(layers, *strategy, mesh, scenario);
   if (!schedule.ok()) return;
+  Use(PlanAllocations(**schedule));
   Use(CountTraffic(**schedule, mesh, ShippedPlatform()));
 }
 

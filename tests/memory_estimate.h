@@ -1,7 +1,12 @@
-// Memory per GPU: model states (docs/strategies.md §2), activations, buffers in
-// flight, and the framework's reserve; OOM against the GPU's capacity.
-#ifndef SHARDSIM_SIM_MEMORY_MEMORY_H_
-#define SHARDSIM_SIM_MEMORY_MEMORY_H_
+// The closed-form memory estimate: model states (docs/strategies.md §2),
+// activations, buffers in flight, and the framework's reserve; OOM against
+// the GPU's capacity. A test's cross-check only: the simulator reads
+// memory off the lowered step's allocation plan (sim/memory/allocation.h),
+// and tests/memory_crosscheck_test.cc holds the plan to this estimate
+// within stated tolerances, with the reason for each difference. No
+// product target links it (CMakeLists.txt: shardsim_memory_estimate).
+#ifndef SHARDSIM_TESTS_MEMORY_ESTIMATE_H_
+#define SHARDSIM_TESTS_MEMORY_ESTIMATE_H_
 
 #include <cstdint>
 #include <vector>
@@ -31,4 +36,4 @@ MemoryBreakdown EstimateMemory(const std::vector<Layer>& layers,
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_MEMORY_MEMORY_H_
+#endif  // SHARDSIM_TESTS_MEMORY_ESTIMATE_H_

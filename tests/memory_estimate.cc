@@ -6,7 +6,7 @@
 // fragmentation beyond the platform's reserve, the temporary buffers of
 // quantized collectives (ZeRO++ qwZ/qgZ), optimizer-step temporaries and
 // the loss's transient buffers; the reserve is meant to absorb these.
-#include "sim/memory/memory.h"
+#include "tests/memory_estimate.h"
 
 #include <algorithm>
 #include <cmath>
