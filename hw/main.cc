@@ -30,6 +30,7 @@
 #include "sim/collective/sweep.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
+#include "sim/results/sink.h"
 #include "sim/results/trace.h"
 #include "sim/scenario/args.h"
 #include "sim/scenario/flags.h"
@@ -254,12 +255,10 @@ int RunCollective(const MpiSession& mpi) {
   }
   if (rank == 0) {
     PrintEnvironment(*backend);
-    std::fputs(FormatCollectiveTable(*results).c_str(), stdout);
-    std::fflush(stdout);
-    if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-      if (absl::Status s = WriteJson(*results, json); !s.ok()) {
-        AbortAll(rank, s);
-      }
+    if (absl::Status s = Emit(FormatCollectiveTable(*results), *results,
+                              {absl::GetFlag(FLAGS_json), ""});
+        !s.ok()) {
+      AbortAll(rank, s);
     }
   }
   for (const CollectiveRow& row : results->rows()) {
@@ -295,26 +294,23 @@ int PlanOnly(const MpiSession& mpi, const std::string& path, const Job& job,
   }();
   if (AnyFailed(rank, planned)) return 1;
   if (rank != 0) return 0;
-  std::printf(
+  std::string table = absl::StrFormat(
       "# %s: allocation plans at %d GPUs (the MPI world size), nothing "
       "replayed\n",
-      path.c_str(), mpi.size());
-  std::printf("%-28s %6s %14s %14s %14s\n", "strategy", "gpus", "planned (B)",
-              "reserve (B)", "simulator (B)");
+      path, mpi.size());
+  absl::StrAppendFormat(&table, "%-28s %6s %14s %14s %14s\n", "strategy",
+                        "gpus", "planned (B)", "reserve (B)", "simulator (B)");
   for (const ResultRow& row : results.rows()) {
-    std::printf(
-        "%-28s %6d %14lld %14lld %14lld\n", row.strategy().c_str(), row.gpus(),
-        static_cast<long long>(row.rank_memory(0).planned_peak_memory_bytes()),
-        static_cast<long long>(row.reserved_bytes()),
-        static_cast<long long>(row.peak_memory_bytes()));
+    absl::StrAppendFormat(&table, "%-28s %6d %14d %14d %14d\n",
+                          row.strategy(), row.gpus(),
+                          row.rank_memory(0).planned_peak_memory_bytes(),
+                          row.reserved_bytes(), row.peak_memory_bytes());
   }
-  std::fflush(stdout);
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    if (absl::Status s = WriteJson(results, json); !s.ok()) {
-      std::fprintf(stderr, "shardsim-hw: error: rank 0: %s\n",
-                   std::string(s.message()).c_str());
-      return 1;
-    }
+  if (absl::Status s = Emit(table, results, {absl::GetFlag(FLAGS_json), ""});
+      !s.ok()) {
+    std::fprintf(stderr, "shardsim-hw: error: rank 0: %s\n",
+                 std::string(s.message()).c_str());
+    return 1;
   }
   return 0;
 }
@@ -426,17 +422,21 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
         point.mesh.gpus() / step_time);
   }
   PrintEnvironment(*backend);
-  std::printf("%-24s %6s %14s %16s\n", "strategy", "gpus", "step time (s)",
-              "tokens/s/GPU");
-  std::printf("%-24s %6d %14.6f %16.1f\n", spec.c_str(), point.mesh.gpus(),
-              step_time, row.tokens_per_gpu_per_s());
-  std::fputs(FormatRankMemory(row).c_str(), stdout);
-  std::fflush(stdout);
+  std::string table =
+      absl::StrFormat("%-24s %6s %14s %16s\n", "strategy", "gpus",
+                      "step time (s)", "tokens/s/GPU");
+  absl::StrAppendFormat(&table, "%-24s %6d %14.6f %16.1f\n", spec,
+                        point.mesh.gpus(), step_time,
+                        row.tokens_per_gpu_per_s());
+  table += FormatRankMemory(row);
   Results results;
   results.set_scenario(path);
   *results.add_rows() = row;
-  if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
-    if (absl::Status s = WriteJson(results, json); !s.ok()) AbortAll(rank, s);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  if (absl::Status s = Emit(table, results, {json, ""}); !s.ok()) {
+    AbortAll(rank, s);
+  }
+  if (!json.empty()) {
     if (absl::Status s =
             WriteEnvironmentJson(EnvPath(json), backend->Environment());
         !s.ok()) {

@@ -167,7 +167,9 @@ TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
       // tail): 4 give at most three, the last never repeating. At 5, ZeRO-2
       // repeats from its first (it reduces at the last only): four.
       const std::string name = spec;
-      if (mb == 4) EXPECT_FALSE(fast.collapsed) << fast.full_because;
+      if (mb == 4) {
+        EXPECT_FALSE(fast.collapsed) << fast.full_because;
+      }
       if (mb == 5 && name == "zero2") {
         EXPECT_TRUE(fast.collapsed) << fast.full_because;
       }

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sim/analyze/analyze.h"
@@ -289,7 +289,7 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
   std::vector<absl::Status> status(n);
   std::atomic<int> next = 0;
   std::atomic<int> bound = 0;  // specs done, for the progress line
-  std::mutex progress_mutex;
+  absl::Mutex progress_mutex;  // one progress line written at a time
   std::atomic<bool> failed = false;
   // Neighbouring specs share calls (Lins triples a factor apart): taken
   // from the two halves of the list in turn, so that two threads seldom
@@ -318,7 +318,7 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
       if (!status[i].ok()) failed = true;
       const int specs_bound = ++bound;
       if (progress != nullptr && progress->active()) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
+        absl::MutexLock lock(&progress_mutex);
         progress->Show(absl::StrFormat("plan: lower bounds of %d of %d specs",
                                        specs_bound, n));
       }
