@@ -301,8 +301,8 @@ int PlanOnly(const MpiSession& mpi, const std::string& path, const Job& job,
   absl::StrAppendFormat(&table, "%-28s %6s %14s %14s %14s\n", "strategy",
                         "gpus", "planned (B)", "reserve (B)", "simulator (B)");
   for (const ResultRow& row : results.rows()) {
-    absl::StrAppendFormat(&table, "%-28s %6d %14d %14d %14d\n",
-                          row.strategy(), row.gpus(),
+    absl::StrAppendFormat(&table, "%-28s %6d %14d %14d %14d\n", row.strategy(),
+                          row.gpus(),
                           row.rank_memory(0).planned_peak_memory_bytes(),
                           row.reserved_bytes(), row.peak_memory_bytes());
   }
@@ -422,9 +422,8 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
         point.mesh.gpus() / step_time);
   }
   PrintEnvironment(*backend);
-  std::string table =
-      absl::StrFormat("%-24s %6s %14s %16s\n", "strategy", "gpus",
-                      "step time (s)", "tokens/s/GPU");
+  std::string table = absl::StrFormat("%-24s %6s %14s %16s\n", "strategy",
+                                      "gpus", "step time (s)", "tokens/s/GPU");
   absl::StrAppendFormat(&table, "%-24s %6d %14.6f %16.1f\n", spec,
                         point.mesh.gpus(), step_time,
                         row.tokens_per_gpu_per_s());

@@ -15,12 +15,12 @@
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/fabric.h"
 #include "sim/engine/replay.h"
-#include "sim/simulate/simulate.h"
 #include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/periodic.h"
+#include "sim/simulate/simulate.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sim/scenario/deepspeed_check.h"
 #include "sim/base/did_you_mean.h"
+#include "sim/scenario/deepspeed_check.h"
 #include "sim/scenario/scenario.h"
 #include "sim/strategy/deepspeed_keys.h"
 

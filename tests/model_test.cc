@@ -1,5 +1,4 @@
 #include "sim/model/model.h"
-#include "tests/util/test_util.h"
 
 #include <cmath>
 #include <cstdint>
@@ -7,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -117,7 +117,8 @@ TEST(ModelParams, GroupedQueryAttentionShrinksKeyAndValue) {
 //   forward = 1,932,735,283,200; backward = 2x = 3,865,470,566,400
 TEST(ModelFlops, Llama7bBlockByHand) {
   const Batch batch = test::Sequences(1, 4096);
-  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
+  const std::vector<Layer> layers =
+      ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   const Layer& block = layers[1];
   EXPECT_DOUBLE_EQ(block.forward_flops, 1'932'735'283'200.0);
   EXPECT_DOUBLE_EQ(block.backward_flops, 3'865'470'566'400.0);
@@ -132,14 +133,16 @@ TEST(ModelFlops, Llama7bBlockByHand) {
 TEST(ModelFlops, RecomputeRepeatsOnlyTheBlocksForward) {
   Batch batch = test::Sequences(1, 4096);
   batch.recompute = true;
-  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
+  const std::vector<Layer> layers =
+      ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers.front().recompute_flops, 0.0);
   EXPECT_EQ(layers.back().recompute_flops, 0.0);
   EXPECT_DOUBLE_EQ(layers[5].recompute_flops, layers[5].forward_flops);
   // Recomputation is hardware work, not model FLOPs.
   EXPECT_DOUBLE_EQ(
       ModelFlopsPerMicroBatch(test::BuiltinOrFail("llama-7b"), batch),
-      ModelFlopsPerMicroBatch(test::BuiltinOrFail("llama-7b"), test::Sequences(1, 4096)));
+      ModelFlopsPerMicroBatch(test::BuiltinOrFail("llama-7b"),
+                              test::Sequences(1, 4096)));
 }
 
 // The 6*T*psi rule: every weight is used in one forward matmul (2 FLOPs per
@@ -167,14 +170,15 @@ TEST(ModelFlops, Gpt3MatchesMegatronFormula) {
   const double b = 2, s = 2048, h = 12288, layers = 96, vocab = 50257;
   const double megatron = 72 * b * s * layers * h * h *
                           (1 + s / (6 * h) + vocab / (12 * h * layers));
-  const double flops =
-      ModelFlopsPerMicroBatch(test::BuiltinOrFail("gpt3-175b"), test::Sequences(2, 2048));
+  const double flops = ModelFlopsPerMicroBatch(test::BuiltinOrFail("gpt3-175b"),
+                                               test::Sequences(2, 2048));
   EXPECT_NEAR(flops / megatron, 1.0, 1e-12);
 }
 
 TEST(ModelActivations, HeadKeepsInputAndFp32Logits) {
   const Batch batch = test::Sequences(10, 512);
-  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
+  const std::vector<Layer> layers =
+      ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers.front().activation_bytes, 0);
   EXPECT_EQ(layers.back().activation_bytes,
             2 * 512 * 10 * 4096 + 4 * 512 * 10 * 32000);
@@ -183,7 +187,8 @@ TEST(ModelActivations, HeadKeepsInputAndFp32Logits) {
 TEST(ModelActivations, FlashAttentionDropsTheScoreTerm) {
   Batch batch = test::Sequences(10, 512);
   batch.flash_attention = true;
-  const std::vector<Layer> layers = ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
+  const std::vector<Layer> layers =
+      ModelLayers(test::BuiltinOrFail("llama-7b"), batch);
   EXPECT_EQ(layers[1].activation_bytes, 512 * 10 * 4096 * 34);
 }
 

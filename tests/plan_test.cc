@@ -130,7 +130,8 @@ TEST(Deployable, EveryRowMarkedAndTheBestDeployableIsExact) {
             best_deployable.tokens_per_gpu_per_s());
 
   options.deployable = true;
-  absl::StatusOr<SearchResults> deployable = SearchStrategies(TinyJob(), options);
+  absl::StatusOr<SearchResults> deployable =
+      SearchStrategies(TinyJob(), options);
   ASSERT_TRUE(deployable.ok()) << deployable.status();
   for (const auto* rows :
        {&deployable->best(), &deployable->presets(), &deployable->pareto(),

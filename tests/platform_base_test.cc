@@ -54,7 +54,8 @@ TEST(PlatformBase, ChainsScalarsReplaceRepeatedAppend) {
   EXPECT_TRUE(MessageDifferencer::Equals(*loaded, want))
       << loaded->DebugString() << "\nvs\n"
       << want.DebugString();
-  ASSERT_EQ(loaded->protocols_size(), test::ShippedPlatform("dgx_h100").protocols_size() + 1);
+  ASSERT_EQ(loaded->protocols_size(),
+            test::ShippedPlatform("dgx_h100").protocols_size() + 1);
 }
 
 TEST(PlatformBase, LoopErrorsNamingItsFiles) {

@@ -14,12 +14,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "sim/engine/fabric.h"
-#include "sim/simulate/simulate.h"
-#include "sim/runner/isolate.h"
 #include "sim/base/bandwidth.h"
 #include "sim/base/fat_tree.h"
+#include "sim/engine/fabric.h"
+#include "sim/runner/isolate.h"
 #include "sim/scenario/scenario.h"
+#include "sim/simulate/simulate.h"
 #include "tests/util/test_util.h"
 
 namespace sg4 = simgrid::s4u;
@@ -155,7 +155,8 @@ absl::StatusOr<std::string> BuildAndMapNics(const Platform& platform, int gpus,
 }
 
 TEST(PlatformFabric, DgxA100BuildsAt16GpusWithOneNicPerGpu) {
-  absl::StatusOr<std::string> r = BuildAndMapNics(test::ShippedPlatform("dgx_a100"), 16, 16);
+  absl::StatusOr<std::string> r =
+      BuildAndMapNics(test::ShippedPlatform("dgx_a100"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   // Hosts: 16 GPU hosts + 16 NIC hosts (one leaf of 20 ports holds all 16
   // NICs: a one-level tree, no spare ports) + the sending and receiving
@@ -176,8 +177,8 @@ TEST(PlatformFabric, DgxA100BuildsAt16384Gpus) {
   // first 1024 nodes (16384). Rail-optimised, each of the 8 rails takes
   // ceil(2048 / 20) = 103 leaves of 20 ports, 2060 (12 spare, with
   // placeholder hosts): 16480. In all 49248.
-  absl::StatusOr<std::string> r =
-      BuildAndMapNics(StaticRouting(test::ShippedPlatform("dgx_a100")), 16384, 10);
+  absl::StatusOr<std::string> r = BuildAndMapNics(
+      StaticRouting(test::ShippedPlatform("dgx_a100")), 16384, 10);
   ASSERT_TRUE(r.ok()) << r.status();
   std::string want = "49248 ";
   for (int i = 0; i < 10; ++i) absl::StrAppend(&want, i, ":nic", i, " ");
@@ -220,8 +221,8 @@ absl::StatusOr<std::string> HostsAndRoutes(
 // the first 4 nodes' 32 NICs = 192.
 TEST(PlatformFabric, ARailOptimisedLeafHoldsOneRail) {
   absl::StatusOr<std::string> r =
-      HostsAndRoutes(StaticRouting(test::ShippedPlatform("dgx_a100")), Mesh{8, 8},
-                     {{0, 8}, {8, 56}, {7, 8}, {15, 16}, {0, 9}});
+      HostsAndRoutes(StaticRouting(test::ShippedPlatform("dgx_a100")),
+                     Mesh{8, 8}, {{0, 8}, {8, 56}, {7, 8}, {15, 16}, {0, 9}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "192 2 2 4 4 4");
 }
@@ -243,7 +244,8 @@ TEST(PlatformFabric, AdaptiveRoutingIsOneSwitch) {
 TEST(PlatformFabric, A800TwoGpusShareEachNic) {
   // 4 NICs for 8 GPUs: GPU l uses NIC l / 2 of its node; node 1's NICs are
   // 4..7.
-  absl::StatusOr<std::string> r = BuildAndMapNics(test::ShippedPlatform("a800_lins"), 16, 16);
+  absl::StatusOr<std::string> r =
+      BuildAndMapNics(test::ShippedPlatform("a800_lins"), 16, 16);
   ASSERT_TRUE(r.ok()) << r.status();
   // 16 GPU hosts + 8 NIC hosts + 2 halves of node 0's 4 NICs.
   std::string want = "32 ";

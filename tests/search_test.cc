@@ -307,9 +307,7 @@ Job SearchJob(const std::string& model, int gpus, int batch, int micro_batches,
 }
 
 Job TinyJob(int gpus) {
-  return SearchJob(
-      test::TinyModelPath(),
-      gpus, 2, 2, 64);
+  return SearchJob(test::TinyModelPath(), gpus, 2, 2, 64);
 }
 
 // LLaMA-7B (32 layers: 34 layer passes per micro-batch), `tokens` per
@@ -503,9 +501,7 @@ TEST(Search, WithEveryAlgorithmToo) {
 // The same on a800_lins, where two GPUs share each NIC: the bound counts a
 // step's load on a NIC over every group's GPUs on it, as the engine does.
 TEST(Search, WhereTwoGpusShareANic) {
-  Scenario s = SearchScenario(
-      test::TinyModelPath(), 16,
-      2, 64);
+  Scenario s = SearchScenario(test::TinyModelPath(), 16, 2, 64);
   s.set_micro_batches(2);
   s.set_platform("a800_lins");
   ExpectPruningKeepsTheAnswer(Resolved(s), /*algorithms=*/true);
@@ -549,9 +545,7 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
   own.share_steps = false;
   SearchOptions shared = own;
   shared.share_steps = true;
-  const Job job = SearchJob(
-      test::TinyModelPath(), 16,
-      2, 1, 64);
+  const Job job = SearchJob(test::TinyModelPath(), 16, 2, 1, 64);
   absl::StatusOr<SearchResults> a = SearchStrategies(job, own);
   absl::StatusOr<SearchResults> b = SearchStrategies(job, shared);
   ASSERT_TRUE(a.ok()) << a.status();

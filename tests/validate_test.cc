@@ -14,17 +14,17 @@
 #include "gtest/gtest.h"
 #include "sim/collective/sweep.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/simulate/simulate.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/results/trace.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schedule/lower.h"
+#include "sim/simulate/simulate.h"
+#include "tests/util/test_util.h"
 #include "validate/calibrate.h"
 #include "validate/cli.h"
 #include "validate/kernels.h"
 #include "validate/measurements.h"
-#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {

@@ -9,8 +9,8 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "sim/collective/sweep.h"
-#include "sim/simulate/simulate.h"
 #include "sim/results/results.h"
+#include "sim/simulate/simulate.h"
 
 namespace shardsim {
 

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/collective/plan.h"
 #include "sim/base/fat_tree.h"
+#include "sim/collective/plan.h"
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim {

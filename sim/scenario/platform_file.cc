@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
-#include "sim/scenario/data_dir.h"
 #include "sim/base/did_you_mean.h"
+#include "sim/scenario/data_dir.h"
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/text_proto.h"
 

@@ -5,9 +5,9 @@
 #include <set>
 #include <vector>
 
+#include "sim/base/bandwidth.h"
 #include "sim/base/group.h"
 #include "sim/compute/kernel_time.h"
-#include "sim/base/bandwidth.h"
 #include "sim/schedule/host_cost.h"
 #include "sim/schedule/lower.h"
 

@@ -25,9 +25,9 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "sim/simulate/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/results.pb.h"
+#include "sim/simulate/simulate.h"
 
 namespace shardsim {
 
@@ -64,7 +64,7 @@ struct SearchOptions {
 // GiB, STRATEGY"); the time limit reached before any point was simulated
 // (DeadlineExceeded).
 absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
-                                             const SearchOptions& options);
+                                               const SearchOptions& options);
 
 // The rows no other row beats on both peak memory (lower) and tokens/s
 // per GPU (higher), by peak memory; ties keep the first.

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "sim/simulate/simulate.h"
 #include "sim/base/fat_tree.h"
+#include "sim/simulate/simulate.h"
 #include "tests/properties/property.h"
 
 namespace shardsim::property {

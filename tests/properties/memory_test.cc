@@ -112,8 +112,8 @@ TEST(Memory, RecomputationAndFlashAttentionNeverRaiseActivations) {
     RC_PRE(a.ok());
     const absl::StatusOr<int64_t> b = ActivationPeak(on, gpus);
     RC_ASSERT(b.ok());
-    RC_LOG() << (flip_recompute ? "recompute" : "flash attention") << ": "
-             << *a << " B -> " << *b << " B\n";
+    RC_LOG() << (flip_recompute ? "recompute" : "flash attention") << ": " << *a
+             << " B -> " << *b << " B\n";
     RC_ASSERT(*b <= *a);
   });
 }
