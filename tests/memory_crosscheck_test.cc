@@ -44,27 +44,13 @@
 #include "sim/memory/allocation.h"
 #include "sim/model/model.h"
 #include "sim/scenario/scenario.h"
+#include "sim/strategy/strategy.h"
 #include "tests/memory_estimate.h"
 
 namespace shardsim {
 namespace {
 
 constexpr double kRecomputeActivationTolerance = 0.35;
-
-const char* const kNamed[] = {"ddp",
-                              "zero1",
-                              "zero2",
-                              "zero3",
-                              "fsdp:FULL_SHARD",
-                              "fsdp:SHARD_GRAD_OP",
-                              "fsdp:HYBRID_SHARD",
-                              "fsdp:_HYBRID_SHARD_ZERO2",
-                              "mics",
-                              "zeropp",
-                              "paro-IGG",
-                              "paro-IIG",
-                              "paro-NIG",
-                              "lins:p=1x1:g=1x1:os=8x1"};
 
 struct Case {
   std::string model;  // a built-in name or a file
@@ -79,7 +65,7 @@ void CrossCheck(const Case& c, bool recompute) {
   s.set_name("cross-check");
   s.set_model(c.model);
   s.set_platform("dgx_a100");
-  for (const char* spec : kNamed) s.add_strategies(spec);
+  for (const std::string& spec : NamedStrategies()) s.add_strategies(spec);
   s.add_gpus(c.gpus);
   s.set_micro_batch_size(c.micro_batch_size);
   s.set_micro_batches(4);
@@ -88,7 +74,7 @@ void CrossCheck(const Case& c, bool recompute) {
   s.set_optimizer_bytes_per_param(12);
   absl::StatusOr<Job> job = ResolveJob("cross-check", s);
   ASSERT_TRUE(job.ok()) << job.status();
-  for (const char* spec : kNamed) {
+  for (const std::string& spec : NamedStrategies()) {
     SCOPED_TRACE(absl::StrCat(c.model, " ", spec, " recompute ", recompute));
     absl::StatusOr<Point> p = LowerPoint(*job, spec, c.gpus, Storage::kFolded);
     ASSERT_TRUE(p.ok()) << p.status();

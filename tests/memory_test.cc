@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/model/model.h"
 #include "tests/memory_estimate.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -29,19 +30,6 @@ Strategy MakeStrategy(const std::string& name, Factor p, Factor g, Factor os,
 }
 
 // `size` sequences of `seq_len` tokens, everything else the default.
-Batch SequencesOf(int64_t size, int64_t seq_len) {
-  Batch b;
-  b.micro_batch_size = size;
-  b.seq_len = seq_len;
-  return b;
-}
-
-Model MustLoad(const std::string& name) {
-  absl::StatusOr<Model> model = BuiltinModel(name);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *model : Model();
-}
-
 Platform A100x80(int64_t reserved_bytes = int64_t{2} << 30) {
   Platform p;
   p.set_name("test_a100");
@@ -119,11 +107,11 @@ TEST(MemoryStates, UnevenShardsRoundUp) {
 
 // Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes per block.
 TEST(MemoryActivations, Llama7bWithAndWithoutRecompute) {
-  const Model m = MustLoad("llama-7b");
+  const Model m = test::BuiltinOrFail("llama-7b");
   const Strategy ddp = MakeStrategy("DDP", F(1, 1), F(1, 1), F(1, 1));
   Scenario scenario;
   scenario.set_optimizer_bytes_per_param(12);
-  Batch batch = SequencesOf(/*micro_batch_size=*/10, /*seq_len=*/512);
+  Batch batch = test::Sequences(/*micro_batch_size=*/10, /*seq_len=*/512);
 
   // 5*32*512/4096 = 20: 20,971,520 * 54 = 1,132,462,080 bytes per block.
   const int64_t block = int64_t{512} * 10 * 4096 * (34 + 5 * 32 * 512 / 4096);
@@ -174,8 +162,8 @@ Execution DeepSpeedStage3() {
 
 TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
   // LLaMA-7B's largest layer is a block: 202,383,360 params, 2 bytes each.
-  const Model m = MustLoad("llama-7b");
-  const std::vector<Layer> layers = ModelLayers(m, SequencesOf(1, 512));
+  const Model m = test::BuiltinOrFail("llama-7b");
+  const std::vector<Layer> layers = ModelLayers(m, test::Sequences(1, 512));
   const int64_t layer = 2 * int64_t{202'383'360};
   const Platform platform = A100x80();
   Scenario scenario;
@@ -210,8 +198,8 @@ TEST(MemoryBuffers, GatheredParamsAndGradientBuffers) {
 }
 
 TEST(MemoryTotal, SumsTheParts) {
-  const Model m = MustLoad("llama-7b");
-  const std::vector<Layer> layers = ModelLayers(m, SequencesOf(10, 512));
+  const Model m = test::BuiltinOrFail("llama-7b");
+  const std::vector<Layer> layers = ModelLayers(m, test::Sequences(10, 512));
   Strategy mics = MakeStrategy("MiCS", F(8, 1), F(8, 1), F(8, 1));
   *mics.mutable_execution() = PerLayer();
   Scenario scenario;
@@ -230,8 +218,8 @@ TEST(MemoryTotal, SumsTheParts) {
 
 // LLaMA-65B as PaRO runs it: s = 512, micro-batch 10, recomputation.
 TEST(MemoryOom, Llama65bDdpDoesNotFitZero3On128Does) {
-  const Model m = MustLoad("llama-65b");
-  Batch batch = SequencesOf(/*micro_batch_size=*/10, /*seq_len=*/512);
+  const Model m = test::BuiltinOrFail("llama-65b");
+  Batch batch = test::Sequences(/*micro_batch_size=*/10, /*seq_len=*/512);
   batch.recompute = true;
   const std::vector<Layer> layers = ModelLayers(m, batch);
   Scenario scenario;

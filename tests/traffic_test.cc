@@ -10,6 +10,7 @@
 #include "sim/schedule/lower.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -35,14 +36,7 @@ Model SevenBillion() {
   return m;
 }
 
-Scenario Training() {
-  Scenario s;
-  s.set_micro_batch_size(1);
-  s.set_micro_batches(static_cast<int>(kS));
-  s.set_seq_len(512);
-  s.set_optimizer_bytes_per_param(12);
-  return s;
-}
+Scenario Training() { return test::Training(static_cast<int>(kS)); }
 
 struct Bytes {
   double intra = 0, inter = 0;
@@ -59,7 +53,8 @@ Bytes Sum(const std::string& spec, Keep keep) {
   // is exactly that, whatever the system's own framework does.
   st->mutable_execution()->set_framework(PARO_PAPER);
   EXPECT_TRUE(ResolveExecution({}, 4096, &*st).ok());
-  const std::vector<Layer> layers = ModelLayers(SevenBillion(), {1, 512});
+  const std::vector<Layer> layers =
+      ModelLayers(SevenBillion(), test::Sequences(1, 512));
   absl::StatusOr<OwnedSchedule> sched =
       LowerStep(layers, *st, mesh, Training());
   EXPECT_TRUE(sched.ok()) << sched.status();

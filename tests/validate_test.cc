@@ -388,7 +388,8 @@ TEST(ValidateKernels, FitRecoversTheKernelModelFromATimeline) {
   Batch batch = test::Sequences(4, 512);
   batch.flash_attention = true;
   for (const Unit& u : BlockUnits(m, batch)) add(u.forward);
-  TraceProcess rank{"rank 0", {}, {}, {}};
+  TraceProcess rank;
+  rank.name = "rank 0";
   double t = 0;
   for (const Op& op : s.ops()) {
     double d = 0;

@@ -93,7 +93,7 @@ absl::Status CheckEngineFlags() {
 
 }  // namespace
 
-absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags(SweepRanks* ranks) {
   absl::StatusOr<FlowMode> mode = ParseMode();
   if (!mode.ok()) return mode.status();
   if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
@@ -105,6 +105,13 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   options.network_symmetry = absl::GetFlag(FLAGS_network_symmetry);
   options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
   options.trace_path = absl::GetFlag(FLAGS_trace);
+  if (ranks != nullptr) {
+    options.ranks = ranks->size();
+    options.run_tasks = [ranks](const std::vector<ChildTask>& tasks,
+                                const IsolateOptions& isolate) {
+      return ranks->Run(tasks, isolate);
+    };
+  }
   return options;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/results/sink.h"
+#include "sim/runner/distribute.h"
 #include "sim/simulate/simulate.h"
 
 ABSL_DECLARE_FLAG(std::string, csv);
@@ -36,7 +37,8 @@ namespace shardsim {
 
 // The engine of `run` and `plan`: --mode, --jobs, --collapse,
 // --replay-stages, --network-symmetry, --time-limit, --trace, each checked.
-absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
+// `ranks`: this rank's part in points spread over MPI ranks, or null.
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags(SweepRanks* ranks);
 
 // A collective sweep's engine: --mode, --replay-stages,
 // --network-symmetry and --time-limit.

@@ -61,15 +61,8 @@ absl::Status DrawPlanFigure(const std::string& json,
 }
 
 absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
-  absl::StatusOr<EngineOptions> engine = EngineOptionsFromFlags();
+  absl::StatusOr<EngineOptions> engine = EngineOptionsFromFlags(ranks);
   if (!engine.ok()) return engine.status();
-  if (ranks != nullptr) {
-    engine->ranks = ranks->size();
-    engine->run_tasks = [ranks](const std::vector<ChildTask>& tasks,
-                                const IsolateOptions& isolate) {
-      return ranks->Run(tasks, isolate);
-    };
-  }
   SearchOptions options;
   options.engine = *engine;
   options.top = absl::GetFlag(FLAGS_top);

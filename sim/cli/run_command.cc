@@ -15,15 +15,8 @@ namespace shardsim {
 namespace {
 
 absl::Status RunBody(const Job& job, SweepRanks* ranks) {
-  absl::StatusOr<EngineOptions> options = EngineOptionsFromFlags();
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromFlags(ranks);
   if (!options.ok()) return options.status();
-  if (ranks != nullptr) {
-    options->ranks = ranks->size();
-    options->run_tasks = [ranks](const std::vector<ChildTask>& tasks,
-                                 const IsolateOptions& isolate) {
-      return ranks->Run(tasks, isolate);
-    };
-  }
   absl::StatusOr<Results> results = SimulateJob(job, *options);
   if (!results.ok()) return results.status();
   // Only rank 0 has the rows, and only it prints.

@@ -424,6 +424,89 @@ std::vector<ResultRow> ParetoFront(const std::vector<ResultRow>& rows) {
   return front;
 }
 
+namespace {
+
+// The candidates that fit in memory (under the cap, if given), each with
+// its peak, of all `space` holds; an error naming the smallest peak when
+// none does.
+struct Fitting {
+  int candidates = 0;          // searched in all
+  std::vector<Candidate> fit;  // those that fit
+  std::vector<int64_t> peak;   // peak bytes of each that fits
+};
+absl::StatusOr<Fitting> FitInMemory(const Job& job,
+                                    const std::vector<Job>& jobs,
+                                    const Space& space, int gpus,
+                                    const SearchOptions& options) {
+  const std::vector<SearchSettings>& settings = space.settings;
+  // Each candidate's step lowered (folded where that holds,
+  // sim/analyze/analyze.h) and its allocation plan walked: the peak the
+  // simulation and shardsim-hw would report. No traffic is counted. The
+  // candidates are lowered in --jobs + 1 threads, as the bounds are
+  // (LowerBounds): lowering hundreds of steps is most of this phase.
+  std::vector<Job> memory_jobs;  // per setting, its candidates named
+  std::vector<std::pair<int, std::string>> todo;  // (setting, spec)
+  int candidates = 0;
+  for (size_t k = 0; k < settings.size(); ++k) {
+    candidates += static_cast<int>(space.specs[k].size());
+    memory_jobs.push_back(WithStrategies(jobs[k], space.specs[k]));
+    for (const std::string& spec : space.specs[k]) {
+      todo.push_back({static_cast<int>(k), spec});
+    }
+  }
+  std::vector<absl::StatusOr<ResultRow>> memory(todo.size(), ResultRow());
+  {
+    std::atomic<size_t> next_todo = 0;
+    auto work = [&] {
+      for (size_t i; (i = next_todo++) < todo.size();) {
+        absl::StatusOr<Point> p = LowerPoint(
+            memory_jobs[todo[i].first], todo[i].second, gpus, Storage::kFolded);
+        memory[i] = p.ok() ? absl::StatusOr<ResultRow>(std::move(p->row))
+                           : absl::StatusOr<ResultRow>(p.status());
+      }
+    };
+    const int threads = static_cast<int>(std::max<size_t>(
+        1, std::min<size_t>(options.engine.jobs + 1, todo.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+  Fitting out;
+  out.candidates = candidates;
+  std::optional<ResultRow> smallest;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (!memory[i].ok()) return memory[i].status();
+    ResultRow& r = *memory[i];
+    const int k = todo[i].first;
+    *r.mutable_settings() = settings[k];
+    if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
+      smallest = r;
+    }
+    const bool under_cap = !options.memory_cap_bytes ||
+                           r.peak_memory_bytes() <= *options.memory_cap_bytes;
+    if (!r.oom() && under_cap) {
+      out.fit.push_back({k, r.strategy()});
+      out.peak.push_back(r.peak_memory_bytes());
+    }
+  }
+  if (out.fit.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: no strategy fits at %d GPUs%s: the smallest peak is %.2f GiB "
+        "(%s)",
+        job.path, gpus,
+        options.memory_cap_bytes
+            ? absl::StrFormat(" under the cap of %.2f GiB",
+                              *options.memory_cap_bytes / kGiB)
+            : std::string(" in GPU memory"),
+        smallest ? smallest->peak_memory_bytes() / kGiB : 0.0,
+        smallest ? PlanPointName(*smallest) : "none"));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                                                const SearchOptions& options) {
   if (job.scenario.gpus_size() != 1) {
@@ -460,69 +543,13 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::vector<Job> jobs;
   for (const SearchSettings& p : settings) jobs.push_back(JobWith(job, p));
 
-  // 1. Memory: each candidate's step lowered (folded where that holds,
-  // sim/analyze/analyze.h) and its allocation plan walked: the peak the
-  // simulation and shardsim-hw would report. No traffic is counted. The
-  // candidates are lowered in --jobs + 1 threads, as the bounds are
-  // (LowerBounds): lowering hundreds of steps is most of this phase.
-  std::vector<Job> memory_jobs;  // per setting, its candidates named
-  std::vector<std::pair<int, std::string>> todo;  // (setting, spec)
-  int candidates = 0;
-  for (size_t k = 0; k < settings.size(); ++k) {
-    candidates += static_cast<int>(space->specs[k].size());
-    memory_jobs.push_back(WithStrategies(jobs[k], space->specs[k]));
-    for (const std::string& spec : space->specs[k]) {
-      todo.push_back({static_cast<int>(k), spec});
-    }
-  }
-  std::vector<absl::StatusOr<ResultRow>> memory(todo.size(), ResultRow());
-  {
-    std::atomic<size_t> next_todo = 0;
-    auto work = [&] {
-      for (size_t i; (i = next_todo++) < todo.size();) {
-        absl::StatusOr<Point> p = LowerPoint(
-            memory_jobs[todo[i].first], todo[i].second, gpus, Storage::kFolded);
-        memory[i] = p.ok() ? absl::StatusOr<ResultRow>(std::move(p->row))
-                           : absl::StatusOr<ResultRow>(p.status());
-      }
-    };
-    const int threads = static_cast<int>(std::max<size_t>(
-        1, std::min<size_t>(options.engine.jobs + 1, todo.size())));
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
-  }
-  std::vector<Candidate> fit;
-  std::vector<int64_t> fit_peak;  // peak bytes of each that fits
-  std::optional<ResultRow> smallest;
-  for (size_t i = 0; i < todo.size(); ++i) {
-    if (!memory[i].ok()) return memory[i].status();
-    ResultRow& r = *memory[i];
-    const int k = todo[i].first;
-    *r.mutable_settings() = settings[k];
-    if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
-      smallest = r;
-    }
-    const bool under_cap = !options.memory_cap_bytes ||
-                           r.peak_memory_bytes() <= *options.memory_cap_bytes;
-    if (!r.oom() && under_cap) {
-      fit.push_back({k, r.strategy()});
-      fit_peak.push_back(r.peak_memory_bytes());
-    }
-  }
-  if (fit.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: no strategy fits at %d GPUs%s: the smallest peak is %.2f GiB "
-        "(%s)",
-        job.path, gpus,
-        options.memory_cap_bytes
-            ? absl::StrFormat(" under the cap of %.2f GiB",
-                              *options.memory_cap_bytes / kGiB)
-            : std::string(" in GPU memory"),
-        smallest ? smallest->peak_memory_bytes() / kGiB : 0.0,
-        smallest ? PlanPointName(*smallest) : "none"));
-  }
+  // 1. Memory.
+  absl::StatusOr<Fitting> fitting =
+      FitInMemory(job, jobs, *space, gpus, options);
+  if (!fitting.ok()) return fitting.status();
+  const int candidates = fitting->candidates;
+  const std::vector<Candidate>& fit = fitting->fit;
+  const std::vector<int64_t>& fit_peak = fitting->peak;
 
   // 2. Every algorithm choice of what fits is a point with its lower
   // bound; the points in order of their bounds, a wave at a time, each
