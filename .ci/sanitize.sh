@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSHARDSIM_SANITIZE=ON -DSHARDSIM_FUZZ=ON -DSHARDSIM_CUDA=OFF >/dev/null
+  -DSHARDSIM_SANITIZE=ON -DSHARDSIM_FUZZ=ON -DSHARDSIM_CUDA=OFF -DSHARDSIM_WERROR=ON >/dev/null
 cmake --build build-san -j "$(nproc)"
 # SimGrid switches stacks for its actors: ASan warns about it once per
 # process and is told not to track fake stacks across the switch.
