@@ -437,7 +437,8 @@ struct Fitting {
 absl::StatusOr<Fitting> FitInMemory(const Job& job,
                                     const std::vector<Job>& jobs,
                                     const Space& space, int gpus,
-                                    const SearchOptions& options) {
+                                    const SearchOptions& options,
+                                    absl::Time deadline) {
   const std::vector<SearchSettings>& settings = space.settings;
   // Each candidate's step lowered (folded where that holds,
   // sim/analyze/analyze.h) and its allocation plan walked: the peak the
@@ -459,6 +460,14 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
     std::atomic<size_t> next_todo = 0;
     auto work = [&] {
       for (size_t i; (i = next_todo++) < todo.size();) {
+        // --time-limit holds here too: lowering every candidate is seconds.
+        if (absl::Now() > deadline) {
+          memory[i] = absl::DeadlineExceededError(absl::StrCat(
+              "time limit of ", options.engine.time_limit_s,
+              " s reached (--time-limit) while checking memory, at candidate ",
+              i + 1, " of ", todo.size()));
+          continue;
+        }
         absl::StatusOr<Point> p = LowerPoint(
             memory_jobs[todo[i].first], todo[i].second, gpus, Storage::kFolded);
         memory[i] = p.ok() ? absl::StatusOr<ResultRow>(std::move(p->row))
@@ -545,7 +554,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
 
   // 1. Memory.
   absl::StatusOr<Fitting> fitting =
-      FitInMemory(job, jobs, *space, gpus, options);
+      FitInMemory(job, jobs, *space, gpus, options, deadline);
   if (!fitting.ok()) return fitting.status();
   const int candidates = fitting->candidates;
   const std::vector<Candidate>& fit = fitting->fit;
