@@ -94,21 +94,15 @@ absl::Status CheckEngineFlags() {
 }  // namespace
 
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(SweepRanks* ranks) {
-  absl::StatusOr<FlowMode> mode = ParseMode();
-  if (!mode.ok()) return mode.status();
-  if (absl::Status s = CheckEngineFlags(); !s.ok()) return s;
-  EngineOptions options;
-  options.mode = *mode;
-  options.jobs = absl::GetFlag(FLAGS_jobs);
-  options.collapse = absl::GetFlag(FLAGS_collapse);
-  options.replay_stages = absl::GetFlag(FLAGS_replay_stages);
-  options.network_symmetry = absl::GetFlag(FLAGS_network_symmetry);
-  options.time_limit_s = absl::GetFlag(FLAGS_time_limit);
-  options.trace_path = absl::GetFlag(FLAGS_trace);
+  absl::StatusOr<EngineOptions> options = CollectiveEngineOptions();
+  if (!options.ok()) return options;
+  options->jobs = absl::GetFlag(FLAGS_jobs);
+  options->collapse = absl::GetFlag(FLAGS_collapse);
+  options->trace_path = absl::GetFlag(FLAGS_trace);
   if (ranks != nullptr) {
-    options.ranks = ranks->size();
-    options.run_tasks = [ranks](const std::vector<ChildTask>& tasks,
-                                const IsolateOptions& isolate) {
+    options->ranks = ranks->size();
+    options->run_tasks = [ranks](const std::vector<ChildTask>& tasks,
+                                 const IsolateOptions& isolate) {
       return ranks->Run(tasks, isolate);
     };
   }
