@@ -175,20 +175,9 @@ absl::Status RenamePoint(const Job& job, const std::string& spec, int gpus,
   // in their memory ops alone (ReplayDigest leaves them out).
   absl::StatusOr<Point> own = LowerPoint(job, spec, gpus, Storage::kFolded);
   if (!own.ok()) return own.status();
-  const ResultRow& mem = own->row;
-  row->set_strategy(mem.strategy());
-  row->set_gpus(mem.gpus());
-  row->set_model(mem.model());
-  row->set_platform(mem.platform());
-  row->set_param_bytes(mem.param_bytes());
-  row->set_grad_bytes(mem.grad_bytes());
-  row->set_optimizer_bytes(mem.optimizer_bytes());
-  row->set_activation_bytes(mem.activation_bytes());
-  row->set_buffer_bytes(mem.buffer_bytes());
-  row->set_reserved_bytes(mem.reserved_bytes());
-  row->set_peak_memory_bytes(mem.peak_memory_bytes());
-  row->set_oom(mem.oom());
-  row->set_gpu_memory_bytes(mem.gpu_memory_bytes());
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(own->ops());
+  if (!plan.ok()) return plan.status();
+  SetNameAndMemory(job, spec, gpus, *plan, row);
   return absl::OkStatus();
 }
 
