@@ -27,6 +27,18 @@ struct Batch {
   bool recompute = false;        // full activation recomputation
   bool flash_attention = false;  // attention scores not kept
   KernelOptions kernels;         // how the model code runs (EAGER if unset)
+  // Finer recomputation than `recompute` (which is RECOMPUTE_FULL):
+  // selective recomputes the core attention, selective layer every
+  // recompute_every_layers-th block in full.
+  RecomputeGranularity recompute_granularity = RECOMPUTE_NONE;
+  int recompute_every_layers = 0;
+  // Tensor, sequence and context parallelism (scenario `parallelism`): this
+  // GPU runs 1/tp of each block's heads and MLP columns and of the
+  // vocabulary, on 1/cp of the sequence; with sequence_parallel its norms
+  // and dropout run on 1/tp of the sequence too.
+  int tp = 1;
+  bool sequence_parallel = false;
+  int cp = 1;
 };
 
 // The unit of sharding and scheduling: the embedding, each transformer

@@ -1,5 +1,6 @@
 #include "sim/scenario/scenario.h"
 
+#include <algorithm>
 #include <fstream>
 #include <vector>
 
@@ -303,9 +304,18 @@ Batch ScenarioBatch(const Scenario& s) {
   Batch b;
   b.micro_batch_size = s.micro_batch_size();
   b.seq_len = s.seq_len();
-  b.recompute = s.recompute();
+  b.recompute_granularity = s.recompute_granularity();
+  if (b.recompute_granularity == RECOMPUTE_GRANULARITY_UNSPECIFIED) {
+    b.recompute_granularity = s.recompute() ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+  }
+  b.recompute = b.recompute_granularity == RECOMPUTE_FULL;
+  b.recompute_every_layers = s.recompute_every_layers();
   b.flash_attention = s.flash_attention();
   b.kernels = s.kernels();
+  const Parallelism& p = s.parallelism();
+  b.tp = std::max(1, p.tp());
+  b.sequence_parallel = p.sequence_parallel();
+  b.cp = std::max(1, p.cp());
   return b;
 }
 

@@ -135,6 +135,38 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
          kMaxOptimizerBytesPerParam)
       .Rule("optimizer_bytes_per_param", s.optimizer_bytes_per_param() != 0,
             "must be > 0 (12 for mixed-precision Adam)");
+  const Parallelism& p = s.parallelism();
+  c.Count("parallelism.tp", p.tp(), 0, kMaxGpusPerNode)
+      .Count("parallelism.pp", p.pp(), 0, kMaxLayers)
+      .Count("parallelism.vpp", p.vpp(), 0, 64)
+      .Count("parallelism.cp", p.cp(), 0, kMaxGpus);
+  for (int n : p.stage_layers()) {
+    c.Count("parallelism.stage_layers", n, 0, kMaxLayers);
+  }
+  c.Rule("parallelism.sequence_parallel", !p.sequence_parallel() || p.tp() > 1,
+         "sequence parallelism splits along tp: needs tp > 1")
+      .Count("recompute_every_layers", s.recompute_every_layers(), 0,
+             kMaxLayers)
+      .Rule("recompute_granularity",
+            s.recompute_granularity() == RECOMPUTE_GRANULARITY_UNSPECIFIED ||
+                !s.recompute() || s.recompute_granularity() == RECOMPUTE_FULL,
+            absl::StrCat("recompute: true is full recomputation; it disagrees "
+                         "with recompute_granularity ",
+                         RecomputeGranularity_Name(s.recompute_granularity())))
+      .Rule("recompute_every_layers",
+            (s.recompute_granularity() == RECOMPUTE_SELECTIVE_LAYER) ==
+                (s.recompute_every_layers() > 0),
+            "is the K of RECOMPUTE_SELECTIVE_LAYER (every K-th block): "
+            "given with it, and only with it");
+  // Dimensions whose lowering is still to come are refused, never ignored.
+  c.Rule("parallelism",
+         p.tp() <= 1 && p.pp() <= 1 && p.cp() <= 1 && p.vpp() <= 1 &&
+             p.stage_layers().empty(),
+         "tensor, pipeline and context parallelism are not modelled yet")
+      .Rule("recompute_granularity",
+            s.recompute_granularity() != RECOMPUTE_SELECTIVE &&
+                s.recompute_granularity() != RECOMPUTE_SELECTIVE_LAYER,
+            "selective recomputation is not modelled yet");
   return c.status();
 }
 
