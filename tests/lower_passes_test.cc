@@ -53,6 +53,7 @@ class LowerPasses : public ::testing::Test {
   }
 
   const Mesh mesh_{8, 1};
+  const Layout layout_ = Layout::DataParallel(mesh_);
   const std::vector<Layer> layers_ = TwoLayers();
   Strategy strategy_;
   Scenario scenario_;
@@ -60,7 +61,7 @@ class LowerPasses : public ::testing::Test {
 };
 
 TEST_F(LowerPasses, WalkRunsEachMicroBatchForwardThenBackward) {
-  Step step(layers_, strategy_, mesh_, scenario_, &out_);
+  Step step(layers_, strategy_, layout_, scenario_, &out_);
   step.segments = BuildSegments(layers_, strategy_.execution(), false);
   ASSERT_EQ(step.segments.size(), 2u);
   EXPECT_EQ(Names(WalkMicroBatches(step.segments, 2)),
@@ -68,7 +69,7 @@ TEST_F(LowerPasses, WalkRunsEachMicroBatchForwardThenBackward) {
 }
 
 TEST_F(LowerPasses, ARecomputeComesJustBeforeItsLayersBackward) {
-  Step step(layers_, strategy_, mesh_, scenario_, &out_);
+  Step step(layers_, strategy_, layout_, scenario_, &out_);
   step.segments = BuildSegments(layers_, strategy_.execution(), false);
   step.visits = WalkMicroBatches(step.segments, 2);
   InsertRecomputes(&step);
@@ -99,7 +100,7 @@ class Recorder : public Pass {
 
 TEST_F(LowerPasses, HooksRunInThePassesOrderAroundEachComputeOp) {
   scenario_.set_micro_batches(1);
-  Step step(layers_, strategy_, mesh_, scenario_, &out_);
+  Step step(layers_, strategy_, layout_, scenario_, &out_);
   step.segments = BuildSegments(layers_, strategy_.execution(), false);
   step.visits = WalkMicroBatches(step.segments, 1);
   step.visits.resize(1);  // the first forward only

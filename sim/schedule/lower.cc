@@ -31,8 +31,8 @@ namespace {
 // then, after it, the frees and the gradient reduction (sharding G, by
 // the strategy's family of reducer).
 void Build(const std::vector<Layer>& layers, const Strategy& strategy,
-           const Mesh& mesh, const Scenario& scenario, Schedule* out) {
-  lower::Step step(layers, strategy, mesh, scenario, out);
+           const Layout& layout, const Scenario& scenario, Schedule* out) {
+  lower::Step step(layers, strategy, layout, scenario, out);
   step.segments =
       lower::BuildSegments(layers, strategy.execution(), step.ParamsSharded());
   step.visits =
@@ -61,7 +61,11 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
                                         const Strategy& strategy,
                                         const Mesh& mesh,
                                         const Scenario& scenario) {
-  if (absl::Status s = ValidateStrategy(strategy, mesh); !s.ok()) return s;
+  absl::StatusOr<Layout> layout = Layout::Make(mesh, scenario.parallelism());
+  if (!layout.ok()) return layout.status();
+  if (absl::Status s = ValidateStrategy(strategy, layout->DpMesh()); !s.ok()) {
+    return s;
+  }
   if (layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (strategy.execution().gather_unit() == GATHER_UNIT_UNSPECIFIED) {
     return absl::InternalError(
@@ -73,10 +77,10 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   schedule.set_strategy(strategy.name());
   schedule.set_gpus(mesh.gpus());
   schedule.set_gpus_per_node(mesh.gpus_per_node);
-  schedule.set_tokens_per_step(int64_t{mesh.gpus()} *
+  schedule.set_tokens_per_step(int64_t{layout->dp()} *
                                scenario.micro_batch_size() *
                                scenario.seq_len() * scenario.micro_batches());
-  Build(layers, strategy, mesh, scenario, &schedule);
+  Build(layers, strategy, *layout, scenario, &schedule);
   return owned;
 }
 

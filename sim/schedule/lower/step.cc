@@ -30,13 +30,14 @@ Group RatioGroup(const Factor& big, const Factor& small) {
 }
 
 Step::Step(const std::vector<Layer>& layers, const Strategy& strategy,
-           const Mesh& mesh, const Scenario& scenario, Schedule* out)
+           const Layout& layout, const Scenario& scenario, Schedule* out)
     : reduced(layers.size(), -1),
       layers_(layers),
       strategy_(strategy),
       ex_(strategy.execution()),
+      layout_(layout),
       out_(out),
-      dp_(MakeFactor(mesh.gpus_per_node, mesh.nodes)),
+      dp_(MakeFactor(layout.DpMesh().gpus_per_node, layout.DpMesh().nodes)),
       last_mb_(scenario.micro_batches() - 1),
       optimizer_bytes_per_param_(scenario.optimizer_bytes_per_param()) {}
 
@@ -107,6 +108,18 @@ int Step::Collective(Stream stream, Phase phase, int mb, int layer,
                      DType dtype, Algorithm algorithm,
                      const std::string& tensor, std::vector<int> deps, int root,
                      double extra_host_s) {
+  // Embedding keeps a group within or across nodes as it was (layout.h),
+  // so the algorithm chosen on the dp mesh's group stands.
+  return MeshCollective(stream, phase, mb, layer, kind, layout_.EmbedDp(group),
+                        bytes, dtype, algorithm, tensor, std::move(deps), root,
+                        extra_host_s);
+}
+
+int Step::MeshCollective(Stream stream, Phase phase, int mb, int layer,
+                         CollectiveOp kind, const Group& group, int64_t bytes,
+                         DType dtype, Algorithm algorithm,
+                         const std::string& tensor, std::vector<int> deps,
+                         int root, double extra_host_s) {
   if (GroupSize(group) == 1) return deps.empty() ? -1 : deps.back();
   if (kind == ALL_GATHER || kind == REDUCE_SCATTER) {
     // One equal block of whole values per member: NCCL's all-gather and

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim/base/group.h"
+#include "sim/base/layout.h"
 #include "sim/model/model.h"
 #include "sim/schema/scenario.pb.h"
 #include "sim/schema/schedule.pb.h"
@@ -59,9 +60,10 @@ struct Visit {
 
 class Step {
  public:
-  // `layers`, `strategy` and `out` must outlive the Step.
+  // `layers`, `strategy`, `layout` and `out` must outlive the Step. The
+  // strategy shards over layout.DpMesh().
   Step(const std::vector<Layer>& layers, const Strategy& strategy,
-       const Mesh& mesh, const Scenario& scenario, Schedule* out);
+       const Layout& layout, const Scenario& scenario, Schedule* out);
 
   Step(const Step&) = delete;
   Step& operator=(const Step&) = delete;
@@ -70,7 +72,8 @@ class Step {
   const std::vector<Layer>& layers() const { return layers_; }
   const Strategy& strategy() const { return strategy_; }
   const Execution& ex() const { return ex_; }
-  const Factor& dp() const { return dp_; }  // every GPU of the job
+  const Layout& layout() const { return layout_; }
+  const Factor& dp() const { return dp_; }  // every dp rank of the job
   int last_mb() const { return last_mb_; }
   double optimizer_bytes_per_param() const {
     return optimizer_bytes_per_param_;
@@ -132,13 +135,23 @@ class Step {
   void Free(Stream stream, Phase phase, int mb, int layer, int alloc,
             std::vector<int> deps);
 
-  // A collective call of `bytes` over `group` (blocks padded as NCCL
-  // needs them); `layer` -1 is the whole model. Returns the op id, or the
-  // last dependency when the group is one GPU (nothing to do).
+  // A collective call of `bytes` over `group`, a group of the dp mesh the
+  // strategy shards over (placed on the job's mesh by layout().EmbedDp),
+  // blocks padded as NCCL needs them; `layer` -1 is the whole model.
+  // Returns the op id, or the last dependency when the group is one GPU
+  // (nothing to do).
   int Collective(Stream stream, Phase phase, int mb, int layer,
                  CollectiveOp kind, const Group& group, int64_t bytes,
                  DType dtype, Algorithm algorithm, const std::string& tensor,
                  std::vector<int> deps, int root = 0, double extra_host_s = 0);
+
+  // The same over `group`, a group of the job's mesh itself (a tensor or
+  // context parallel group: layout().GroupOf).
+  int MeshCollective(Stream stream, Phase phase, int mb, int layer,
+                     CollectiveOp kind, const Group& group, int64_t bytes,
+                     DType dtype, Algorithm algorithm,
+                     const std::string& tensor, std::vector<int> deps,
+                     int root = 0, double extra_host_s = 0);
 
  private:
   void AddListFlops(const KernelList& list);
@@ -146,6 +159,7 @@ class Step {
   const std::vector<Layer>& layers_;
   const Strategy& strategy_;
   const Execution& ex_;
+  const Layout& layout_;
   Schedule* out_;
   const Factor dp_;
   const int last_mb_;
