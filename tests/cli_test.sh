@@ -296,11 +296,13 @@ assert not any(r["strategy"].startswith(("paro", "lins")) for r in rows), p' \
   || fail "plan --deployable"
 # plan --time-limit: past it, exit 0 with the best rows so far, marked
 # incomplete. The whole tiny search takes about 2 s on 2 cores, 17 s under
-# the sanitizers: limits in ascending order, the first that lets the search
-# reach its first row (exit 0) must stop it part-way. A shorter one ends
-# before any row (exit 1, checked below) and costs only its own seconds.
+# the sanitizers and more on a loaded machine, its first row about a
+# seventh of that: limits grow by half each time, so the first that lets
+# the search reach a row (exit 0) stops it part-way on any machine. A
+# shorter one ends before any row (exit 1, checked below) and costs only
+# its own seconds.
 stopped=no
-for limit in 0.3 0.6 1 1.5 2.5 4 6 9; do
+for limit in 0.3 0.45 0.7 1 1.5 2.3 3.4 5 7.6 11 17 25 38; do
   "$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 \
     --time-limit "$limit" --json "$tmp/plan_t.json" >"$tmp/plan_t" \
     2>"$tmp/err" || continue

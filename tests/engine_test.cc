@@ -37,11 +37,15 @@
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
+#include "tests/util/replay.h"
 
 namespace sg4 = simgrid::s4u;
 
 namespace shardsim {
 namespace {
+
+using test::Replay;
+using test::Replayed;
 
 // A platform written in the test, so that every number below is in sight:
 // efficiencies 1, one wire protocol with payload fraction 1.
@@ -728,50 +732,6 @@ TEST(EngineRefusals, SharpOnAPlatformWithoutSharp) {
 
 // ---- f. the step: prefetch, interference, why
 // --------------------------------
-
-// A step replayed in a child process (one SimGrid engine per process): each
-// op's start and end, and the breakdown.
-struct Replayed {
-  std::vector<std::pair<double, double>> ops;
-  Breakdown breakdown;
-  double step = 0;
-};
-
-Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh) {
-  ChildTask task = [&]() -> absl::StatusOr<std::string> {
-    StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
-        Fabric::Build(platform, mesh);
-    if (!fabric.ok()) return fabric.status();
-    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
-    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
-    if (!t.ok()) return t.status();
-    Results r;
-    ResultRow* row = r.add_rows();
-    row->set_step_time_s(t->step_time_s);
-    *row->mutable_breakdown() = t->breakdown;
-    for (const OpTime& o : t->ops) {
-      TrafficEntry* e = row->add_traffic();  // a carrier for two doubles
-      e->set_calls(static_cast<int64_t>(std::llround(o.start * 1e15)));
-      e->set_bytes_per_call(static_cast<int64_t>(std::llround(o.end * 1e15)));
-    }
-    return r.SerializeAsString();
-  };
-  std::vector<absl::StatusOr<std::string>> out = RunIsolated({task}, 1);
-  Replayed rep;
-  EXPECT_TRUE(out[0].ok()) << out[0].status();
-  if (!out[0].ok()) return rep;
-  Results r;
-  EXPECT_TRUE(r.ParseFromString(*out[0]));
-  const ResultRow& row = r.rows(0);
-  rep.step = row.step_time_s();
-  rep.breakdown = row.breakdown();
-  for (const TrafficEntry& e : row.traffic()) {
-    rep.ops.push_back({e.calls() * 1e-15, e.bytes_per_call() * 1e-15});
-  }
-  return rep;
-}
 
 // One GPU per node on a 10 GB/s network, kernels at peak (1e15 FLOP/s),
 // nothing in the way of HBM: every time below is in sight.

@@ -231,7 +231,7 @@ refused "row 11: --max-bytes 9.2e18" "--max-bytes" "limit" -- \
 # Found by fuzz_scenario: each field within its limit, the schedule they
 # make past 6 GB. The layer passes (layers + 2) x micro-batches are limited.
 refused "fuzz: 1024 layers x 4096 micro-batches" "field micro_batches" \
-  "4202496 layer passes, beyond the limit of 65536" -- \
+  "4202496 layer passes, beyond the limit of 131072" -- \
   "$bin" memory "$root/tests/fuzz/crashes/scenario/oom_schedule_1024_layers_x_4096_micro_batches.textproto"
 
 # Found by fuzz_scenario: a text-format escape makes a name that is not

@@ -349,19 +349,20 @@ TEST(SearchSpace, EveryMicroBatchSizeThatDividesTheBatch) {
 
 // 8 GPUs, 2^22 tokens in sequences of 512: 1024 sequences per GPU, so 11
 // sizes (1, 2, 4 .. 1024); the smallest, 1, is 1024 micro-batches of 34
-// layer passes, 34,816, within the 65,536 a schedule holds: 22 settings.
+// layer passes, 34,816, within the 131,072 a schedule holds: 22 settings.
 // At 2^26 tokens, 16,384 sequences per GPU, sizes up to 2^20 tokens / 512
 // = 2048 (12): 1 and 2 are over 4096 micro-batches; 4 is 4096 x 34 =
-// 139,264 layer passes and 8 is 2048 x 34 = 69,632, over 65,536; 16 is
-// 1024 x 34 = 34,816. 16 .. 2048 stay: 8 sizes, 16 settings.
+// 139,264 layer passes, over 131,072; 8 is 2048 x 34 = 69,632. 8 .. 2048
+// stay: 9 sizes, 18 settings, the scenario's own size (16) first, then the
+// others from the smallest.
 TEST(SearchSpace, SizesBeyondTheLimitsAreLeftOut) {
   EXPECT_EQ(SettingsChoices(BatchJob(8, 1 << 22, 512, 1), 8).size(), 22u);
   const std::vector<std::string> big =
       Names(SettingsChoices(BatchJob(8, int64_t{1} << 26, 512, 16), 8));
-  ASSERT_EQ(big.size(), 16u);
+  ASSERT_EQ(big.size(), 18u);
   EXPECT_EQ(big[0], "s [16 x 1024]");
-  EXPECT_EQ(big[2], "s [32 x 512]");
-  EXPECT_EQ(big[14], "s [2048 x 8]");
+  EXPECT_EQ(big[2], "s [8 x 2048]");
+  EXPECT_EQ(big[16], "s [2048 x 8]");
 }
 
 std::vector<std::string> KnobNames(const std::string& spec,

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/layout.h"
 #include "sim/memory/allocation.h"
 #include "sim/model/model.h"
+#include "sim/strategy/composition.h"
 #include "sim/strategy/execution.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
@@ -38,6 +40,9 @@ void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
   row->set_peak_memory_bytes(mem.peak);
   row->set_oom(mem.oom);
   row->set_gpu_memory_bytes(job.platform.gpu().memory_bytes());
+  if (!plan.program_role.empty()) {
+    row->set_peak_memory_program(plan.program_role);
+  }
 }
 
 namespace {
@@ -56,10 +61,25 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
   if (!mesh.ok())
     return absl::InvalidArgumentError(
         absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
-  absl::StatusOr<Strategy> strategy = ParseStrategy(spec, *mesh, job.base_dir);
+  absl::StatusOr<Layout> layout =
+      Layout::Make(*mesh, job.scenario.parallelism());
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(PointName(job, spec, gpus), layout.status().message()));
+  }
+  // The strategy shards over the data-parallel ranks.
+  absl::StatusOr<Strategy> strategy =
+      ParseStrategy(spec, layout->DpMesh(), job.base_dir);
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(PointName(job, spec, gpus), strategy.status().message()));
+  }
+  if (const std::string why =
+          UnsupportedComposition(*strategy, job.scenario.parallelism());
+      !why.empty() && !job.scenario.what_if()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(PointName(job, spec, gpus), why,
+                     "; field what_if (--what-if) simulates it anyway"));
   }
   if (absl::Status s = ResolveExecution(job.scenario.execution(),
                                         job.model.hidden(), &*strategy);
@@ -121,7 +141,9 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
   std::optional<Point> point;
-  if (storage == Storage::kFolded && FoldsAt(r->scenario.micro_batches())) {
+  // A pipeline's stages are not folded: each repeats on its own phase.
+  if (storage == Storage::kFolded && FoldsAt(r->scenario.micro_batches()) &&
+      r->scenario.parallelism().pp() <= 1) {
     if (std::optional<Folded> f = LowerFolded(*r)) {
       point = Point{std::move(r->scenario),
                     std::move(r->strategy),

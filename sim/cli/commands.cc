@@ -23,7 +23,16 @@ const std::vector<const char*> kScenario = {"model",
                                             "recompute",
                                             "flash_attention",
                                             "optimizer_bytes_per_param",
-                                            "allow_unmodelled"};
+                                            "allow_unmodelled",
+                                            "what_if",
+                                            "tp",
+                                            "pp",
+                                            "vpp",
+                                            "cp",
+                                            "sequence_parallel",
+                                            "pipeline_schedule",
+                                            "parallel_order",
+                                            "recompute_granularity"};
 const std::vector<const char*> kEngine = {"jobs",          "collapse",
                                           "replay_stages", "network_symmetry",
                                           "mode",          "time_limit"};

@@ -144,6 +144,17 @@ CollectiveEngine::Route CollectiveEngine::RouteOf(const Entry& e,
 
 void CollectiveEngine::EndRun() { workers_.reset(); }
 
+FlowWorkers& CollectiveEngine::Workers() {
+  if (workers_ == nullptr) {
+    // Creating its SimGrid mutex can switch to another actor, which may
+    // create workers too: the first made is kept, the others dropped
+    // before anyone runs on them.
+    auto made = std::make_unique<FlowWorkers>(&fabric_);
+    if (workers_ == nullptr) workers_ = std::move(made);
+  }
+  return *workers_;
+}
+
 CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
                                                  Progress* progress,
                                                  int program) {
@@ -254,7 +265,6 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   const StageFlows& stage = FlowsOf(e, hops);
   const double start =
       resume != nullptr ? resume->start : sg4::Engine::get_clock();
-  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>(&fabric_);
   ++progress->part;
   // When each flow ended, in group then hop order.
   std::vector<double> finish(stage.alpha.size());
@@ -265,7 +275,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   if (lone_tree_ == nullptr) {
     flows = stage.all;
     progress->flows = &flows;
-    workers_->Run(&flows);
+    Workers().Run(&flows);
     progress->flows = nullptr;
     for (size_t i = 0; i < flows.size(); ++i) finish[i] = flows[i].finish;
   } else if (stage.net.empty() || stage.local.empty()) {
@@ -288,10 +298,10 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
     progress->flows = &local;
     progress->net = &stage.net;  // RunLone points it at what it runs
     FlowWorkers::Join join;
-    workers_->Start(&local, nullptr, &join);
+    Workers().Start(&local, nullptr, &join);
     RunLone(lone_tree_.get(), &hops, start, stage.net, &net, &net_finish,
             progress, resume);
-    workers_->Wait(&join);
+    Workers().Wait(&join);
     lone_nvswitch_->Stop();
     progress->flows = nullptr;
     progress->net = nullptr;

@@ -260,7 +260,9 @@ class CollectiveEngine {
   // in the order first prepared: what symmetry is judged on.
   std::vector<const Entry*> used_;
   absl::flat_hash_set<const Entry*> is_used_;
-  std::unique_ptr<FlowWorkers> workers_;  // created in the first call
+  // The flow workers, created by the first call that needs them.
+  FlowWorkers& Workers();
+  std::unique_ptr<FlowWorkers> workers_;
   // Null: no replays. Flows on the fat tree and on NVSwitch ports share
   // no link: each is a domain of its own.
   std::unique_ptr<LoneStages> lone_tree_;

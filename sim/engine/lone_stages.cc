@@ -62,12 +62,12 @@ void CollectiveEngine::RunLone(LoneStages* lone, const std::vector<Hop>* stage,
     progress->net = net;
     const uint64_t starts = lone->Start();
     if (!alone) {
-      workers_->Run(net);
+      Workers().Run(net);
       lone->Stop();
     } else {
       LoneRecord r;
       r.Snap(0, *net);
-      workers_->Run(net,
+      Workers().Run(net,
                     [&] { r.Snap(sg4::Engine::get_clock() - start, *net); });
       lone->Stop();
       if (lone->starts() == starts) {  // nothing else reached the domain
@@ -110,7 +110,7 @@ void CollectiveEngine::RunRest(LoneStages* lone, double start,
                   ? 0
                   : static_cast<uint64_t>(std::llround(record.Left(i, t)));
   }
-  workers_->Run(net);
+  Workers().Run(net);
   lone->Stop();
   for (size_t i = 0; i < net->size(); ++i) {
     if (record.finish[i] <= t) (*net)[i].finish = start + record.finish[i];

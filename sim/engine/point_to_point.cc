@@ -71,8 +71,7 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
   }
   // Sends come with several programs only, where no lone stage is
   // replayed (SetPrograms): no domain to tell.
-  if (workers_ == nullptr) workers_ = std::make_unique<FlowWorkers>(&fabric_);
-  workers_->Run(&flows);
+  Workers().Run(&flows);
   double end = sg4::Engine::get_clock();
   double step_alpha = 0;
   for (size_t i = 0; i < flows.size(); ++i) {

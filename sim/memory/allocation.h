@@ -46,12 +46,22 @@ struct AllocationPlan {
   int peak_op = -1;      // the memory op after which the peak is first reached
   MemoryLines at_peak;   // what is live then, line by line: sums to the peak
   MemoryLines own_peak;  // each line's own highest point over the step
+  // A schedule of several programs (pipeline stages) runs each on other
+  // GPUs: the plan is of the program whose GPUs peak highest (the first
+  // such), its index here; -1 for a schedule of one program.
+  int program = -1;
+  std::string program_role;  // its Program.role ("stage 3"), if any
 };
 
-// Walks the schedule's memory ops in order. Errors (naming the op) for a
-// free that names no live allocation of its buffer and size, and for a
-// buffer the memory model has no line for.
+// Walks the schedule's memory ops in order, each program's on its own.
+// Errors (naming the op) for a free that names no live allocation of its
+// buffer and size, and for a buffer the memory model has no line for.
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule);
+
+// The plan of program `program` of `schedule` alone (the GPUs of one
+// pipeline stage).
+absl::StatusOr<AllocationPlan> PlanProgramAllocations(const Schedule& schedule,
+                                                      int program);
 
 // The same for the step `ops` stands for, whole or folded. A folded step
 // (sim/schedule/periodic.h) is its base with block r.hi repeated `copies`

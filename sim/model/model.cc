@@ -172,6 +172,7 @@ Layer Embedding(const Model& m, const Batch& batch) {
   layer.name = "embedding";
   layer.params = EmbeddingParams(m);
   layer.units = EmbeddingUnits(m, batch);
+  layer.output_bytes = InputBytes(m, batch);
   // A table lookup (and its gradient a scatter-add): no matmul FLOPs. Its
   // output is the first block's input, which that block already counts.
   return layer;
@@ -186,6 +187,7 @@ Layer Block(const Model& m, const Batch& batch, int index) {
   layer.name = absl::StrCat("block ", index);
   layer.params = BlockParams(m);
   layer.units = BlockUnits(m, batch);
+  layer.output_bytes = InputBytes(m, batch);
   // QK^T and AV are each 2*b*s^2*h; causality is not discounted.
   const double attention = 2.0 * 2.0 * b * s * s * m.hidden();
   layer.forward_flops = 2.0 * tokens * BlockMatmulParams(m) + attention;

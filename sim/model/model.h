@@ -55,6 +55,9 @@ struct Layer {
   // Extra bytes live only while this layer's backward runs (the
   // recomputed activations when recomputing, else 0).
   int64_t backward_working_bytes = 0;
+  // Bytes of its output, one micro-batch: what a pipeline stage ending
+  // with this layer sends the next (bf16 hidden states), 0 for the head.
+  int64_t output_bytes = 0;
   // The modules that own its parameters, in forward order, with the
   // kernels each runs (kernels.h). Their params add up to `params`.
   std::vector<Unit> units;

@@ -35,6 +35,7 @@ ABSL_FLAG(std::optional<int>, seq_len, std::nullopt,
 namespace {
 bool recompute_given = false;
 bool flash_attention_given = false;
+bool sequence_parallel_given = false;
 }  // namespace
 ABSL_FLAG(bool, recompute, false,
           "full activation recomputation (--recompute, --norecompute; unset: "
@@ -44,17 +45,39 @@ ABSL_FLAG(bool, flash_attention, false,
           "attention scores not stored (--flash-attention, "
           "--noflash-attention; unset: the scenario's)")
     .OnUpdate([] { flash_attention_given = true; });
+ABSL_FLAG(bool, sequence_parallel, false,
+          "Megatron's sequence parallelism with tp (--sequence-parallel, "
+          "--nosequence-parallel; unset: the scenario's)")
+    .OnUpdate([] { sequence_parallel_given = true; });
 namespace {
 const bool kMarksCleared = [] {
   recompute_given = false;
   flash_attention_given = false;
+  sequence_parallel_given = false;
   return true;
 }();
 }  // namespace
+ABSL_FLAG(std::optional<int>, tp, std::nullopt, "tensor-parallel size");
+ABSL_FLAG(std::optional<int>, pp, std::nullopt, "pipeline stages");
+ABSL_FLAG(std::optional<int>, vpp, std::nullopt,
+          "model chunks per pipeline stage (interleaved 1F1B)");
+ABSL_FLAG(std::optional<int>, cp, std::nullopt, "context-parallel size");
+ABSL_FLAG(std::optional<std::string>, pipeline_schedule, std::nullopt,
+          "gpipe, 1f1b or interleaved (--pipeline-schedule; unset: 1f1b, "
+          "interleaved with --vpp)");
+ABSL_FLAG(std::optional<std::string>, parallel_order, std::nullopt,
+          "rank order of the dimensions, innermost first (--parallel-order; "
+          "Megatron's tp-cp-dp-pp unless given)");
+ABSL_FLAG(std::optional<std::string>, recompute_granularity, std::nullopt,
+          "none, full, selective or selective-layer:K "
+          "(--recompute-granularity)");
 ABSL_FLAG(std::optional<double>, optimizer_bytes_per_param, std::nullopt,
           "optimizer-state bytes per parameter (--optimizer-bytes-per-param; "
           "12 for mixed-precision Adam)");
 
+ABSL_FLAG(bool, what_if, false,
+          "simulate compositions with tp, cp or pp that the strategy's "
+          "framework refuses (ZeRO-3 with DeepSpeed's pipeline, ...)");
 ABSL_FLAG(bool, allow_unmodelled, false,
           "DeepSpeed config keys shardsim does not model (offload, NVMe, "
           "fp32 training, ...) are warnings, not errors; the JSON lists them");
@@ -95,7 +118,18 @@ ScenarioOverrides OverridesFromFlags() {
     o.flash_attention = absl::GetFlag(FLAGS_flash_attention);
   }
   o.optimizer_bytes_per_param = absl::GetFlag(FLAGS_optimizer_bytes_per_param);
+  o.tp = absl::GetFlag(FLAGS_tp);
+  o.pp = absl::GetFlag(FLAGS_pp);
+  o.vpp = absl::GetFlag(FLAGS_vpp);
+  o.cp = absl::GetFlag(FLAGS_cp);
+  if (sequence_parallel_given) {
+    o.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
+  }
+  o.pipeline_schedule = absl::GetFlag(FLAGS_pipeline_schedule);
+  o.parallel_order = absl::GetFlag(FLAGS_parallel_order);
+  o.recompute_granularity = absl::GetFlag(FLAGS_recompute_granularity);
   if (absl::GetFlag(FLAGS_allow_unmodelled)) o.allow_unmodelled = true;
+  if (absl::GetFlag(FLAGS_what_if)) o.what_if = true;
   return o;
 }
 

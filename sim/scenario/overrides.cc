@@ -51,6 +51,70 @@ std::string FromWorkingDirectory(absl::string_view path) {
   return (cwd / std::string(path)).lexically_normal().string();
 }
 
+namespace {
+
+absl::Status ApplyParallelism(const ScenarioOverrides& o, Scenario* s) {
+  const bool any = o.tp || o.pp || o.vpp || o.cp || o.sequence_parallel ||
+                   o.parallel_order || o.pipeline_schedule;
+  // Touched only when given: an empty message would serialize differently.
+  Parallelism scratch;
+  Parallelism* p = any ? s->mutable_parallelism() : &scratch;
+  const std::pair<const char*, const std::optional<int>*> sizes[] = {
+      {"tp", &o.tp}, {"pp", &o.pp}, {"vpp", &o.vpp}, {"cp", &o.cp}};
+  for (const auto& [flag, value] : sizes) {
+    if (!value->has_value()) continue;
+    if (absl::Status st = AtLeast(flag, **value, 1); !st.ok()) return st;
+  }
+  if (o.tp) p->set_tp(*o.tp);
+  if (o.pp) p->set_pp(*o.pp);
+  if (o.vpp) p->set_vpp(*o.vpp);
+  if (o.cp) p->set_cp(*o.cp);
+  if (o.sequence_parallel) p->set_sequence_parallel(*o.sequence_parallel);
+  if (o.parallel_order) p->set_order(*o.parallel_order);
+  if (o.pipeline_schedule) {
+    const std::pair<const char*, PipelineSchedule> names[] = {
+        {"gpipe", GPIPE},
+        {"1f1b", ONE_F_ONE_B},
+        {"interleaved", INTERLEAVED_1F1B}};
+    bool found = false;
+    for (const auto& [name, value] : names) {
+      if (*o.pipeline_schedule == name) {
+        p->set_pipeline_schedule(value);
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pipeline-schedule: \"", *o.pipeline_schedule,
+                       "\" is none of gpipe, 1f1b, interleaved"));
+    }
+  }
+  if (o.recompute_granularity) {
+    const std::string& g = *o.recompute_granularity;
+    int every = 0;
+    if (g == "none") {
+      s->set_recompute_granularity(RECOMPUTE_NONE);
+    } else if (g == "full") {
+      s->set_recompute_granularity(RECOMPUTE_FULL);
+    } else if (g == "selective") {
+      s->set_recompute_granularity(RECOMPUTE_SELECTIVE);
+    } else if (absl::StartsWith(g, "selective-layer:") &&
+               absl::SimpleAtoi(g.substr(16), &every) && every >= 1) {
+      s->set_recompute_granularity(RECOMPUTE_SELECTIVE_LAYER);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--recompute-granularity: \"", g,
+          "\" is none of none, full, selective, selective-layer:K (K >= 1)"));
+    }
+    s->set_recompute_every_layers(every);
+    // The finer setting replaces the scenario's full-or-nothing one.
+    s->clear_recompute();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
   if (o.micro_batches && o.global_batch_tokens) {
     return absl::InvalidArgumentError(
@@ -122,8 +186,10 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
     }
     s->set_seq_len(*o.seq_len);
   }
+  if (absl::Status st = ApplyParallelism(o, s); !st.ok()) return st;
   if (o.recompute) s->set_recompute(*o.recompute);
   if (o.allow_unmodelled) s->set_allow_unmodelled(*o.allow_unmodelled);
+  if (o.what_if) s->set_what_if(*o.what_if);
   if (o.flash_attention) s->set_flash_attention(*o.flash_attention);
   if (o.optimizer_bytes_per_param) {
     if (!(*o.optimizer_bytes_per_param > 0)) {

@@ -29,6 +29,14 @@ struct ScenarioOverrides {
   std::optional<bool> flash_attention;
   std::optional<double> optimizer_bytes_per_param;
   std::optional<bool> allow_unmodelled;
+  std::optional<bool> what_if;
+  // parallelism's fields; the names as the flags take them ("1f1b",
+  // "selective-layer:2").
+  std::optional<int> tp, pp, vpp, cp;
+  std::optional<bool> sequence_parallel;
+  std::optional<std::string> pipeline_schedule;
+  std::optional<std::string> parallel_order;
+  std::optional<std::string> recompute_granularity;
 };
 
 // Applies the set fields to `s`. Errors name the flag (--gpus: "x" is not a

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "sim/base/did_you_mean.h"
+#include "sim/base/layout.h"
 #include "sim/model/hf_config.h"
 #include "sim/model/model.h"
 #include "sim/scenario/data_dir.h"
@@ -226,6 +227,13 @@ absl::Status CheckGpuCount(const Job& job, int gpus) {
   if (absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus); !mesh.ok()) {
     return FieldError(job.path, "gpus", mesh.status().message());
   }
+  absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
+  if (absl::StatusOr<Layout> l =
+          Layout::Make(*mesh, job.scenario.parallelism());
+      !l.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.path, ": at ", gpus, " GPUs: ", l.status().message()));
+  }
   absl::StatusOr<Scenario> at = ScenarioAt(job.scenario, gpus);
   if (!at.ok()) {
     return FieldError(job.path, "global_batch_tokens", at.status().message());
@@ -254,19 +262,29 @@ absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus) {
       !st.ok()) {
     return st;
   }
-  if (absl::Status st =
-          CheckedMul(gpus, per_gpu, "tokens per micro-batch", &per_micro_batch);
+  // A micro-batch is one per data-parallel replica: tp, cp and pp ranks
+  // share theirs (a cp group splits its sequences).
+  const Parallelism& p = s.parallelism();
+  const int64_t shared =
+      int64_t{std::max(1, p.tp())} * std::max(1, p.cp()) * std::max(1, p.pp());
+  if (gpus % shared != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        gpus, " GPUs are no whole number of tp x cp x pp = ", shared));
+  }
+  const int replicas = static_cast<int>(gpus / shared);
+  if (absl::Status st = CheckedMul(replicas, per_gpu, "tokens per micro-batch",
+                                   &per_micro_batch);
       !st.ok()) {
     return st;
   }
   if (per_micro_batch < 1 || s.global_batch_tokens() % per_micro_batch != 0 ||
       s.global_batch_tokens() < per_micro_batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(s.global_batch_tokens(),
-                     " tokens are not a whole number of "
-                     "micro-batches of ",
-                     gpus, " GPUs x ", s.micro_batch_size(), " sequences x ",
-                     s.seq_len(), " tokens"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.global_batch_tokens(),
+        " tokens are not a whole number of "
+        "micro-batches of ",
+        replicas, replicas == gpus ? " GPUs x " : " replicas x ",
+        s.micro_batch_size(), " sequences x ", s.seq_len(), " tokens"));
   }
   const int64_t micro_batches = s.global_batch_tokens() / per_micro_batch;
   if (micro_batches > limits::kMaxMicroBatches) {

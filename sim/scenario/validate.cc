@@ -159,10 +159,8 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
             "is the K of RECOMPUTE_SELECTIVE_LAYER (every K-th block): "
             "given with it, and only with it");
   // Dimensions whose lowering is still to come are refused, never ignored.
-  c.Rule("parallelism",
-         p.tp() <= 1 && p.pp() <= 1 && p.cp() <= 1 && p.vpp() <= 1 &&
-             p.stage_layers().empty(),
-         "tensor, pipeline and context parallelism are not modelled yet")
+  c.Rule("parallelism", p.tp() <= 1 && p.cp() <= 1,
+         "tensor and context parallelism are not modelled yet")
       .Rule("recompute_granularity",
             s.recompute_granularity() != RECOMPUTE_SELECTIVE &&
                 s.recompute_granularity() != RECOMPUTE_SELECTIVE_LAYER,

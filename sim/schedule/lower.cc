@@ -19,6 +19,7 @@
 #include "sim/schedule/lower/step.h"
 #include "sim/schedule/lower/update.h"
 #include "sim/schedule/lower/walk.h"
+#include "sim/schedule/pipeline/pipeline.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -37,20 +38,28 @@ void Build(const std::vector<Layer>& layers, const Strategy& strategy,
       lower::BuildSegments(layers, strategy.execution(), step.ParamsSharded());
   step.visits =
       lower::WalkMicroBatches(step.segments, scenario.micro_batches());
-  lower::InsertRecomputes(&step);
-
-  lower::ResidentPass resident(&step);        // model states, before all
-  lower::FetchPass fetch(&step);              // sharding P
-  lower::ActivationsPass activations(&step);  // what forward keeps
-  lower::RecomputePass recompute(&step);      // checkpointed layers
-  lower::GradientsPass gradients(&step, lower::MakeReducer(&step));
-  lower::UpdatePass update(&step);  // sharding OS, after all
-  lower::RunPasses(
-      {&resident, &fetch, &activations, &recompute, &gradients, &update},
-      &step);
+  lower::RunLoweringPasses(&step, nullptr);
 }
 
 }  // namespace
+
+namespace lower {
+
+void RunLoweringPasses(Step* step, Pass* last) {
+  InsertRecomputes(step);
+  ResidentPass resident(step);        // model states, before all
+  FetchPass fetch(step);              // sharding P
+  ActivationsPass activations(step);  // what forward keeps
+  RecomputePass recompute(step);      // checkpointed layers
+  GradientsPass gradients(step, MakeReducer(step));
+  UpdatePass update(step);  // sharding OS
+  std::vector<Pass*> passes = {&resident,  &fetch,     &activations,
+                               &recompute, &gradients, &update};
+  if (last != nullptr) passes.push_back(last);
+  RunPasses(passes, step);
+}
+
+}  // namespace lower
 
 int64_t QuantizedBytes(int64_t elements, int bits) {
   return lower::CeilDiv(elements * bits, 8) +
@@ -80,7 +89,15 @@ absl::StatusOr<OwnedSchedule> LowerStep(const std::vector<Layer>& layers,
   schedule.set_tokens_per_step(int64_t{layout->dp()} *
                                scenario.micro_batch_size() *
                                scenario.seq_len() * scenario.micro_batches());
-  Build(layers, strategy, *layout, scenario, &schedule);
+  if (layout->pp() > 1) {
+    if (absl::Status s =
+            LowerPipeline(layers, strategy, *layout, scenario, &schedule);
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    Build(layers, strategy, *layout, scenario, &schedule);
+  }
   return owned;
 }
 

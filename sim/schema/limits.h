@@ -52,9 +52,11 @@ inline constexpr int64_t kMaxGlobalBatchTokens = int64_t{1} << 40;
 // Each alone is not enough: the lowered schedule holds every layer's
 // passes of every micro-batch, about 1.5 kB of ops and kernels each
 // (tests/fuzz/crashes/scenario: 1026 x 4096 passes took over 6 GB).
-// (layers + 2) x micro-batches is at most 2^16, about 100 MB: LLaMA-65B
-// at Lins' 128 micro-batches is 10,496, LLaMA-7B at 1,024 is 34,816.
-inline constexpr int64_t kMaxLayerPasses = int64_t{1} << 16;
+// (layers + 2) x micro-batches is at most 2^17, about 200 MB: LLaMA-65B
+// at Lins' 128 micro-batches is 10,496, LLaMA-7B at 1,024 is 34,816, and
+// Megatron's 1T model (128 layers) over a 64-stage pipeline at 512
+// micro-batches (Narayanan et al. 2021, Table 1) is 66,560.
+inline constexpr int64_t kMaxLayerPasses = int64_t{1} << 17;
 // Optimizer-state bytes per parameter (mixed-precision Adam: 12).
 inline constexpr double kMaxOptimizerBytesPerParam = 64;
 

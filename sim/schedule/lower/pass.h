@@ -41,6 +41,12 @@ class Pass {
 // Runs `passes`, in their order, over every visit of `step`.
 void RunPasses(const std::vector<Pass*>& passes, Step* step);
 
+// The lowering's passes over `step`, whose segments and visits are set
+// (lower.cc lists them in order: recomputes inserted, then model states,
+// sharding P, activations, recomputation, sharding G, sharding OS), and
+// `last` after them unless null (a pipeline's sends).
+void RunLoweringPasses(Step* step, Pass* last);
+
 }  // namespace lower
 }  // namespace shardsim
 

@@ -1,0 +1,280 @@
+#include "sim/schedule/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sim/schedule/lower.h"
+#include "sim/schedule/lower/pass.h"
+#include "sim/schedule/lower/step.h"
+#include "sim/schedule/lower/walk.h"
+#include "sim/schedule/pipeline/order.h"
+
+namespace shardsim {
+namespace {
+
+// A pass of one micro-batch through one chunk: (forward, mb, chunk).
+using PassKey = std::tuple<bool, int, int>;
+
+// Where a stage's pass meets its neighbours: the first compute op, which
+// waits for what the neighbour sends, and the send it ends with (-1: the
+// first or last virtual stage in that direction sends nothing).
+struct Boundary {
+  int receive = -1;
+  int send = -1;
+};
+
+// The stage's visits: each pass of the order over its chunk's segments,
+// forward in model order, backward in reverse.
+std::vector<lower::Visit> WalkStage(const std::vector<lower::Segment>& segs,
+                                    const std::vector<int>& chunk_of_layer,
+                                    const std::vector<PipeStep>& order) {
+  std::vector<lower::Visit> visits;
+  const int n = static_cast<int>(segs.size());
+  for (const PipeStep& p : order) {
+    for (int i = 0; i < n; ++i) {
+      const int q = p.forward ? i : n - 1 - i;
+      if (chunk_of_layer[segs[q].layer] != p.chunk) continue;
+      visits.push_back(
+          {p.forward ? FORWARD : BACKWARD, p.mb, q, segs[q].layer});
+    }
+  }
+  return visits;
+}
+
+// After the lowering's passes: marks each pass's first compute op and
+// sends its output at its last, to the next virtual stage (forward) or
+// the previous one (backward).
+class SendPass : public lower::Pass {
+ public:
+  // `peer(key)`: the program a pass's output goes to, -1 for none.
+  SendPass(lower::Step* step, const std::vector<int>& chunk_of_layer,
+           std::function<int(const PassKey&)> peer, int64_t bytes,
+           std::map<PassKey, Boundary>* out)
+      : step_(*step),
+        chunk_of_layer_(chunk_of_layer),
+        peer_(std::move(peer)),
+        bytes_(bytes),
+        out_(*out) {}
+
+  void Begin() override {
+    // Recomputes are in the visits now (InsertRecomputes): a backward pass
+    // starts with them.
+    const auto& visits = step_.visits;
+    for (int v = 0; v < static_cast<int>(visits.size()); ++v) {
+      const PassKey k = Key(v);
+      if (first_.count(k) == 0) first_[k] = v;
+      last_[k] = v;
+    }
+  }
+
+  void AfterCompute(int v, int op) override {
+    const PassKey k = Key(v);
+    if (first_[k] == v) out_[k].receive = op;
+    if (last_[k] != v) return;
+    const int peer = peer_(k);
+    if (peer < 0) return;
+    const lower::Visit& visit = step_.visits[v];
+    const bool fwd = std::get<0>(k);
+    Op* send = step_.NewOp(
+        COMPUTE, visit.phase, visit.mb, visit.layer,
+        absl::StrCat("send ", fwd ? "activations" : "activation grads", " to ",
+                     "stage ", peer),
+        {op});
+    PointToPoint* p = send->mutable_send();
+    p->set_bytes(bytes_);
+    p->set_dtype(BF16);
+    p->set_tensor(fwd ? "activations" : "activation grads");
+    p->set_peer_program(peer);
+    out_[k].send = send->id();
+  }
+
+ private:
+  PassKey Key(int v) const {
+    const lower::Visit& visit = step_.visits[v];
+    return {visit.phase == FORWARD, visit.mb, chunk_of_layer_[visit.layer]};
+  }
+
+  lower::Step& step_;
+  const std::vector<int>& chunk_of_layer_;
+  std::function<int(const PassKey&)> peer_;
+  const int64_t bytes_;
+  std::map<PassKey, Boundary>& out_;
+  std::map<PassKey, int> first_, last_;  // visits of each pass
+};
+
+struct StageSchedule {
+  OwnedSchedule schedule;  // one program: this stage's
+  std::map<PassKey, Boundary> boundaries;
+};
+
+// Lists every stage's ops in one schedule: each program's in its own order,
+// interleaved so that every send comes before the ops that wait for it
+// (the contract's deps on earlier ops), ids renumbered.
+absl::Status Merge(const std::vector<StageSchedule>& stages,
+                   const std::vector<std::vector<std::pair<int, int>>>& cross,
+                   const std::vector<std::vector<int>>& cross_of,
+                   Schedule* out) {
+  const int n = static_cast<int>(stages.size());
+  std::vector<int> list_offset(n, 0), next(n, 0);
+  std::vector<std::vector<int>> id(n);
+  for (int p = 0; p < n; ++p) {
+    const Schedule& s = *stages[p].schedule;
+    list_offset[p] = out->kernel_lists_size();
+    for (const KernelList& l : s.kernel_lists()) *out->add_kernel_lists() = l;
+    id[p].assign(s.ops_size(), -1);
+  }
+  // cross_of[p][i]: index into cross[p] of op i's waits (-1: none).
+  auto ready = [&](int p, int i) {
+    const int c = cross_of[p][i];
+    if (c < 0) return true;
+    const auto [q, j] = cross[p][c];
+    return id[q][j] >= 0;
+  };
+  int placed = 0, total = 0;
+  for (int p = 0; p < n; ++p) total += stages[p].schedule->ops_size();
+  while (placed < total) {
+    bool progress = false;
+    for (int p = 0; p < n; ++p) {
+      const Schedule& s = *stages[p].schedule;
+      while (next[p] < s.ops_size() && ready(p, next[p])) {
+        const int i = next[p]++;
+        Op* op = out->add_ops();
+        *op = s.ops(i);
+        op->set_id(out->ops_size() - 1);
+        op->set_program(p);
+        id[p][i] = op->id();
+        op->clear_deps();
+        for (int d : s.ops(i).deps()) op->add_deps(id[p][d]);
+        if (const int c = cross_of[p][i]; c >= 0) {
+          op->add_deps(id[cross[p][c].first][cross[p][c].second]);
+        }
+        op->clear_host_waits();
+        for (int w : s.ops(i).host_waits()) op->add_host_waits(id[p][w]);
+        if (op->has_memory() && op->memory().delta_bytes() < 0) {
+          op->mutable_memory()->set_frees(id[p][s.ops(i).memory().frees()]);
+        }
+        if (op->has_compute()) {
+          op->mutable_compute()->set_kernel_list(op->compute().kernel_list() +
+                                                 list_offset[p]);
+        }
+        ++placed;
+        progress = true;
+      }
+    }
+    if (!progress) {
+      return absl::InternalError(
+          "pipeline: the stages wait for each other's sends in a cycle");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<int>>> VirtualStageLayers(
+    int blocks, int stages, int chunks, const std::vector<int>& stage_layers) {
+  const int virtual_stages = stages * chunks;
+  std::vector<int> per(virtual_stages, 0);
+  if (!stage_layers.empty()) {
+    if (chunks != 1 || static_cast<int>(stage_layers.size()) != stages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field parallelism.stage_layers: ", stage_layers.size(),
+          " entries; give one per pipeline stage (", stages, "), without vpp"));
+    }
+    if (std::accumulate(stage_layers.begin(), stage_layers.end(), 0) !=
+        blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field parallelism.stage_layers: they sum to ",
+          std::accumulate(stage_layers.begin(), stage_layers.end(), 0),
+          ", the model has ", blocks, " blocks"));
+    }
+    per = stage_layers;
+  } else {
+    if (blocks % virtual_stages != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field parallelism.pp: the model's ", blocks,
+          " blocks do not split evenly over ", stages, " stages x ", chunks,
+          " chunks (give parallelism.stage_layers for an uneven split)"));
+    }
+    per.assign(virtual_stages, blocks / virtual_stages);
+  }
+  std::vector<std::vector<int>> out(virtual_stages);
+  int layer = 1;  // 0 is the embedding
+  for (int v = 0; v < virtual_stages; ++v) {
+    if (v == 0) out[v].push_back(0);
+    for (int k = 0; k < per[v]; ++k) out[v].push_back(layer++);
+    if (v == virtual_stages - 1) out[v].push_back(blocks + 1);  // head
+  }
+  return out;
+}
+
+absl::Status LowerPipeline(const std::vector<Layer>& layers,
+                           const Strategy& strategy, const Layout& layout,
+                           const Scenario& scenario, Schedule* out) {
+  const int pp = layout.pp();
+  const int chunks = std::max(1, scenario.parallelism().vpp());
+  const std::vector<int> uneven(scenario.parallelism().stage_layers().begin(),
+                                scenario.parallelism().stage_layers().end());
+  absl::StatusOr<std::vector<std::vector<int>>> vstages = VirtualStageLayers(
+      static_cast<int>(layers.size()) - 2, pp, chunks, uneven);
+  if (!vstages.ok()) return vstages.status();
+  const int last_virtual = pp * chunks - 1;
+  const int64_t boundary = layers.front().output_bytes;  // same for every block
+  std::vector<StageSchedule> stages(pp);
+  std::vector<std::vector<Layer>> stage_layers(pp);
+  for (int s = 0; s < pp; ++s) {
+    std::vector<int> chunk_of_layer;
+    for (int c = 0; c < chunks; ++c) {
+      for (int l : (*vstages)[c * pp + s]) {
+        stage_layers[s].push_back(layers[l]);
+        chunk_of_layer.push_back(c);
+      }
+    }
+    absl::StatusOr<std::vector<PipeStep>> order =
+        StageOrder(scenario.parallelism().pipeline_schedule(), pp, chunks,
+                   scenario.micro_batches(), s);
+    if (!order.ok()) return order.status();
+    // Forward to virtual stage c * pp + s + 1, backward to ... - 1.
+    auto peer = [s, pp, last_virtual](const PassKey& k) {
+      const int v = std::get<2>(k) * pp + s + (std::get<0>(k) ? 1 : -1);
+      return v < 0 || v > last_virtual ? -1 : v % pp;
+    };
+    Schedule* sched = stages[s].schedule.mutable_schedule();
+    lower::Step step(stage_layers[s], strategy, layout, scenario, sched);
+    step.segments = lower::BuildSegments(stage_layers[s], strategy.execution(),
+                                         step.ParamsSharded());
+    step.visits = WalkStage(step.segments, chunk_of_layer, *order);
+    SendPass sends(&step, chunk_of_layer, peer, boundary,
+                   &stages[s].boundaries);
+    lower::RunLoweringPasses(&step, &sends);
+  }
+  // Each pass that receives waits for its sender's send: forward from
+  // virtual stage v - 1, backward from v + 1.
+  std::vector<std::vector<std::pair<int, int>>> cross(pp);
+  std::vector<std::vector<int>> cross_of(pp);
+  for (int s = 0; s < pp; ++s) {
+    cross_of[s].assign(stages[s].schedule->ops_size(), -1);
+    for (const auto& [key, b] : stages[s].boundaries) {
+      const auto [fwd, mb, c] = key;
+      const int v = c * pp + s + (fwd ? -1 : 1);
+      if (v < 0 || v > last_virtual) continue;
+      const int from = v % pp;
+      const Boundary& sender = stages[from].boundaries.at({fwd, mb, v / pp});
+      cross_of[s][b.receive] = static_cast<int>(cross[s].size());
+      cross[s].push_back({from, sender.send});
+    }
+  }
+  for (int s = 0; s < pp; ++s) {
+    Program* p = out->add_programs();
+    p->set_role(absl::StrCat("stage ", s));
+    for (int r : layout.StageRanks(s)) p->add_ranks(r);
+  }
+  return Merge(stages, cross, cross_of, out);
+}
+
+}  // namespace shardsim

@@ -1,0 +1,248 @@
+// Pipeline parallelism: the schedules' order (Megatron's, by hand), the
+// bubble that falls out of replaying the stages, and the activations each
+// stage keeps in flight.
+#include "sim/schedule/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sim/base/layout.h"
+#include "sim/memory/allocation.h"
+#include "sim/model/model.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schedule/lower.h"
+#include "sim/schedule/pipeline/order.h"
+#include "sim/strategy/execution.h"
+#include "sim/strategy/strategy.h"
+#include "tests/util/replay.h"
+#include "tests/util/test_util.h"
+
+namespace shardsim {
+namespace {
+
+std::string Text(const std::vector<PipeStep>& order) {
+  std::string out;
+  for (const PipeStep& p : order) {
+    out += (p.forward ? "F" : "B") + std::to_string(p.mb);
+    if (p.chunk > 0) out += "." + std::to_string(p.chunk);
+    out += " ";
+  }
+  return out;
+}
+
+std::vector<PipeStep> Order(PipelineSchedule s, int stages, int chunks,
+                            int micro_batches, int stage) {
+  absl::StatusOr<std::vector<PipeStep>> o =
+      StageOrder(s, stages, chunks, micro_batches, stage);
+  EXPECT_TRUE(o.ok()) << o.status();
+  return o.ok() ? *o : std::vector<PipeStep>{};
+}
+
+// 4 stages, 6 micro-batches: stage s warms up with 3 - s forwards
+// (schedules.py: num_warmup_microbatches = pp - rank - 1).
+TEST(PipelineOrder, OneForwardOneBackwardWarmsUpByStage) {
+  EXPECT_EQ(Text(Order(ONE_F_ONE_B, 4, 1, 6, 0)),
+            "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
+  EXPECT_EQ(Text(Order(ONE_F_ONE_B, 4, 1, 6, 3)),
+            "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 ");
+  EXPECT_EQ(Text(Order(GPIPE, 4, 1, 3, 2)), "F0 F1 F2 B0 B1 B2 ");
+  // Fewer micro-batches than warm-up: every forward first.
+  EXPECT_EQ(Text(Order(ONE_F_ONE_B, 4, 1, 2, 0)), "F0 F1 B0 B1 ");
+}
+
+// 2 stages, 2 chunks, 4 micro-batches (Megatron's interleaving): groups of
+// 2 micro-batches go through chunk 0 then chunk 1 forward, chunk 1 then 0
+// backward. Stage 0 warms up with (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4
+// forwards, stage 1 with 2, of the 8 passes each way.
+TEST(PipelineOrder, InterleavedFollowsMegatronsGroups) {
+  EXPECT_EQ(Text(Order(INTERLEAVED_1F1B, 2, 2, 4, 0)),
+            "F0 F1 F0.1 F1.1 F2 B0.1 F3 B1.1 F2.1 B0 F3.1 B1 B2.1 B3.1 B2 B3 ");
+  EXPECT_EQ(Text(Order(INTERLEAVED_1F1B, 2, 2, 4, 1)),
+            "F0 F1 F0.1 B0.1 F1.1 B1.1 F2 B0 F3 B1 F2.1 B2.1 F3.1 B3.1 B2 B3 ");
+  // micro_batches == stages: every forward first.
+  EXPECT_EQ(Text(Order(INTERLEAVED_1F1B, 2, 2, 2, 1)),
+            "F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1 ");
+  EXPECT_FALSE(StageOrder(INTERLEAVED_1F1B, 4, 2, 6, 0).ok());
+  EXPECT_FALSE(StageOrder(ONE_F_ONE_B, 4, 2, 8, 0).ok());
+}
+
+// Every schedule runs each pass once, a micro-batch's backward after its
+// forward, at every stage.
+TEST(PipelineOrder, EveryPassOnceBackwardAfterForward) {
+  for (auto [s, chunks] :
+       std::vector<std::pair<PipelineSchedule, int>>{{GPIPE, 1},
+                                                     {ONE_F_ONE_B, 1},
+                                                     {INTERLEAVED_1F1B, 2},
+                                                     {INTERLEAVED_1F1B, 3}}) {
+    for (int stages : {1, 2, 4}) {
+      for (int m : {4, 8, 12}) {
+        for (int stage = 0; stage < stages; ++stage) {
+          std::set<std::tuple<bool, int, int>> seen;
+          for (const PipeStep& p : Order(s, stages, chunks, m, stage)) {
+            EXPECT_TRUE(seen.insert({p.forward, p.mb, p.chunk}).second);
+            if (!p.forward) {
+              EXPECT_TRUE(seen.count({true, p.mb, p.chunk}));
+            }
+          }
+          EXPECT_EQ(seen.size(), static_cast<size_t>(2 * m * chunks));
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineLayers, EmbeddingFirstHeadLastBlocksSplit) {
+  absl::StatusOr<std::vector<std::vector<int>>> v =
+      VirtualStageLayers(8, 2, 2, {});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, (std::vector<std::vector<int>>{
+                    {0, 1, 2}, {3, 4}, {5, 6}, {7, 8, 9}}));
+  v = VirtualStageLayers(7, 2, 1, {3, 4});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7, 8}}));
+  EXPECT_FALSE(VirtualStageLayers(7, 2, 1, {}).ok());
+  EXPECT_FALSE(VirtualStageLayers(7, 2, 1, {3, 3}).ok());
+}
+
+// ---- the bubble, replayed --------------------------------------------
+
+// A GPT-like model whose embedding and head are a sliver of a block (a
+// vocabulary of 64 against hidden 4096): stages of blocks alone are alike.
+Model Uniform(int layers) {
+  Model m;
+  m.set_name("uniform");
+  m.set_layers(layers);
+  m.set_hidden(4096);
+  m.set_heads(32);
+  m.set_kv_heads(32);
+  m.set_ffn_hidden(4 * 4096);
+  m.set_vocab(64);
+  m.set_mlp(Model::GELU);
+  m.set_norm(Model::LAYERNORM);
+  return m;
+}
+
+struct Piped {
+  OwnedSchedule schedule;
+  std::vector<Layer> layers;
+};
+
+Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
+            int micro_batches, const std::string& spec = "ddp") {
+  Scenario s = test::Training(micro_batches, 2048);
+  s.set_flash_attention(true);
+  s.mutable_parallelism()->set_pp(pp);
+  s.mutable_parallelism()->set_vpp(vpp);
+  s.mutable_parallelism()->set_pipeline_schedule(schedule);
+  Piped out;
+  out.layers = ModelLayers(model, ScenarioBatch(s));
+  const Mesh mesh{pp, 1};  // one stage a GPU: no data parallelism
+  absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{1, 1});
+  EXPECT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(ResolveExecution(Execution(), model.hidden(), &*st).ok());
+  absl::StatusOr<OwnedSchedule> lowered = LowerStep(out.layers, *st, mesh, s);
+  EXPECT_TRUE(lowered.ok()) << lowered.status();
+  if (lowered.ok()) out.schedule = *std::move(lowered);
+  return out;
+}
+
+// Seconds program `p`'s compute ops of one micro-batch run: forward (the
+// same for every micro-batch), backward of micro-batch 0 and of the others
+// (which also add their gradients into those kept: DDP's no_sync
+// accumulation); and the span from the first forward to the last backward
+// of any program.
+struct Times {
+  double forward = 0, backward0 = 0, backward = 0, span = 0;
+};
+Times Measure(const Schedule& s, const test::Replayed& r, int p) {
+  Times t;
+  double first = 1e30, last = 0;
+  for (const Op& op : s.ops()) {
+    if (!op.has_compute()) continue;
+    const auto [start, end] = r.ops[op.id()];
+    if (op.phase() == FORWARD) first = std::min(first, start);
+    if (op.phase() == BACKWARD) last = std::max(last, end);
+    if (op.program() != p || op.micro_batch() > 1) continue;
+    if (op.phase() == FORWARD && op.micro_batch() == 1)
+      t.forward += end - start;
+    if (op.phase() == BACKWARD) {
+      (op.micro_batch() == 0 ? t.backward0 : t.backward) += end - start;
+    }
+  }
+  t.span = last - first;
+  return t;
+}
+
+// With every stage alike and sends next to free, 1F1B and GPipe both take
+// (p - 1)(tf + tb) + m tf + tb0 + (m - 1) tb from the first forward to the
+// last backward: the last stage busy with every micro-batch after p - 1
+// forwards reach it, then the last backward back through p - 1 stages. With
+// one backward time that is (m + p - 1)(tf + tb): a bubble of
+// (p - 1)/(m + p - 1) (Narayanan et al. 2021, section 2.2.1). The times are
+// a middle stage's (blocks only). The slack allowed, 2%, is the sends
+// (16 MiB over NVSwitch, about 0.1 ms each, 2(p - 1) of them on the path),
+// the embedding and head, and micro-batch 0's shorter backward, which
+// leaves its successors waiting on the next stage's sends; a bubble
+// missing, or not divided by the chunks below, is off by 9% or more.
+TEST(PipelineBubble, OneForwardOneBackwardAndGpipeFallOutOfTheReplay) {
+  const Platform a100 = test::ShippedPlatform("dgx_a100");
+  for (PipelineSchedule schedule : {ONE_F_ONE_B, GPIPE}) {
+    const int p = 4, m = 8;
+    Piped piped = Lower(Uniform(8), p, 1, schedule, m);
+    const test::Replayed r = test::Replay(*piped.schedule, a100, Mesh{p, 1});
+    ASSERT_FALSE(r.ops.empty());
+    const Times t = Measure(*piped.schedule, r, 1);
+    const double expect = (p - 1) * (t.forward + t.backward) + m * t.forward +
+                          t.backward0 + (m - 1) * t.backward;
+    EXPECT_NEAR(t.span / expect, 1.0, 0.02)
+        << PipelineSchedule_Name(schedule) << ": tf " << t.forward << " tb0 "
+        << t.backward0 << " tb " << t.backward << " span " << t.span;
+  }
+}
+
+// Interleaving v chunks a stage cuts the bubble to (p - 1)(tf + tb)/v
+// (Narayanan et al. 2021, section 2.2.2), tf and tb a whole stage's.
+TEST(PipelineBubble, InterleavingDividesItByTheChunks) {
+  const Platform a100 = test::ShippedPlatform("dgx_a100");
+  const int p = 4, v = 2, m = 8;
+  Piped piped = Lower(Uniform(8), p, v, INTERLEAVED_1F1B, m);
+  const test::Replayed r = test::Replay(*piped.schedule, a100, Mesh{p, 1});
+  ASSERT_FALSE(r.ops.empty());
+  const Times t = Measure(*piped.schedule, r, 1);
+  const double busy = m * t.forward + t.backward0 + (m - 1) * t.backward;
+  const double expect = busy + (p - 1) * (t.forward + t.backward) / v;
+  EXPECT_NEAR(t.span / expect, 1.0, 0.02)
+      << "tf " << t.forward << " tb0 " << t.backward0 << " tb " << t.backward
+      << " span " << t.span;
+}
+
+// Under 1F1B stage s holds min(p - s, m) micro-batches' activations at
+// once, under GPipe all m: the activation line's own peak of each stage is
+// that many times the stage's layers' activations of one micro-batch.
+TEST(PipelineMemory, ActivationsInFlightPerStage) {
+  const int p = 4, m = 6;
+  for (PipelineSchedule schedule : {ONE_F_ONE_B, GPIPE}) {
+    Piped piped = Lower(Uniform(8), p, 1, schedule, m);
+    absl::StatusOr<std::vector<std::vector<int>>> stages =
+        VirtualStageLayers(8, p, 1, {});
+    ASSERT_TRUE(stages.ok());
+    for (int s = 0; s < p; ++s) {
+      int64_t one = 0;
+      for (int l : (*stages)[s]) one += piped.layers[l].activation_bytes;
+      const int in_flight = schedule == GPIPE ? m : std::min(p - s, m);
+      absl::StatusOr<AllocationPlan> plan =
+          PlanProgramAllocations(*piped.schedule, s);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->own_peak.activations, in_flight * one)
+          << PipelineSchedule_Name(schedule) << " stage " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardsim

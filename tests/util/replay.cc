@@ -1,0 +1,54 @@
+#include "tests/util/replay.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/engine/collective_engine.h"
+#include "sim/engine/fabric.h"
+#include "sim/engine/replay.h"
+#include "sim/runner/isolate.h"
+#include "sim/simulate/simulate.h"
+
+namespace shardsim {
+namespace test {
+
+Replayed Replay(const Schedule& schedule, const Platform& platform,
+                const Mesh& mesh) {
+  ChildTask task = [&]() -> absl::StatusOr<std::string> {
+    StartSimGrid();
+    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
+        Fabric::Build(platform, mesh);
+    if (!fabric.ok()) return fabric.status();
+    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
+    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
+    if (!t.ok()) return t.status();
+    Results r;
+    ResultRow* row = r.add_rows();
+    row->set_step_time_s(t->step_time_s);
+    *row->mutable_breakdown() = t->breakdown;
+    for (const OpTime& o : t->ops) {
+      TrafficEntry* e = row->add_traffic();  // a carrier for two doubles
+      e->set_calls(static_cast<int64_t>(std::llround(o.start * 1e15)));
+      e->set_bytes_per_call(static_cast<int64_t>(std::llround(o.end * 1e15)));
+    }
+    return r.SerializeAsString();
+  };
+  std::vector<absl::StatusOr<std::string>> out = RunIsolated({task}, 1);
+  Replayed rep;
+  EXPECT_TRUE(out[0].ok()) << out[0].status();
+  if (!out[0].ok()) return rep;
+  Results r;
+  EXPECT_TRUE(r.ParseFromString(*out[0]));
+  const ResultRow& row = r.rows(0);
+  rep.step = row.step_time_s();
+  rep.breakdown = row.breakdown();
+  for (const TrafficEntry& e : row.traffic()) {
+    rep.ops.push_back({e.calls() * 1e-15, e.bytes_per_call() * 1e-15});
+  }
+  return rep;
+}
+
+}  // namespace test
+}  // namespace shardsim

@@ -1,0 +1,32 @@
+// A step replayed by the engine in a child process (one SimGrid engine per
+// process), for tests that read each op's simulated times.
+#ifndef SHARDSIM_TESTS_UTIL_REPLAY_H_
+#define SHARDSIM_TESTS_UTIL_REPLAY_H_
+
+#include <utility>
+#include <vector>
+
+#include "sim/base/group.h"
+#include "sim/schema/platform.pb.h"
+#include "sim/schema/results.pb.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+namespace test {
+
+// Each op's start and end (by op id), the breakdown and the step time.
+struct Replayed {
+  std::vector<std::pair<double, double>> ops;
+  Breakdown breakdown;
+  double step = 0;
+};
+
+// `schedule` replayed on `platform` over `mesh` in fast mode; a failure is
+// a test failure (and an empty result).
+Replayed Replay(const Schedule& schedule, const Platform& platform,
+                const Mesh& mesh);
+
+}  // namespace test
+}  // namespace shardsim
+
+#endif  // SHARDSIM_TESTS_UTIL_REPLAY_H_
