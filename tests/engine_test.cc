@@ -899,39 +899,51 @@ TEST(EngineStep, NvlinkRunsSlowerWhileComputeRuns) {
 
 TEST(EngineStep, BreakdownAddsUpToTheStep) {
   // Every named strategy on 16 GPUs of dgx_a100, LLaMA-7B cut to 4 layers,
-  // 2 micro-batches: the causes add up to the step, and the exposed
-  // collectives add up to the exposed communication charged to them.
-  Scenario sc;
-  sc.set_name("why");
-  *sc.mutable_model_def() = *BuiltinModel("llama-7b");
-  sc.mutable_model_def()->set_layers(4);
-  sc.set_platform("dgx_a100");
-  for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
-  sc.add_gpus(16);
-  sc.set_micro_batch_size(2);
-  sc.set_micro_batches(2);
-  sc.set_seq_len(512);
-  sc.set_optimizer_bytes_per_param(12);
-  absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
-  ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
-  ASSERT_TRUE(r.ok()) << r.status();
-  for (const ResultRow& row : r->rows()) {
-    if (row.oom()) continue;
-    SCOPED_TRACE(row.strategy());
-    const Breakdown& b = row.breakdown();
-    const double parts = b.compute_s() + b.compute_slowdown_s() +
-                         b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
-                         b.launch_overhead_s() + b.prefetch_wait_s() +
-                         b.prefetch_depth_s();
-    EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
-    double exposed = 0;
-    for (const ExposedCollective& e : b.by_collective()) exposed += e.seconds();
-    EXPECT_NEAR(exposed,
-                b.bandwidth_s() + b.latency_s() + b.prefetch_wait_s() +
-                    b.prefetch_depth_s(),
-                1e-9 * row.step_time_s());
-    EXPECT_GT(b.compute_s(), 0);
+  // 2 micro-batches, data parallel and as a 2-stage pipeline (every
+  // strategy, as a what-if where its framework refuses pipelines): the
+  // causes add up to the step, and the exposed collectives and sends add up
+  // to the exposed communication charged to them.
+  for (int pp : {1, 2}) {
+    Scenario sc;
+    sc.set_name("why");
+    *sc.mutable_model_def() = *BuiltinModel("llama-7b");
+    sc.mutable_model_def()->set_layers(4);
+    sc.set_platform("dgx_a100");
+    for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
+    sc.add_gpus(16);
+    sc.set_micro_batch_size(2);
+    sc.set_micro_batches(2);
+    sc.set_seq_len(512);
+    sc.set_optimizer_bytes_per_param(12);
+    sc.mutable_parallelism()->set_pp(pp);
+    sc.set_what_if(true);
+    absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
+    ASSERT_TRUE(job.ok()) << job.status();
+    absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const ResultRow& row : r->rows()) {
+      if (row.oom()) continue;
+      SCOPED_TRACE(absl::StrCat(row.strategy(), " pp ", pp));
+      const Breakdown& b = row.breakdown();
+      const double parts = b.compute_s() + b.compute_slowdown_s() +
+                           b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
+                           b.launch_overhead_s() + b.prefetch_wait_s() +
+                           b.prefetch_depth_s() + b.pipeline_bubble_s() +
+                           b.point_to_point_s();
+      EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
+      double exposed = 0;
+      for (const ExposedCollective& e : b.by_collective()) {
+        exposed += e.seconds();
+      }
+      EXPECT_NEAR(exposed,
+                  b.bandwidth_s() + b.latency_s() + b.prefetch_wait_s() +
+                      b.prefetch_depth_s() + b.point_to_point_s(),
+                  1e-9 * row.step_time_s());
+      EXPECT_GT(b.compute_s(), 0);
+      // A pipeline's first stage waits for the last one's backward: a
+      // bubble on the path whenever there are stages.
+      EXPECT_EQ(b.pipeline_bubble_s() > 0, pp > 1);
+    }
   }
 }
 

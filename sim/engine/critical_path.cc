@@ -26,7 +26,8 @@ class PathWalk {
       : s_(s),
         t_(*t),
         stream_prev_(StreamPredecessors(s)),
-        host_prev_(HostPredecessors(s)) {}
+        host_prev_(HostPredecessors(s)),
+        busiest_(BusiestProgram()) {}
 
   Breakdown Walk() {
     int cur = t_.LastToEnd();
@@ -203,6 +204,11 @@ class PathWalk {
     if (d <= 0) return;
     const Op& op = s_.op(id);
     const OpTime ot = At(id);
+    if (op.has_compute() && busiest_ >= 0 && op.program() != busiest_) {
+      b_.set_pipeline_bubble_s(b_.pipeline_bubble_s() + d);
+      Mark(id, "pipeline bubble");
+      return;
+    }
     if (op.has_compute()) {
       const double whole = ot.end - ot.start;
       const double scale = whole > 0 ? d / whole : 0;
@@ -223,10 +229,8 @@ class PathWalk {
     if (op.has_send()) {
       // A wait on another program's send: moving its bytes, or latency.
       by_collective_[absl::StrCat("SEND ", op.send().tensor())] += d;
-      const double latency = std::min(d, ot.latency_s);
-      b_.set_latency_s(b_.latency_s() + latency);
-      b_.set_bandwidth_s(b_.bandwidth_s() + d - latency);
-      Mark(id, d - latency > latency ? "bandwidth" : "latency");
+      b_.set_point_to_point_s(b_.point_to_point_s() + d);
+      Mark(id, "point-to-point");
       return;
     }
     if (!op.has_collective()) return;
@@ -246,10 +250,29 @@ class PathWalk {
     }
   }
 
+  // Several programs: the one whose compute ops run longest, the pipeline
+  // stage that bounds the step; -1 for one program.
+  int BusiestProgram() const {
+    if (host_prev_.empty()) return -1;
+    std::vector<double> busy;
+    for (int id = 0; id < s_.size(); ++id) {
+      const Op& op = s_.op(id);
+      if (!op.has_compute()) continue;
+      if (op.program() >= static_cast<int>(busy.size())) {
+        busy.resize(op.program() + 1, 0);
+      }
+      busy[op.program()] += t_[id].end - t_[id].start;
+    }
+    if (busy.size() < 2) return -1;
+    return static_cast<int>(std::max_element(busy.begin(), busy.end()) -
+                            busy.begin());
+  }
+
   const StepOps& s_;
   StepTimes& t_;
   std::vector<int> stream_prev_;
   std::vector<int> host_prev_;  // several programs only (HostPredecessors)
+  const int busiest_;
   Breakdown b_;
   std::map<std::string, double> by_collective_;
   // For SkipRepeats: the last far block entered, the lowest op read since,

@@ -19,7 +19,9 @@ constexpr std::string_view kCauses[] = {"",
                                         "waiting on prefetch",
                                         "memory-limited prefetch depth",
                                         "bandwidth",
-                                        "latency"};
+                                        "latency",
+                                        "pipeline bubble",
+                                        "point-to-point"};
 
 }  // namespace
 

@@ -208,11 +208,19 @@ std::string FormatPlanTable(const SearchResults& plan) {
 }
 
 std::string FormatBreakdownTable(const Results& results) {
+  // Pipelines add their bubble and point-to-point columns.
+  bool piped = false;
+  for (const ResultRow& r : results.rows()) {
+    piped = piped || r.breakdown().pipeline_bubble_s() > 0 ||
+            r.breakdown().point_to_point_s() > 0;
+  }
   std::string out = absl::StrFormat(
       "why: the critical path of each step, seconds per cause (they add up "
-      "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | %s\n",
+      "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | %s",
       "strategy", "gpus", "step s", "compute", "slowdown", "optim", "bandwdth",
-      "latency", "launch", "prefetch", "mem-lim", "most exposed collectives");
+      "latency", "launch", "prefetch", "mem-lim",
+      piped ? absl::StrFormat("%8s %8s | ", "bubble", "p2p") : "");
+  absl::StrAppend(&out, "most exposed collectives\n");
   for (const ResultRow& r : results.rows()) {
     if (!r.has_breakdown()) continue;
     const Breakdown& b = r.breakdown();
@@ -230,10 +238,13 @@ std::string FormatBreakdownTable(const Results& results) {
     absl::StrAppendFormat(
         &out,
         "%-34s %6d %8.4f | %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
-        "%s\n",
+        "%s%s\n",
         r.strategy(), r.gpus(), r.step_time_s(), b.compute_s(),
         b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(), b.latency_s(),
         b.launch_overhead_s(), b.prefetch_wait_s(), b.prefetch_depth_s(),
+        piped ? absl::StrFormat("%8.4f %8.4f | ", b.pipeline_bubble_s(),
+                                b.point_to_point_s())
+              : "",
         exposed);
   }
   return out;
