@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -86,6 +87,19 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
       schedule.ops_size(), [&](int i) -> const Op& { return schedule.ops(i); },
       [&](int i) { return schedule.ops(i).id(); },
       [&](int i) { return schedule.ops(i).memory().frees(); });
+}
+
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
+                                               int program) {
+  std::vector<int> mine;  // indices of the program's ops, in order
+  for (int i = 0; i < schedule.ops_size(); ++i) {
+    if (schedule.ops(i).program() == program) mine.push_back(i);
+  }
+  return Walk(
+      static_cast<int>(mine.size()),
+      [&](int i) -> const Op& { return schedule.ops(mine[i]); },
+      [&](int i) { return schedule.ops(mine[i]).id(); },
+      [&](int i) { return schedule.ops(mine[i]).memory().frees(); });
 }
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {

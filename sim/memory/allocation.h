@@ -53,6 +53,13 @@ struct AllocationPlan {
 // buffer the memory model has no line for.
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule);
 
+// The plan of one program's GPUs (schedule.proto Program): its own memory
+// ops walked in order, the other programs' left out (a rank allocates only
+// what its program does). Program 0 of a schedule of one program is the
+// whole schedule's plan.
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
+                                               int program);
+
 // The same for the step `ops` stands for, whole or folded. A folded step
 // (sim/schedule/periodic.h) is its base with block r.hi repeated `copies`
 // more times, every memory op of a copy the block's own (same buffer, same
