@@ -12,8 +12,10 @@
 #include "google/protobuf/struct.pb.h"
 #include "hw/runtime/rank_schedule.h"
 #include "sim/collective/sweep.h"
+#include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/schedule/lower.h"
+#include "sim/schedule/programs.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim::hw {
@@ -177,6 +179,20 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
     issued[op.id()] = true;
   }
   return backend->Finish();
+}
+
+absl::StatusOr<std::vector<int64_t>> PlannedPeaks(const Schedule& schedule,
+                                                  const Mesh& mesh) {
+  absl::StatusOr<Programs> programs = ReadPrograms(schedule, mesh);
+  if (!programs.ok()) return programs.status();
+  std::vector<int64_t> peaks(mesh.gpus(), 0);
+  for (size_t k = 0; k < programs->list.size(); ++k) {
+    absl::StatusOr<AllocationPlan> plan =
+        PlanAllocations(schedule, static_cast<int>(k));
+    if (!plan.ok()) return plan.status();
+    for (int r : programs->list[k].ranks) peaks[r] = plan->peak_bytes;
+  }
+  return peaks;
 }
 
 absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,

@@ -60,6 +60,13 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend);
 
+// Each world rank's planned peak (sim/memory/allocation.h), by rank: the
+// allocation plan of the rank's program (PlanAllocations(schedule,
+// program)), which is the whole schedule's where there is one program. A
+// rank allocates and frees only its own program's memory ops.
+absl::StatusOr<std::vector<int64_t>> PlannedPeaks(const Schedule& schedule,
+                                                  const Mesh& mesh);
+
 // One rank's replayed steps: `warmup` untimed ones first (cuBLAS and cuDNN
 // pick and build their kernels on first use, and the pool grows to the
 // step's size), then `steps` timed ones.

@@ -318,5 +318,25 @@ TEST(PlanAllocations, EachProgramPlansItsOwnMemoryOps) {
   }
 }
 
+TEST(PlannedPeaks, EachRankHasItsProgramsPlan) {
+  // Stages of ranks {0, 3}, {1, 4}, {2, 5}: stage k's ranks plan
+  // 2 micro-batches x (k + 1) x 1000 bytes.
+  Pipeline p;
+  p.ranks = {{0, 3}, {1, 4}, {2, 5}};
+  p.group = MakeGroup(1, 1, 2, 1);
+  absl::StatusOr<std::vector<int64_t>> peaks =
+      PlannedPeaks(PipelineSchedule(p), Mesh{3, 2});
+  ASSERT_TRUE(peaks.ok()) << peaks.status();
+  EXPECT_EQ(*peaks, (std::vector<int64_t>{2000, 4000, 6000, 2000, 4000, 6000}));
+  // One program: every rank the whole schedule's plan.
+  Schedule one;
+  Op* a = AddOp(&one, 0, COMPUTE, "alloc");
+  a->mutable_memory()->set_delta_bytes(700);
+  a->mutable_memory()->set_buffer("P shard");
+  peaks = PlannedPeaks(one, Mesh{2, 1});
+  ASSERT_TRUE(peaks.ok()) << peaks.status();
+  EXPECT_EQ(*peaks, (std::vector<int64_t>{700, 700}));
+}
+
 }  // namespace
 }  // namespace shardsim::hw
