@@ -22,6 +22,16 @@
 
 namespace shardsim::hw {
 
+// What one rank's point-to-point transfers moved over a step, and their
+// data check where the backend checks it (the CPU transport): bytes
+// received that differ from what the sender wrote. -1: not counted.
+struct TransferCounts {
+  int64_t sent_bytes = 0;
+  int64_t received_bytes = 0;
+  int64_t checked_bytes = -1;
+  int64_t wrong_bytes = -1;
+};
+
 // Measured start and end of one op on this rank, seconds since Start().
 struct OpTiming {
   int op_id = -1;
@@ -84,6 +94,20 @@ class Backend {
   virtual absl::Status Memory(int op_id, const MemoryOp& op, Stream stream) = 0;
   // Measured over the step since the last Start().
   virtual MemoryUse MeasuredMemory() const { return {}; }
+
+  // Point-to-point (schedule.proto PointToPoint): Send enqueues send op
+  // `op_id`'s send.bytes() to world rank `peer`, ordered after what `stream`
+  // has enqueued and before what it enqueues next; Recv enqueues its
+  // receive from world rank `peer` on the receiving rank, after which
+  // WaitFor(op_id, s) orders stream s after the bytes arrived. Transfers
+  // between two ranks are matched in the order each side posts them: the
+  // caller posts both sides in one order (runtime.h, ReplaySchedule).
+  virtual absl::Status Send(int op_id, const PointToPoint& send, int peer,
+                            Stream stream) = 0;
+  virtual absl::Status Recv(int op_id, const PointToPoint& send, int peer,
+                            Stream stream) = 0;
+  // Since the last Start().
+  virtual TransferCounts Transfers() const { return {}; }
 
   // Cross-stream dependency: `stream` waits until op `op_id` is done.
   virtual absl::Status WaitFor(int op_id, Stream stream) = 0;

@@ -28,7 +28,6 @@
 #include "hw/runtime/runtime.h"
 #include "sim/analyze/analyze.h"
 #include "sim/collective/sweep.h"
-#include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/results/sink.h"
 #include "sim/results/trace.h"
@@ -280,14 +279,16 @@ int PlanOnly(const MpiSession& mpi, const std::string& path, const Job& job,
     for (const std::string& spec : specs) {
       absl::StatusOr<Point> p = LowerPoint(job, spec, mpi.size());
       if (!p.ok()) return p.status();
-      absl::StatusOr<AllocationPlan> plan = PlanAllocations(*p->schedule);
-      if (!plan.ok()) return plan.status();
+      // Per rank: its program's plan (one program: every rank's the same).
+      absl::StatusOr<std::vector<int64_t>> peaks =
+          PlannedPeaks(*p->schedule, p->mesh);
+      if (!peaks.ok()) return peaks.status();
       ResultRow& row = *results.add_rows();
       row = p->row;
       for (int r = 0; r < mpi.size(); ++r) {
         RankMemory* m = row.add_rank_memory();
         m->set_rank(r);
-        m->set_planned_peak_memory_bytes(plan->peak_bytes);
+        m->set_planned_peak_memory_bytes((*peaks)[r]);
       }
     }
     return absl::OkStatus();
@@ -320,7 +321,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
   const bool plan_only = absl::GetFlag(FLAGS_plan_only);
   Job job;
   Point point;
-  AllocationPlan plan;
+  std::vector<int64_t> planned;  // per rank: its program's planned peak
   std::string spec;
   std::vector<std::string> specs;  // --plan-only: every one
   std::unique_ptr<Backend> backend;
@@ -369,9 +370,10 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
                        point.mesh.gpus_per_node, ") is not the world's (",
                        mesh->nodes, "x", mesh->gpus_per_node, ")"));
     }
-    absl::StatusOr<AllocationPlan> a = PlanAllocations(*point.schedule);
+    absl::StatusOr<std::vector<int64_t>> a =
+        PlannedPeaks(*point.schedule, point.mesh);
     if (!a.ok()) return a.status();
-    plan = *std::move(a);
+    planned = *std::move(a);
     absl::StatusOr<std::unique_ptr<Backend>> b =
         MakeBackend(point.mesh, job.platform);
     if (!b.ok()) return b.status();
@@ -405,7 +407,7 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
     const MemoryUse& use = all.memory[r];
     RankMemory* m = row.add_rank_memory();
     m->set_rank(r);
-    m->set_planned_peak_memory_bytes(plan.peak_bytes);
+    m->set_planned_peak_memory_bytes(planned[r]);
     if (use.allocator_peak_bytes >= 0) {
       m->set_measured_peak_memory_bytes(use.allocator_peak_bytes);
     }

@@ -235,8 +235,7 @@ TEST(PipelineMemory, ActivationsInFlightPerStage) {
       int64_t one = 0;
       for (int l : (*stages)[s]) one += piped.layers[l].activation_bytes;
       const int in_flight = schedule == GPIPE ? m : std::min(p - s, m);
-      absl::StatusOr<AllocationPlan> plan =
-          PlanProgramAllocations(*piped.schedule, s);
+      absl::StatusOr<AllocationPlan> plan = PlanAllocations(*piped.schedule, s);
       ASSERT_TRUE(plan.ok()) << plan.status();
       EXPECT_EQ(plan->own_peak.activations, in_flight * one)
           << PipelineSchedule_Name(schedule) << " stage " << s;

@@ -35,6 +35,24 @@ int64_t SeqSpan() {
   return std::max<int64_t>(1, (tag_ub + 1) / kTagSpan);
 }
 
+// Point-to-point payloads are MPI_BYTE messages of at most this many
+// bytes (an MPI count is an int); a larger send is several, in order.
+constexpr int64_t kChunkBytes = int64_t{1} << 30;
+
+// Byte `i` of what world rank `sender` writes for send op `op_id`: a
+// splitmix64 hash of the three, so a payload landing from the wrong sender,
+// of the wrong op, or shifted by any number of bytes is seen as wrong.
+uint8_t PatternByte(int sender, int op_id, int64_t i) {
+  uint64_t z = (static_cast<uint64_t>(sender) << 48) ^
+               (static_cast<uint64_t>(op_id) << 24) ^
+               static_cast<uint64_t>(i / 8);
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<uint8_t>(z >> (8 * (i % 8)));
+}
+
 // What a collective run waits on, for the watchdog's message.
 std::string CallName(const CollectiveCall& call) {
   return absl::StrCat(CollectiveOp_Name(call.op()), " ",
@@ -71,7 +89,14 @@ class CpuBackend : public Backend {
                [this](const CollectiveCall& call, Plan plan) {
                  return MakeRankPlan(call, plan);
                }),
-        watchdog_(rank, options.watchdog_s) {}
+        watchdog_(rank, options.watchdog_s) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &p2p_);  // every rank makes its backend
+  }
+  ~CpuBackend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
+  }
 
   std::string name() const override { return "cpu"; }
   int rank() const override { return rank_; }
@@ -80,6 +105,7 @@ class CpuBackend : public Backend {
   absl::Status Start() override {
     timings_.clear();
     done_.clear();
+    transfers_ = TransferCounts{0, 0, 0, 0};
     {
       ArmScope arm(&watchdog_, "the barrier that starts a step");
       MPI_Barrier(MPI_COMM_WORLD);
@@ -122,6 +148,55 @@ class CpuBackend : public Backend {
     done_.insert(op_id);
     return absl::OkStatus();
   }
+
+  // Synchronous sends (MPI_Ssend: done only once the receiver has matched
+  // the message): the rendezvous that the runtime's ordering rule is
+  // proven against, so a schedule it let through that could still hang
+  // hangs here too (and the watchdog names it) rather than passing on
+  // buffered sends.
+  absl::Status Send(int op_id, const PointToPoint& send, int peer,
+                    Stream) override {
+    const double start = MPI_Wtime() - t0_;
+    payload_bytes_.resize(send.bytes());
+    for (int64_t i = 0; i < send.bytes(); ++i) {
+      payload_bytes_[i] = PatternByte(rank_, op_id, i);
+    }
+    ArmScope arm(&watchdog_,
+                 absl::StrCat("op ", op_id, ": sending ", send.bytes(),
+                              " bytes of ", send.tensor(), " to rank ", peer));
+    if (absl::Status s = Transfer(op_id, peer, true); !s.ok()) return s;
+    transfers_.sent_bytes += send.bytes();
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
+    done_.insert(op_id);
+    return absl::OkStatus();
+  }
+
+  // Receives into a host buffer and checks every byte against the
+  // sender's pattern.
+  absl::Status Recv(int op_id, const PointToPoint& send, int peer,
+                    Stream) override {
+    const double start = MPI_Wtime() - t0_;
+    payload_bytes_.assign(send.bytes(), 0);
+    {
+      ArmScope arm(
+          &watchdog_,
+          absl::StrCat("receiving op ", op_id, "'s ", send.bytes(),
+                       " bytes of ", send.tensor(), " from rank ", peer));
+      if (absl::Status s = Transfer(op_id, peer, false); !s.ok()) return s;
+    }
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < send.bytes(); ++i) {
+      wrong += payload_bytes_[i] != PatternByte(peer, op_id, i) ? 1 : 0;
+    }
+    transfers_.received_bytes += send.bytes();
+    transfers_.checked_bytes += send.bytes();
+    transfers_.wrong_bytes += wrong;
+    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
+    done_.insert(op_id);
+    return absl::OkStatus();
+  }
+
+  TransferCounts Transfers() const override { return transfers_; }
 
   absl::Status WaitFor(int op_id, Stream) override {
     // Streams are serialized: an op enqueued earlier is already done.
@@ -251,6 +326,31 @@ class CpuBackend : public Backend {
     return mine;
   }
 
+  // payload_bytes_ to (send) or from (receive) world rank `peer` on the
+  // point-to-point communicator, in chunks of kChunkBytes; the tag is the
+  // send op's id, so a receive never takes another op's bytes.
+  absl::Status Transfer(int op_id, int peer, bool send) {
+    const int tag = op_id % (kTagSpan + 1);
+    const int64_t n = static_cast<int64_t>(payload_bytes_.size());
+    // One message at least: a send of 0 bytes is still matched.
+    const int64_t chunks =
+        std::max<int64_t>(1, (n + kChunkBytes - 1) / kChunkBytes);
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t at = k * kChunkBytes;
+      const int count = static_cast<int>(std::min(kChunkBytes, n - at));
+      uint8_t* data = payload_bytes_.data() + at;
+      const int rc = send ? MPI_Ssend(data, count, MPI_BYTE, peer, tag, p2p_)
+                          : MPI_Recv(data, count, MPI_BYTE, peer, tag, p2p_,
+                                     MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        return absl::InternalError(absl::StrCat(
+            "cpu backend: op ", op_id, ": MPI ",
+            send ? "send to" : "receive from", " rank ", peer, " failed"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // One collective run; `what` names it for the watchdog.
   absl::Status Execute(const RankPlan& plan, std::vector<int64_t>* buffer,
                        const std::string& what) {
@@ -331,6 +431,11 @@ class CpuBackend : public Backend {
   PlanCache<RankPlan> plans_;
   std::vector<int64_t> scratch_, switch_, payload_;
   std::vector<MPI_Request> requests_;
+  // Point-to-point sends match on their own communicator (a duplicate of
+  // MPI_COMM_WORLD), never with a collective's messages of the same tag.
+  MPI_Comm p2p_ = MPI_COMM_NULL;
+  std::vector<uint8_t> payload_bytes_;
+  TransferCounts transfers_;
   Watchdog watchdog_;  // last: its thread stops before the rest goes
 };
 

@@ -9,8 +9,9 @@
 //     call's bytes, rounded up to 8).
 //   * Messages go over MPI_COMM_WORLD with global ranks: member i of this
 //     rank's group (GroupMembers, global-rank order) is world rank
-//     members[i]. Groups of one shape are disjoint and every rank issues the
-//     same calls in the same order, so no per-group communicator is needed.
+//     members[i]. Groups of one shape are disjoint and every rank of a group
+//     issues the same calls in the same order (a group stays within one
+//     program of the schedule), so no per-group communicator is needed.
 //   * Steps follow plan.h's semantics: every source range this rank sends in
 //     a step is copied out (a snapshot) before any receive is applied; the
 //     receives are applied after MPI_Waitall, in transfer order, copies
@@ -25,6 +26,10 @@
 //     holds the switch's zeroed buffer of `count` elements; transfers to the
 //     switch are messages to member 0 that add into (or overwrite) that
 //     buffer, transfers from the switch are messages from it.
+//   * Point-to-point sends (schedule.proto PointToPoint) are MPI_Ssend /
+//     MPI_Recv of the payload's bytes on a duplicate of MPI_COMM_WORLD,
+//     tagged by the send's op id. Byte i of the payload is a hash of
+//     (sender, op id, i); the receiver checks every byte (Transfers()).
 //   * Compute ops cannot run meaningfully on a CPU: each sleeps for
 //     ComputeOpCost(kernels, platform).seconds x `compute_scale` (0 =
 //     instantaneous).

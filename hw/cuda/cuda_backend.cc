@@ -118,6 +118,11 @@ class CudaBackend : public Backend {
   MemoryUse MeasuredMemory() const override { return memory_use_; }
   absl::Status Collective(int op_id, const CollectiveCall& call,
                           Stream stream) override;
+  absl::Status Send(int op_id, const PointToPoint& send, int peer,
+                    Stream stream) override;
+  absl::Status Recv(int op_id, const PointToPoint& send, int peer,
+                    Stream stream) override;
+  TransferCounts Transfers() const override { return transfers_; }
   absl::Status WaitFor(int op_id, Stream stream) override;
   absl::StatusOr<std::vector<OpTiming>> Finish() override;
   absl::StatusOr<CheckResult> RunChecked(const CollectiveCall& call,
@@ -145,6 +150,12 @@ class CudaBackend : public Backend {
   };
 
   absl::Status InitWorldComm();
+  // Several programs: every communicator the schedule's collectives use,
+  // and the point-to-point one, made before the first step.
+  absl::Status PrepareComms(const Schedule& schedule);
+  // Enqueues one transfer of `bytes` with world rank `peer` on the
+  // point-to-point stream, between op `op_id`'s events.
+  absl::Status EnqueueTransfer(int op_id, int64_t bytes, int peer, bool send);
   absl::StatusOr<GroupComm*> GetComm(const Group& group, int lane);
   absl::StatusOr<const RankProgram*> GetProgram(const CollectiveCall& call,
                                                 int channels, int64_t count);
@@ -191,6 +202,15 @@ class CudaBackend : public Backend {
   std::map<int, int64_t> live_bytes_;     // alloc op id -> its bytes
   MemoryUse memory_use_;
 
+  // Point-to-point transfers: one communicator over the world (its ranks
+  // are world ranks) and one stream, so sends and receives run in the
+  // order the runtime posts them (rank_schedule.h's ordering rule).
+  ncclComm_t p2p_comm_ = nullptr;
+  cudaStream_t p2p_stream_ = nullptr;
+  cudaEvent_t p2p_fork_ = nullptr;
+  DeviceBuffer p2p_send_, p2p_recv_;
+  TransferCounts transfers_{0, 0, -1, -1};  // no data check on the GPU
+
   cudaEvent_t start_event_ = nullptr;
   bool started_ = false;
   std::vector<OpEvents> events_;
@@ -204,7 +224,12 @@ CudaBackend::~CudaBackend() {
   if (device_ >= 0) {
     cudaDeviceSynchronize();
     for (auto& [key, gc] : comms_) ncclCommDestroy(gc.comm);
+    if (p2p_comm_ != nullptr) ncclCommDestroy(p2p_comm_);
     if (world_comm_ != nullptr) ncclCommDestroy(world_comm_);
+    cudaFree(p2p_send_.ptr);
+    cudaFree(p2p_recv_.ptr);
+    if (p2p_fork_ != nullptr) cudaEventDestroy(p2p_fork_);
+    if (p2p_stream_ != nullptr) cudaStreamDestroy(p2p_stream_);
     for (OpEvents& e : events_) {
       cudaEventDestroy(e.start);
       cudaEventDestroy(e.end);
@@ -250,6 +275,8 @@ absl::Status CudaBackend::Init(int local_rank) {
     CUBLAS_CHECK(cublasCreate(&cublas_[i]));
     CUBLAS_CHECK(cublasSetStream(cublas_[i], streams_[i]));
   }
+  CUDA_CHECK(cudaStreamCreateWithFlags(&p2p_stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&p2p_fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreate(&start_event_));
   absl::StatusOr<std::unique_ptr<KernelRunner>> runner =
       KernelRunner::Create(streams_[0], cublas_[0], rank_);
@@ -292,6 +319,7 @@ absl::Status CudaBackend::InitWorldComm() {
 void CudaBackend::AbortAll() {
   std::lock_guard<std::mutex> l(comms_mu_);
   for (auto& [key, gc] : comms_) ncclCommAbort(gc.comm);
+  if (p2p_comm_ != nullptr) ncclCommAbort(p2p_comm_);
   if (world_comm_ != nullptr) ncclCommAbort(world_comm_);
 }
 
@@ -305,6 +333,9 @@ std::string CudaBackend::AsyncError() {
   };
   if (world_comm_ != nullptr) {
     if (std::string s = check(world_comm_); !s.empty()) return s;
+  }
+  if (p2p_comm_ != nullptr) {
+    if (std::string s = check(p2p_comm_); !s.empty()) return s;
   }
   for (auto& [key, gc] : comms_) {
     if (std::string s = check(gc.comm); !s.empty()) return s;
@@ -563,6 +594,9 @@ absl::Status CudaBackend::Start() {
   for (int i = 1; i < kStreams; ++i) {
     CUDA_CHECK(cudaStreamWaitEvent(streams_[i], start_event_, 0));
   }
+  CUDA_CHECK(cudaStreamWaitEvent(p2p_stream_, start_event_, 0));
+  transfers_.sent_bytes = 0;
+  transfers_.received_bytes = 0;
   started_ = true;
   return absl::OkStatus();
 }
@@ -587,7 +621,106 @@ absl::Status CudaBackend::NewOpEvents(int op_id, OpEvents** out) {
 
 // The kernel workspace is sized once, before any step is timed.
 absl::Status CudaBackend::Prepare(const Schedule& schedule) {
-  return runner_->Reserve(WorkspaceBytes(schedule));
+  HW_RETURN_IF_ERROR(runner_->Reserve(WorkspaceBytes(schedule)));
+  if (schedule.programs_size() <= 1) return absl::OkStatus();
+  return PrepareComms(schedule);
+}
+
+// ncclCommSplit is collective over the world communicator, so every rank
+// must split in one order. With one program every rank meets the shapes in
+// the same order (GetComm splits on first use); with several, a rank sees
+// only its own program's ops, and programs meet shapes in different orders.
+// So every rank splits here, for every collective of every program, in the
+// schedule's order (a rank of another program gets a communicator of its
+// own group of that shape, which it never uses), then the point-to-point
+// communicator.
+absl::Status CudaBackend::PrepareComms(const Schedule& schedule) {
+  ArmScope arm(watchdog_.get(), "the communicators of a schedule's programs");
+  for (const Op& op : schedule.ops()) {
+    if (!op.has_collective()) continue;
+    absl::StatusOr<int> si = StreamIndex(op.stream());
+    if (!si.ok()) return si.status();
+    const Group& g = op.collective().group();
+    if (absl::StatusOr<GroupComm*> c = GetComm(g, *si); !c.ok()) {
+      return c.status();
+    }
+    // HO-Ring's plans run their inter-node transfers on a second lane
+    // (BuildRankProgram's split_streams).
+    if (op.collective().algorithm() == HORING) {
+      if (absl::StatusOr<GroupComm*> c = GetComm(g, kStreams + *si); !c.ok()) {
+        return c.status();
+      }
+    }
+  }
+  HW_RETURN_IF_ERROR(InitWorldComm());
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommSplit(world_comm_, 0, rank_, &comm, nullptr));
+  int me = -1;
+  NCCL_CHECK(ncclCommUserRank(comm, &me));
+  std::lock_guard<std::mutex> l(comms_mu_);
+  p2p_comm_ = comm;
+  if (me != rank_) {
+    return absl::InternalError(absl::StrCat("rank ", rank_,
+                                            ": the point-to-point "
+                                            "communicator has it as rank ",
+                                            me));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueTransfer(int op_id, int64_t bytes, int peer,
+                                          bool send) {
+  if (p2p_comm_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": op ", op_id,
+        ": a point-to-point transfer before Prepare() made its communicator"));
+  }
+  OpEvents* ev = nullptr;
+  HW_RETURN_IF_ERROR(NewOpEvents(op_id, &ev));
+  DeviceBuffer* buf = send ? &p2p_send_ : &p2p_recv_;
+  HW_RETURN_IF_ERROR(Ensure(buf, std::max<int64_t>(bytes, 1), p2p_stream_));
+  CUDA_CHECK(cudaEventRecord(ev->start, p2p_stream_));
+  // One transfer per NCCL call, outside any group: each is matched by the
+  // peer's next transfer with this rank on this communicator, in the order
+  // both post them (rank_schedule.h proves that order cannot deadlock).
+  if (send) {
+    NCCL_CHECK(
+        ncclSend(buf->ptr, bytes, ncclUint8, peer, p2p_comm_, p2p_stream_));
+    transfers_.sent_bytes += bytes;
+  } else {
+    NCCL_CHECK(
+        ncclRecv(buf->ptr, bytes, ncclUint8, peer, p2p_comm_, p2p_stream_));
+    transfers_.received_bytes += bytes;
+  }
+  CUDA_CHECK(cudaEventRecord(ev->end, p2p_stream_));
+  return absl::OkStatus();
+}
+
+// The send runs as if on its own stream: after what that stream has
+// enqueued, and before what it enqueues next.
+absl::Status CudaBackend::Send(int op_id, const PointToPoint& send, int peer,
+                               Stream stream) {
+  absl::StatusOr<int> si = StreamIndex(stream);
+  if (!si.ok()) return si.status();
+  cudaStream_t s = streams_[*si];
+  ArmScope arm(
+      watchdog_.get(),
+      absl::StrCat("op ", op_id, ": enqueueing a send to rank ", peer));
+  CUDA_CHECK(cudaEventRecord(p2p_fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(p2p_stream_, p2p_fork_, 0));
+  HW_RETURN_IF_ERROR(EnqueueTransfer(op_id, send.bytes(), peer, true));
+  CUDA_CHECK(cudaStreamWaitEvent(s, events_[event_index_.at(op_id)].end, 0));
+  return absl::OkStatus();
+}
+
+// The receive waits for nothing of this rank's; the ops that need its bytes
+// wait for it (WaitFor(op_id, their stream)).
+absl::Status CudaBackend::Recv(int op_id, const PointToPoint& send, int peer,
+                               Stream) {
+  ArmScope arm(
+      watchdog_.get(),
+      absl::StrCat("op ", op_id, ": enqueueing a receive from rank ", peer));
+  return EnqueueTransfer(op_id, send.bytes(), peer, false);
 }
 
 absl::Status CudaBackend::Compute(int op_id, const KernelList& kernels,
@@ -704,6 +837,7 @@ absl::Status CudaBackend::Synchronize() {
     CUDA_CHECK(cudaStreamSynchronize(streams_[i]));
     CUDA_CHECK(cudaStreamSynchronize(aux_streams_[i]));
   }
+  CUDA_CHECK(cudaStreamSynchronize(p2p_stream_));
   for (void* p : retired_) CUDA_CHECK(cudaFree(p));
   retired_.clear();
   return absl::OkStatus();

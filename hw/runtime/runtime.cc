@@ -10,9 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
+#include "hw/runtime/rank_schedule.h"
 #include "sim/collective/sweep.h"
+#include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/schedule/lower.h"
+#include "sim/schedule/programs.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim::hw {
@@ -65,17 +68,11 @@ absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node) {
   return mesh;
 }
 
-absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
-                                                     Backend* backend) {
-  // Every rank replays the same ops: one program (schedule.proto). Pipelines'
-  // programs and their point-to-point sends are the simulator's for now.
-  if (schedule.programs_size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schedule: ", schedule.programs_size(),
-        " programs (one per rank role): shardsim-hw runs schedules of one "
-        "program; several, with their point-to-point sends, are simulated "
-        "only (shardsim run)"));
-  }
+namespace {
+
+// Stream of each op id (ids of the one program of a lowered schedule need
+// not be indices; several programs' are).
+absl::StatusOr<std::vector<Stream>> StreamsById(const Schedule& schedule) {
   std::vector<Stream> stream_of;
   for (const Op& op : schedule.ops()) {
     if (op.id() < 0) {
@@ -87,47 +84,92 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
     }
     stream_of[op.id()] = op.stream();
   }
-  if (absl::Status s = backend->Start(); !s.ok()) return s;
-  std::vector<bool> issued(stream_of.size(), false);
-  for (const Op& op : schedule.ops()) {
-    for (int dep : op.deps()) {
-      if (dep < 0 || dep >= static_cast<int>(issued.size()) || !issued[dep]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("schedule: op ", op.id(), " depends on op ", dep,
-                         ", which does not come before it"));
-      }
-      if (stream_of[dep] != op.stream()) {
-        if (absl::Status s = backend->WaitFor(dep, op.stream()); !s.ok()) {
-          return s;
-        }
+  return stream_of;
+}
+
+// Orders `op` after each dependency: on its own stream that is issue
+// order; another stream's op, or a send received from another program
+// (its receive runs on the backend's own terms), is waited for.
+absl::Status WaitForDeps(const Op& op, const std::vector<Stream>& stream_of,
+                         const std::vector<bool>& issued,
+                         const std::vector<bool>& received, Backend* backend) {
+  for (int dep : op.deps()) {
+    if (dep < 0 || dep >= static_cast<int>(issued.size()) || !issued[dep]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule: op ", op.id(), " depends on op ", dep,
+                       ", which does not come before it"));
+    }
+    if (received[dep] || stream_of[dep] != op.stream()) {
+      if (absl::Status s = backend->WaitFor(dep, op.stream()); !s.ok()) {
+        return s;
       }
     }
-    absl::Status s;
-    switch (op.body_case()) {
-      case Op::kCompute:
-        if (op.compute().kernel_list() < 0 ||
-            op.compute().kernel_list() >= schedule.kernel_lists_size()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("schedule: op ", op.id(), " names kernel list ",
-                           op.compute().kernel_list(), " of ",
-                           schedule.kernel_lists_size()));
-        }
-        s = backend->Compute(op.id(), KernelsOf(schedule, op.compute()),
-                             op.stream());
-        break;
-      case Op::kCollective:
-        s = backend->Collective(op.id(), op.collective(), op.stream());
-        break;
-      case Op::kMemory:
-        s = backend->Memory(op.id(), op.memory(), op.stream());
-        break;
-      case Op::kSend:
+  }
+  return absl::OkStatus();
+}
+
+// Enqueues one op of the rank's program; `peer` is a send's receiver.
+absl::Status IssueOp(const Schedule& schedule, const Op& op, int peer,
+                     Backend* backend) {
+  switch (op.body_case()) {
+    case Op::kCompute:
+      if (op.compute().kernel_list() < 0 ||
+          op.compute().kernel_list() >= schedule.kernel_lists_size()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "schedule: op ", op.id(), " (", op.label(),
-            ") is a point-to-point send: shardsim-hw runs schedules of one "
-            "program, which send nothing"));
-      default:
-        break;
+            "schedule: op ", op.id(), " names kernel list ",
+            op.compute().kernel_list(), " of ", schedule.kernel_lists_size()));
+      }
+      return backend->Compute(op.id(), KernelsOf(schedule, op.compute()),
+                              op.stream());
+    case Op::kCollective:
+      return backend->Collective(op.id(), op.collective(), op.stream());
+    case Op::kMemory:
+      return backend->Memory(op.id(), op.memory(), op.stream());
+    case Op::kSend:
+      return backend->Send(op.id(), op.send(), peer, op.stream());
+    default:
+      return absl::OkStatus();
+  }
+}
+
+// The stream of the first op after step `k` that needs the receive of
+// send `send` (COMPUTE for a receive nothing waits for).
+Stream ReceivingStream(const Schedule& schedule, const RankSchedule& mine,
+                       size_t k, int send) {
+  for (size_t j = k + 1; j < mine.steps.size(); ++j) {
+    if (mine.steps[j].kind != RankStep::kOp) continue;
+    const Op& op = schedule.ops(mine.steps[j].op);
+    for (int d : op.deps()) {
+      if (d == send) return op.stream();
+    }
+  }
+  return COMPUTE;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
+                                                     Backend* backend) {
+  // This rank's program, its receives placed and the order of every
+  // program's sends proven not to deadlock (rank_schedule.h).
+  absl::StatusOr<RankSchedule> mine =
+      ScheduleOfRank(schedule, backend->mesh(), backend->rank());
+  if (!mine.ok()) return mine.status();
+  absl::StatusOr<std::vector<Stream>> stream_of = StreamsById(schedule);
+  if (!stream_of.ok()) return stream_of.status();
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
+  std::vector<bool> issued(stream_of->size(), false);
+  std::vector<bool> received(stream_of->size(), false);
+  for (size_t k = 0; k < mine->steps.size(); ++k) {
+    const Op& op = schedule.ops(mine->steps[k].op);
+    absl::Status s;
+    if (mine->steps[k].kind == RankStep::kRecv) {
+      s = backend->Recv(op.id(), op.send(), mine->peers[k],
+                        ReceivingStream(schedule, *mine, k, op.id()));
+      received[op.id()] = true;
+    } else {
+      s = WaitForDeps(op, *stream_of, issued, received, backend);
+      if (s.ok()) s = IssueOp(schedule, op, mine->peers[k], backend);
     }
     if (!s.ok()) {
       return absl::Status(
@@ -137,6 +179,20 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
     issued[op.id()] = true;
   }
   return backend->Finish();
+}
+
+absl::StatusOr<std::vector<int64_t>> PlannedPeaks(const Schedule& schedule,
+                                                  const Mesh& mesh) {
+  absl::StatusOr<Programs> programs = ReadPrograms(schedule, mesh);
+  if (!programs.ok()) return programs.status();
+  std::vector<int64_t> peaks(mesh.gpus(), 0);
+  for (size_t k = 0; k < programs->list.size(); ++k) {
+    absl::StatusOr<AllocationPlan> plan =
+        PlanAllocations(schedule, static_cast<int>(k));
+    if (!plan.ok()) return plan.status();
+    for (int r : programs->list[k].ranks) peaks[r] = plan->peak_bytes;
+  }
+  return peaks;
 }
 
 absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,

@@ -48,13 +48,24 @@ bool AnyFailed(int rank, const absl::Status& status);
 // errors name both numbers and the flag.
 absl::StatusOr<Mesh> MeshFromWorld(int world, int gpus_per_node);
 
-// Replays one step: Start(), then the IR's ops in order; before each op,
-// WaitFor each dependency on another stream; compute, collective and memory
-// ops are issued on their stream. Returns Finish()'s timings. A schedule of
-// several programs (schedule.proto Program), or with a send, is an error:
-// every rank runs the one program.
+// Replays one step on this rank: Start(), then the ops of the rank's
+// program (schedule.proto Program; every op where there is one program) in
+// order, with the receive of each send to the program posted before the
+// first op that depends on it (the ordering rule of rank_schedule.h, which
+// refuses a schedule whose sends would deadlock under it, before Start()).
+// Before each op, WaitFor each dependency on another stream and each
+// received send; compute, collective, memory and send ops are issued on
+// their stream, a send to the rank of the same index in its peer program.
+// Returns Finish()'s timings.
 absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
                                                      Backend* backend);
+
+// Each world rank's planned peak (sim/memory/allocation.h), by rank: the
+// allocation plan of the rank's program (PlanAllocations(schedule,
+// program)), which is the whole schedule's where there is one program. A
+// rank allocates and frees only its own program's memory ops.
+absl::StatusOr<std::vector<int64_t>> PlannedPeaks(const Schedule& schedule,
+                                                  const Mesh& mesh);
 
 // One rank's replayed steps: `warmup` untimed ones first (cuBLAS and cuDNN
 // pick and build their kernels on first use, and the pool grows to the

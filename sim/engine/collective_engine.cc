@@ -14,6 +14,7 @@
 #include "sim/engine/flow_workers.h"
 #include "sim/engine/lone_stages.h"
 #include "sim/engine/wire_bytes.h"
+#include "sim/schedule/programs.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -79,17 +80,11 @@ absl::Status CollectiveEngine::Prepare(const CollectiveCall& call,
     int in = 0;
     for (int rank : group) in += program_of_[rank] == program ? 1 : 0;
     if (in == 0) continue;
-    if (in < static_cast<int>(group.size())) {
+    if (absl::Status s =
+            GroupWithinProgram(call.group(), group, program_of_, program);
+        !s.ok()) {
       program_calls_.erase(it);
-      for (int rank : group) {
-        if (program_of_[rank] == program) continue;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "its group (", GroupName(call.group()), ") of rank ", group[0],
-            " holds ranks of programs ", program, " and ", program_of_[rank],
-            " (rank ", rank,
-            "): a collective runs within one program; programs exchange "
-            "data by point-to-point sends"));
-      }
+      return s;
     }
     mine->groups.push_back(group);
   }

@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/engine/collapse.h"
-#include "sim/engine/programs.h"
 #include "sim/engine/step_actors.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
+#include "sim/schedule/programs.h"
 
 namespace shardsim {
 namespace {

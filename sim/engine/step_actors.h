@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/fabric.h"
-#include "sim/engine/programs.h"
 #include "sim/engine/replay.h"
+#include "sim/schedule/programs.h"
 #include "sim/schema/schedule.pb.h"
 
 namespace shardsim {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -82,24 +83,6 @@ absl::StatusOr<AllocationPlan> Walk(int n, const OpOf& op_of, const IdOf& id_of,
 
 }  // namespace
 
-absl::StatusOr<AllocationPlan> PlanProgramAllocations(const Schedule& schedule,
-                                                      int program) {
-  std::vector<int> ids;
-  for (const Op& op : schedule.ops()) {
-    if (op.has_memory() && op.program() == program) ids.push_back(op.id());
-  }
-  absl::StatusOr<AllocationPlan> plan = Walk(
-      static_cast<int>(ids.size()),
-      [&](int i) -> const Op& { return schedule.ops(ids[i]); },
-      [&](int i) { return ids[i]; },
-      [&](int i) { return schedule.ops(ids[i]).memory().frees(); });
-  if (plan.ok()) {
-    plan->program = program;
-    plan->program_role = schedule.programs(program).role();
-  }
-  return plan;
-}
-
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
   if (schedule.programs_size() <= 1) {
     return Walk(
@@ -110,13 +93,32 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
   }
   std::optional<AllocationPlan> highest;
   for (int p = 0; p < schedule.programs_size(); ++p) {
-    absl::StatusOr<AllocationPlan> plan = PlanProgramAllocations(schedule, p);
+    absl::StatusOr<AllocationPlan> plan = PlanAllocations(schedule, p);
     if (!plan.ok()) return plan.status();
     if (!highest || plan->peak_bytes > highest->peak_bytes) {
       highest = *std::move(plan);
     }
   }
   return *std::move(highest);
+}
+
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
+                                               int program) {
+  std::vector<int> mine;  // indices of the program's ops, in order
+  for (int i = 0; i < schedule.ops_size(); ++i) {
+    if (schedule.ops(i).program() == program) mine.push_back(i);
+  }
+  absl::StatusOr<AllocationPlan> plan = Walk(
+      static_cast<int>(mine.size()),
+      [&](int i) -> const Op& { return schedule.ops(mine[i]); },
+      [&](int i) { return schedule.ops(mine[i]).id(); },
+      [&](int i) { return schedule.ops(mine[i]).memory().frees(); });
+  if (plan.ok() && program < schedule.programs_size() &&
+      schedule.programs_size() > 1) {
+    plan->program = program;
+    plan->program_role = schedule.programs(program).role();
+  }
+  return plan;
 }
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {

@@ -58,10 +58,12 @@ struct AllocationPlan {
 // buffer and size, and for a buffer the memory model has no line for.
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule);
 
-// The plan of program `program` of `schedule` alone (the GPUs of one
-// pipeline stage).
-absl::StatusOr<AllocationPlan> PlanProgramAllocations(const Schedule& schedule,
-                                                      int program);
+// The plan of one program's GPUs (schedule.proto Program): its own memory
+// ops walked in order, the other programs' left out (a rank allocates only
+// what its program does). Program 0 of a schedule of one program is the
+// whole schedule's plan.
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
+                                               int program);
 
 // The same for the step `ops` stands for, whole or folded. A folded step
 // (sim/schedule/periodic.h) is its base with block r.hi repeated `copies`

@@ -1,4 +1,4 @@
-#include "sim/engine/programs.h"
+#include "sim/schedule/programs.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -131,6 +131,22 @@ absl::StatusOr<Programs> ReadPrograms(const Schedule& s, const Mesh& mesh) {
   if (absl::Status st = CheckSeveral(s, p); !st.ok()) return st;
   for (const Op& op : s.ops()) p.list[op.program()].ops.push_back(op.id());
   return p;
+}
+
+absl::Status GroupWithinProgram(const Group& shape,
+                                const std::vector<int>& group,
+                                const std::vector<int>& program_of,
+                                int program) {
+  for (int rank : group) {
+    if (program_of[rank] == program) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "its group (", GroupName(shape), ") of rank ", group[0],
+        " holds ranks of programs ", program, " and ", program_of[rank],
+        " (rank ", rank,
+        "): a collective runs within one program; programs exchange "
+        "data by point-to-point sends"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shardsim

@@ -3,8 +3,8 @@
 // each issues and in what order, checked against the contract the proto
 // states. A schedule without programs is one program of every rank: the
 // lowering's, the only kind before pipelines.
-#ifndef SHARDSIM_SIM_ENGINE_PROGRAMS_H_
-#define SHARDSIM_SIM_ENGINE_PROGRAMS_H_
+#ifndef SHARDSIM_SIM_SCHEDULE_PROGRAMS_H_
+#define SHARDSIM_SIM_SCHEDULE_PROGRAMS_H_
 
 #include <string>
 #include <vector>
@@ -32,6 +32,15 @@ struct Programs {
 // schedule.proto, each breach an error naming the op or program at fault.
 absl::StatusOr<Programs> ReadPrograms(const Schedule& s, const Mesh& mesh);
 
+// A collective runs within one program (schedule.proto's contract): OK
+// when every rank of `group` (global ranks, one group of `shape`) is in
+// `program` by `program_of` (each rank's program); else an error naming
+// the first rank of another program.
+absl::Status GroupWithinProgram(const Group& shape,
+                                const std::vector<int>& group,
+                                const std::vector<int>& program_of,
+                                int program);
+
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_PROGRAMS_H_
+#endif  // SHARDSIM_SIM_SCHEDULE_PROGRAMS_H_
