@@ -1710,10 +1710,15 @@ void ExpectComputeSendCompute(const Replayed& r, double T) {
   EXPECT_EQ(r.ops[2].first, r.ops[1].second);
   EXPECT_NEAR(r.ops[2].second - r.ops[2].first, 0.5e-3, 1e-12);
   EXPECT_NEAR(r.step, 1e-3 + T + 0.5e-3, 1e-12);
-  // The critical path crosses into the sender through the send.
-  EXPECT_NEAR(r.breakdown.compute_s(), 1.5e-3, 1e-12);
-  EXPECT_NEAR(r.breakdown.compute_s() + r.breakdown.bandwidth_s() +
-                  r.breakdown.latency_s() + r.breakdown.launch_overhead_s(),
+  // The critical path crosses into the sender through the send: the
+  // sender's compute (its program computes the most), the send, and the
+  // receiver's compute, which the sender waits through (the bubble).
+  EXPECT_NEAR(r.breakdown.compute_s(), 1e-3, 1e-12);
+  EXPECT_NEAR(r.breakdown.pipeline_bubble_s(), 0.5e-3, 1e-12);
+  EXPECT_NEAR(r.breakdown.point_to_point_s(), T, 1e-12);
+  EXPECT_NEAR(r.breakdown.compute_s() + r.breakdown.pipeline_bubble_s() +
+                  r.breakdown.point_to_point_s() +
+                  r.breakdown.launch_overhead_s(),
               r.step, 1e-12);
   ASSERT_EQ(r.breakdown.by_collective_size(), 1);
   EXPECT_EQ(r.breakdown.by_collective(0).collective(), "SEND act");
@@ -1736,8 +1741,6 @@ TEST(EnginePrograms, ASendInsideANodeRunsOverNvSwitch) {
   const Replayed r =
       Replay(ComputeSendCompute({0}, {1}, 100'000'000), p, Mesh{2, 1});
   ExpectComputeSendCompute(r, T);
-  EXPECT_NEAR(r.breakdown.latency_s(), 25e-6, 1e-12);
-  EXPECT_NEAR(r.breakdown.bandwidth_s(), 1e-3, 1e-12);
 }
 
 TEST(EnginePrograms, ASendAcrossNodesRunsOverTheNics) {
@@ -1748,8 +1751,6 @@ TEST(EnginePrograms, ASendAcrossNodesRunsOverTheNics) {
   const Replayed r = Replay(ComputeSendCompute({0}, {1}, 10'000'000),
                             StepPlatform(), Mesh{1, 2});
   ExpectComputeSendCompute(r, T);
-  EXPECT_NEAR(r.breakdown.latency_s(), 120e-6, 1e-12);
-  EXPECT_NEAR(r.breakdown.bandwidth_s(), 1e-3, 1e-12);
 }
 
 TEST(EnginePrograms, RankIOfOneProgramSendsToRankIOfTheOther) {
