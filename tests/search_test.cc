@@ -450,10 +450,12 @@ TEST(Search, TheBestIsRankedFirstAndNoPresetBeatsIt) {
 // finds the same best point and the same front, having pruned some; every
 // preset that fits is there, simulated or pruned, and a pruned one is
 // slower than the best by its bound.
-void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
+void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms,
+                                 bool parallelism = false) {
   SearchOptions every;
   every.exhaustive = true;
   every.algorithms = algorithms;
+  every.parallelism = parallelism;
   every.top = 100000;
   absl::StatusOr<SearchResults> all = SearchStrategies(job, every);
   ASSERT_TRUE(all.ok()) << all.status();
@@ -465,6 +467,7 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
 
   SearchOptions pruning;
   pruning.algorithms = algorithms;
+  pruning.parallelism = parallelism;
   absl::StatusOr<SearchResults> some = SearchStrategies(job, pruning);
   ASSERT_TRUE(some.ok()) << some.status();
   EXPECT_GT(some->pruned(), 0);
@@ -492,6 +495,27 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms) {
 TEST(Search, TheBoundIsSoundAndPruningKeepsTheAnswer) {
   ExpectPruningKeepsTheAnswer(SearchJob("llama-7b", 16, 10, 1, 512),
                               /*algorithms=*/false);
+}
+
+// The tiny model (2 blocks) on 16 GPUs, 4 micro-batches, rings only, with
+// its layouts too: tensor parallelism refused for now, so data parallel and
+// 2-stage 1F1B pipelines, every strategy a framework runs in each. The
+// bound stays below every simulated step, pipelines' too.
+TEST(Search, PruningKeepsTheAnswerAcrossLayouts) {
+  // 2^12 tokens in sequences of 64: 64 sequences, 4 a replica at dp 16
+  // (micro-batches of 2: 2), 8 at dp 8 (pp 2: 4 micro-batches of 2).
+  Scenario sc = SearchScenario(test::TinyModelPath(), 16, 2, 64);
+  sc.set_global_batch_tokens(1 << 12);
+  const Job job = Resolved(sc);
+  SearchOptions fixed;
+  fixed.parallelism = true;
+  Job bad = SearchJob(test::TinyModelPath(), 16, 2, 4, 64);
+  EXPECT_FALSE(SearchStrategies(bad, fixed).ok());
+  const std::vector<Parallelism> layouts = LayoutChoices(job, 16);
+  ASSERT_GE(layouts.size(), 2u);
+  EXPECT_EQ(layouts[1].pp(), 2);
+  ExpectPruningKeepsTheAnswer(job, /*algorithms=*/false,
+                              /*parallelism=*/true);
 }
 
 // The tiny model on 16 GPUs with every algorithm per group kind.
