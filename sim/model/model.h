@@ -58,6 +58,10 @@ struct Layer {
   // The modules that own its parameters, in forward order, with the
   // kernels each runs (kernels.h). Their params add up to `params`.
   std::vector<Unit> units;
+  // What its recomputation runs when that is less than its whole forward
+  // (selective recomputation: the core attention); empty: the forward of
+  // every unit, their tensor-parallel collectives included.
+  std::vector<Kernel> recompute_kernels;
 };
 
 // Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b,
