@@ -367,6 +367,21 @@ absl::Status ValidateModel(const Model& model) {
   return c.status();
 }
 
+absl::Status ValidateTensorParallel(const Model& model, int tp) {
+  const int kv_heads = model.kv_heads() > 0 ? model.kv_heads() : model.heads();
+  const std::string of = absl::StrCat(" by parallelism.tp (", tp, ")");
+  FieldCheck c("", "model.");
+  c.Rule("heads", model.heads() % tp == 0,
+         absl::StrCat("must be divisible", of))
+      .Rule("kv_heads", kv_heads % tp == 0 || tp % kv_heads == 0,
+            absl::StrCat("must be a multiple or a divisor of ", tp))
+      .Rule("kv_heads", KvWidth(model) % tp == 0,
+            absl::StrCat("x head_dim must be divisible", of))
+      .Rule("ffn_hidden", model.ffn_hidden() % tp == 0,
+            absl::StrCat("must be divisible", of));
+  return c.status();
+}
+
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch) {
   std::vector<Layer> layers;
   layers.reserve(model.layers() + 2);

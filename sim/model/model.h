@@ -73,6 +73,12 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name);
 // Rejects missing or inconsistent fields, naming the field.
 absl::Status ValidateModel(const Model& model);
 
+// Rejects a `tp` that does not split `model` as Megatron-LM splits it:
+// heads, the kv heads' projection columns and ffn_hidden whole on each GPU,
+// kv heads a multiple or a divisor of tp (megatron/core/transformer/
+// transformer_config.py). The error names the field.
+absl::Status ValidateTensorParallel(const Model& model, int tp);
+
 // Embedding, blocks, head, in forward order.
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch);
 

@@ -162,11 +162,7 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   c.Rule("parallelism",
          p.tp() <= 1 && p.pp() <= 1 && p.cp() <= 1 && p.vpp() <= 1 &&
              p.stage_layers().empty(),
-         "tensor, pipeline and context parallelism are not modelled yet")
-      .Rule("recompute_granularity",
-            s.recompute_granularity() != RECOMPUTE_SELECTIVE &&
-                s.recompute_granularity() != RECOMPUTE_SELECTIVE_LAYER,
-            "selective recomputation is not modelled yet");
+         "tensor, pipeline and context parallelism are not modelled yet");
   return c.status();
 }
 
