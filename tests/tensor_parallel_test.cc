@@ -356,6 +356,36 @@ TEST(TensorParallelLowering, ACollectiveCutsItsVisitsComputeOp) {
   EXPECT_EQ(collectives, 2);
 }
 
+TEST(TensorParallelLowering, SelectiveRecomputeRunsTheCoreAttentionOnly) {
+  Batch batch = Sharded(2);
+  batch.recompute_granularity = RECOMPUTE_SELECTIVE;
+  const Schedule s = Lower(Gpt(), batch);
+  int recomputes = 0;
+  for (const Op& op : s.ops()) {
+    if (op.layer() != 1) continue;
+    if (op.has_memory() && op.memory().buffer() == "recompute" &&
+        op.memory().delta_bytes() > 0) {
+      // The scores of a/t heads: 5*a*s^2*b/t.
+      EXPECT_EQ(op.memory().delta_bytes(), Scores() / 2);
+    }
+    if (!op.has_compute() || op.compute().kind() != "recompute") continue;
+    ++recomputes;
+    std::vector<std::string> names;
+    for (const Kernel& k :
+         s.kernel_lists(op.compute().kernel_list()).kernels()) {
+      names.push_back(k.name());
+    }
+    // HF's eager attention between its projections (kernels.cc).
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"scores", "softmax", "context"}));
+  }
+  EXPECT_EQ(recomputes, 1);
+  // No collective runs again: the core attention is local to the heads.
+  EXPECT_EQ(Census(s, 1, kHidden),
+            (std::map<std::string, int>{{"ALL_REDUCE FORWARD", 2},
+                                        {"ALL_REDUCE BACKWARD", 2}}));
+}
+
 // ---- properties ----
 
 TEST(TensorParallelProperty, TpNeverRaisesWhatOneGpuHolds) {
