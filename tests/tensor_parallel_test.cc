@@ -128,7 +128,7 @@ TEST(TensorParallel, KvHeadsAreDividedWhenTheyAreAtLeastTp) {
   EXPECT_EQ(AttentionOf(block).heads(), kHeads / 4);
   EXPECT_EQ(AttentionOf(block).kv_heads(), 2);
   for (const Unit& u : block.units) {
-    for (const TpComm& c : u.comms) EXPECT_NE(c.tensor, "qkv");
+    for (const UnitCollective& c : u.comms) EXPECT_NE(c.tensor, "qkv");
   }
 }
 
@@ -146,7 +146,7 @@ TEST(TensorParallel, FewerKvHeadsThanTpKeepOneAndGatherTheProjection) {
   // Gathered: T tokens x (h + 2 * 2 * 64) columns, bf16.
   const int64_t gathered = kB * kS * (kH + 2 * 2 * 64) * 2;
   int gathers = 0;
-  for (const TpComm& c : UnitNamed(block, "v_proj").comms) {
+  for (const UnitCollective& c : UnitNamed(block, "v_proj").comms) {
     if (c.tensor != "qkv" && c.tensor != "qkv grad") continue;
     EXPECT_EQ(c.bytes, gathered);
     EXPECT_EQ(c.kind, c.backward ? REDUCE_SCATTER : ALL_GATHER);

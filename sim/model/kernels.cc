@@ -330,11 +330,12 @@ void AttentionBackward(const Shape& sh, std::vector<Kernel>* k) {
   }
 }
 
-// ---- tensor parallelism: the collectives a module issues ----
+// ---- tensor parallelism: the collectives its modules issue ----
 
-TpComm Comm(CollectiveOp kind, bool backward, int at, int64_t bytes,
-            std::string tensor, DType dtype = BF16) {
-  TpComm c;
+UnitCollective TpCollective(CollectiveOp kind, bool backward, int at,
+                            int64_t bytes, std::string tensor,
+                            DType dtype = BF16) {
+  UnitCollective c;
   c.kind = kind;
   c.backward = backward;
   c.at = at;
@@ -383,16 +384,17 @@ void ColumnParallel(const Shape& sh, Unit* first, Unit* last) {
       first == last ? IndexOf(first->backward, first->name + " dgrad") + 1
                     : Size(first->backward);
   if (!sh.sp) {
-    first->comms.push_back(
-        Comm(ALL_REDUCE, true, grad_done, HiddenBytes(sh), tensor + " grad"));
+    first->comms.push_back(TpCollective(ALL_REDUCE, true, grad_done,
+                                        HiddenBytes(sh), tensor + " grad"));
     return;
   }
-  first->comms.push_back(Comm(ALL_GATHER, false, 0, HiddenBytes(sh), tensor));
-  last->comms.push_back(Comm(ALL_GATHER, true,
-                             IndexOf(last->backward, last->name + " dgrad"),
-                             HiddenBytes(sh), tensor));
   first->comms.push_back(
-      Comm(REDUCE_SCATTER, true, grad_done, HiddenBytes(sh), tensor + " grad"));
+      TpCollective(ALL_GATHER, false, 0, HiddenBytes(sh), tensor));
+  last->comms.push_back(TpCollective(
+      ALL_GATHER, true, IndexOf(last->backward, last->name + " dgrad"),
+      HiddenBytes(sh), tensor));
+  first->comms.push_back(TpCollective(REDUCE_SCATTER, true, grad_done,
+                                      HiddenBytes(sh), tensor + " grad"));
 }
 
 // A row-parallel linear writing the hidden states (linear_proj, linear_fc2):
@@ -405,12 +407,14 @@ void RowParallel(const Shape& sh, Unit* u) {
   if (sh.tp == 1) return;
   const std::string tensor = u->name + " output";
   if (!sh.sp) {
-    u->comms.push_back(Comm(ALL_REDUCE, false, 1, HiddenBytes(sh), tensor));
+    u->comms.push_back(
+        TpCollective(ALL_REDUCE, false, 1, HiddenBytes(sh), tensor));
     return;
   }
-  u->comms.push_back(Comm(REDUCE_SCATTER, false, 1, HiddenBytes(sh), tensor));
   u->comms.push_back(
-      Comm(ALL_GATHER, true, 0, HiddenBytes(sh), tensor + " grad"));
+      TpCollective(REDUCE_SCATTER, false, 1, HiddenBytes(sh), tensor));
+  u->comms.push_back(
+      TpCollective(ALL_GATHER, true, 0, HiddenBytes(sh), tensor + " grad"));
 }
 
 // Fewer kv heads than tp: each rank's slice of the qkv projection is
@@ -422,10 +426,11 @@ void RowParallel(const Shape& sh, Unit* u) {
 void GatherQkv(const Shape& sh, int64_t columns, int gemm_end, Unit* last) {
   if (!sh.gather_qkv) return;
   const int64_t bytes = kBf16 * sh.tokens * columns * sh.tp;
-  last->comms.push_back(Comm(ALL_GATHER, false, gemm_end, bytes, "qkv"));
-  last->comms.push_back(Comm(REDUCE_SCATTER, true,
-                             IndexOf(last->backward, last->name + " dgrad"),
-                             bytes, "qkv grad"));
+  last->comms.push_back(
+      TpCollective(ALL_GATHER, false, gemm_end, bytes, "qkv"));
+  last->comms.push_back(TpCollective(
+      REDUCE_SCATTER, true, IndexOf(last->backward, last->name + " dgrad"),
+      bytes, "qkv grad"));
 }
 
 std::vector<Unit> AttentionUnits(const Shape& sh) {
@@ -531,14 +536,14 @@ void VocabParallelEmbedding(const Shape& sh, Unit* u) {
   if (sh.tp == 1) return;
   const int end = Size(u->forward);
   if (!sh.sp) {
-    u->comms.push_back(
-        Comm(ALL_REDUCE, false, end, HiddenBytes(sh), "embedding output"));
+    u->comms.push_back(TpCollective(ALL_REDUCE, false, end, HiddenBytes(sh),
+                                    "embedding output"));
     return;
   }
-  u->comms.push_back(
-      Comm(REDUCE_SCATTER, false, end, HiddenBytes(sh), "embedding output"));
-  u->comms.push_back(
-      Comm(ALL_GATHER, true, 0, HiddenBytes(sh), "embedding output grad"));
+  u->comms.push_back(TpCollective(REDUCE_SCATTER, false, end, HiddenBytes(sh),
+                                  "embedding output"));
+  u->comms.push_back(TpCollective(ALL_GATHER, true, 0, HiddenBytes(sh),
+                                  "embedding output grad"));
 }
 
 // The loss over vocabulary-split logits (megatron/core/tensor_parallel/
@@ -550,7 +555,7 @@ void VocabParallelCrossEntropy(const Shape& sh, Unit* head) {
   const int end = Size(head->forward);
   for (const char* tensor : {"logits max", "target logit", "sum exp"}) {
     head->comms.push_back(
-        Comm(ALL_REDUCE, false, end, kFp32 * sh.tokens, tensor, FP32));
+        TpCollective(ALL_REDUCE, false, end, kFp32 * sh.tokens, tensor, FP32));
   }
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/layout.h"
 #include "sim/schema/kernel.pb.h"
 #include "sim/schema/model.pb.h"
 #include "sim/schema/scenario.pb.h"
@@ -33,14 +34,19 @@ namespace shardsim {
 
 struct Batch;  // model.h
 
-// A collective over the tensor-parallel group that a unit's module issues
-// inside its forward or backward (Megatron-LM's ColumnParallelLinear,
-// RowParallelLinear, VocabParallelEmbedding, vocab-parallel cross-entropy:
+// A collective that a unit's module issues inside its forward or backward
+// over the group of one dimension of the job's mesh: tensor parallelism's
+// (Megatron-LM's ColumnParallelLinear, RowParallelLinear,
+// VocabParallelEmbedding, vocab-parallel cross-entropy:
 // megatron/core/tensor_parallel/layers.py, mappings.py, cross_entropy.py).
 // It runs before kernel `at` of that kernel list (at == the list's size:
 // after its last kernel), blocking the compute stream, as Megatron runs
-// them without its TP communication overlap.
-struct TpComm {
+// them without its TP communication overlap. Context parallelism's
+// exchange of keys and values (Megatron's cp_comm_type all_gather: an
+// all-gather of K and V over the cp group before the attention) is one
+// more entry of `dim` kCp, not modelled yet.
+struct UnitCollective {
+  Dim dim = Dim::kTp;  // whose group (sim/base/layout.h)
   CollectiveOp kind = ALL_REDUCE;
   bool backward = false;
   int at = 0;
@@ -61,9 +67,9 @@ struct Unit {
   std::vector<int64_t> vectors;
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
-  // Its tensor-parallel collectives, each list's in kernel order; none
-  // when tp is 1.
-  std::vector<TpComm> comms;
+  // The collectives it issues, each list's in kernel order; none when tp
+  // is 1.
+  std::vector<UnitCollective> comms;
 };
 
 // The units of each kind of layer, in forward order.

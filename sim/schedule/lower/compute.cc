@@ -15,20 +15,21 @@ namespace {
 // tensor-parallel collective between two kernels.
 struct Item {
   const Kernel* kernel = nullptr;
-  const TpComm* comm = nullptr;
+  const UnitCollective* comm = nullptr;
 };
 
 // Unit `u`'s forward (or backward) kernels, its collectives of that list
 // at their places (Unit::comms: before kernel `at`, in their order).
 void AddUnit(const Unit& u, bool backward, std::vector<Item>* items) {
   const std::vector<Kernel>& kernels = backward ? u.backward : u.forward;
-  std::vector<const TpComm*> comms;
-  for (const TpComm& c : u.comms) {
+  std::vector<const UnitCollective*> comms;
+  for (const UnitCollective& c : u.comms) {
     if (c.backward == backward) comms.push_back(&c);
   }
-  std::stable_sort(
-      comms.begin(), comms.end(),
-      [](const TpComm* a, const TpComm* b) { return a->at < b->at; });
+  std::stable_sort(comms.begin(), comms.end(),
+                   [](const UnitCollective* a, const UnitCollective* b) {
+                     return a->at < b->at;
+                   });
   size_t next = 0;
   for (int i = 0; i <= static_cast<int>(kernels.size()); ++i) {
     while (next < comms.size() && comms[next]->at <= i) {
@@ -74,13 +75,12 @@ int PartOp(Step* step, const Run& run, const std::vector<Item>& items,
                        std::move(deps));
 }
 
-// The kernels of `items` as compute ops cut at their collectives, each a
-// collective over the job's tensor-parallel group on the compute stream
+// The kernels of `items` as compute ops cut at their collectives, each
+// over its dimension's group of the job's mesh, on the compute stream
 // (Megatron without TP communication overlap: the next kernel waits for
 // it). Returns the last op; the first waits for `deps`.
 int Emit(Step* step, const Run& run, const std::vector<Item>& items,
          std::vector<int> deps) {
-  const Group tp = step->layout().GroupOf(Dim::kTp);
   int last = -1;
   int part = 0;
   size_t begin = 0;
@@ -91,10 +91,11 @@ int Emit(Step* step, const Run& run, const std::vector<Item>& items,
     if (op >= 0) deps = {op};
     last = op >= 0 ? op : last;
     if (end) break;
-    const TpComm& c = *items[i].comm;
+    const UnitCollective& c = *items[i].comm;
+    const Group group = step->layout().GroupOf(c.dim);
     last = step->MeshCollective(COMPUTE, run.phase, run.mb, run.layer, c.kind,
-                                tp, c.bytes, c.dtype, step->AlgorithmFor(tp),
-                                c.tensor, deps);
+                                group, c.bytes, c.dtype,
+                                step->AlgorithmFor(group), c.tensor, deps);
     deps = {last};
     begin = i + 1;
     ++part;
