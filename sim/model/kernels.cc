@@ -63,16 +63,6 @@ struct Shape {
   bool qkv_bias;  // on the q, k and v projections (bias implies it)
 };
 
-// Heads of k and v on one of `tp` GPUs. Megatron divides the query groups
-// when they are at least tp; with fewer (tp a multiple of them) each rank
-// keeps one whole kv head, its projection's columns gathered from the
-// group's ranks (megatron/core/transformer/attention.py, Attention.__init__:
-// num_query_groups_per_partition = 1 if num_query_groups < world_size;
-// transformer_config.py requires one to divide the other).
-int KvHeadsPerGpu(int kv_heads, int tp) {
-  return kv_heads >= tp ? kv_heads / tp : 1;
-}
-
 Shape ShapeOf(const Model& m, const Batch& batch) {
   Shape sh;
   sh.tp = std::max(1, batch.tp);
@@ -631,6 +621,10 @@ std::vector<Kernel> CoreAttentionKernels(const Model& model,
   std::vector<Kernel> kernels;
   if (!sh.flash) MaterialisedForward(sh, &kernels);
   return kernels;
+}
+
+int KvHeadsPerGpu(int kv_heads, int tp) {
+  return kv_heads >= tp ? kv_heads / tp : 1;
 }
 
 std::vector<Kernel> OptimizerKernels(int64_t params) {

@@ -84,6 +84,14 @@ std::vector<Unit> HeadUnits(const Model& model, const Batch& batch);
 std::vector<Kernel> CoreAttentionKernels(const Model& model,
                                          const Batch& batch);
 
+// Heads of k and v on one of `tp` GPUs. Megatron divides the query groups
+// when they are at least tp; with fewer (tp a multiple of them) each rank
+// keeps one whole kv head, its projection's columns gathered from the
+// group's ranks (megatron/core/transformer/attention.py, Attention.__init__:
+// num_query_groups_per_partition = 1 if num_query_groups < world_size;
+// transformer_config.py requires one to divide the other).
+int KvHeadsPerGpu(int kv_heads, int tp);
+
 // The optimizer step over `params` fp32 master weights of one GPU's shard:
 // the reduced bf16 gradient cast to fp32, fused Adam over weights, m and v,
 // and the updated weights cast back to bf16 for the next forward.

@@ -195,9 +195,9 @@ int64_t LinearActivationBytes(const Model& m, const Batch& batch) {
   const int tp = Tp(batch);
   const int64_t sbh =
       batch.seq_len / Cp(batch) * batch.micro_batch_size * m.hidden();
-  const int64_t head_dim = m.hidden() / m.heads();
-  const int64_t kv_heads = m.kv_heads() > 0 ? m.kv_heads() : m.heads();
-  const int64_t kv_width_per_gpu = kv_heads >= tp ? KvWidth(m) / tp : head_dim;
+  const int kv_heads = m.kv_heads() > 0 ? m.kv_heads() : m.heads();
+  const int64_t kv_width_per_gpu =
+      int64_t{KvHeadsPerGpu(kv_heads, tp)} * (m.hidden() / m.heads());
   const int64_t kv_saving = 2 * kActivationBytes * (sbh / m.hidden()) *
                             (m.hidden() / tp - kv_width_per_gpu);
   const bool sp = batch.sequence_parallel && tp > 1;

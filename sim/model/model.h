@@ -79,13 +79,16 @@ absl::Status ValidateModel(const Model& model);
 // transformer_config.py). The error names the field.
 absl::Status ValidateTensorParallel(const Model& model, int tp);
 
-// Embedding, blocks, head, in forward order.
+// Embedding, blocks, head, in forward order, as one GPU holds and runs
+// them (its tensor-parallel share, its context-parallel tokens).
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch);
 
+// The whole model's parameters, however it is split.
 int64_t TotalParams(const Model& model);
 
-// Model FLOPs of one micro-batch: forward + backward, no recomputation
-// (the numerator of MFU).
+// Model FLOPs of one micro-batch on one GPU (its tensor- and
+// context-parallel share): forward + backward, no recomputation (the
+// numerator of MFU).
 double ModelFlopsPerMicroBatch(const Model& model, const Batch& batch);
 
 }  // namespace shardsim
