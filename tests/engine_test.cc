@@ -844,6 +844,54 @@ Schedule SideBySide(std::vector<Kernel> kernels, int64_t bytes) {
   return s;
 }
 
+// Tensor parallelism over the 2 one-GPU nodes of StepPlatform: each
+// all-reduce inside a layer blocks the compute stream, the kernels after
+// it waiting for it, and takes at least a ring all-reduce's bandwidth
+// time, 2(n-1)/n x bytes over the 10 GB/s NIC (= bytes / 10 GB/s, n = 2).
+TEST(EngineStep, TensorParallelAllReducesBlockTheComputeStream) {
+  Model m;
+  m.set_name("tp-test");
+  m.set_layers(2);
+  m.set_hidden(256);
+  m.set_heads(4);
+  m.set_ffn_hidden(1024);
+  m.set_vocab(1024);
+  m.set_mlp(Model::GELU);
+  m.set_norm(Model::LAYERNORM);
+  Batch batch;
+  batch.micro_batch_size = 1;
+  batch.seq_len = 64;
+  batch.tp = 2;
+  const Mesh mesh{1, 2};
+  absl::StatusOr<Strategy> st = ParseStrategy("ddp", Mesh{1, 1});
+  ASSERT_TRUE(st.ok()) << st.status();
+  Scenario sc;
+  sc.set_micro_batches(1);
+  sc.set_micro_batch_size(1);
+  sc.set_seq_len(64);
+  sc.set_optimizer_bytes_per_param(12);
+  sc.mutable_parallelism()->set_tp(2);
+  ASSERT_TRUE(ResolveExecution(sc.execution(), 4096, &*st).ok());
+  absl::StatusOr<OwnedSchedule> s =
+      LowerStep(ModelLayers(m, batch), *st, mesh, sc);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Replayed r = Replay(**s, StepPlatform(), mesh);
+  ASSERT_EQ(r.ops.size(), static_cast<size_t>((*s)->ops_size()));
+  int collectives = 0;
+  for (const Op& op : (*s)->ops()) {
+    for (int d : op.deps()) {
+      EXPECT_GE(r.ops[op.id()].first, r.ops[d].second - 1e-12) << op.label();
+    }
+    if (!op.has_collective()) continue;
+    ++collectives;
+    const double ring = op.collective().bytes() / 10e9;
+    EXPECT_GE(r.ops[op.id()].second - r.ops[op.id()].first, ring) << op.label();
+  }
+  // Per block 2 forward and 2 backward; the embedding's 1; the head's 1
+  // backward and the loss's 3.
+  EXPECT_EQ(collectives, 2 * 4 + 1 + 4);
+}
+
 TEST(EngineStep, CollectivesSlowComputeByTheModelledShare) {
   // Two nodes of one GPU; the all-gather of 1.2e7 B takes 1/2 x 1.2e7 /
   // 10e9 + base 20 us + alpha 100 us = 0.72 ms. While it runs it holds 10
