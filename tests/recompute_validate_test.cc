@@ -36,12 +36,16 @@ TEST(RecomputeValidate, SelectiveLayerIsAcceptedWithItsK) {
   EXPECT_TRUE(ValidateScenario(s, "test").ok()) << ValidateScenario(s, "test");
 }
 
-TEST(RecomputeValidate, TensorParallelismIsStillRefused) {
+// Context parallelism's K/V exchange is not lowered: refused by name, never
+// simulated without it. Tensor parallelism is accepted.
+TEST(RecomputeValidate, ContextParallelismIsStillRefused) {
   Scenario s = Base();
   s.mutable_parallelism()->set_tp(2);
+  EXPECT_TRUE(ValidateScenario(s, "test").ok()) << ValidateScenario(s, "test");
+  s.mutable_parallelism()->set_cp(2);
   const absl::Status status = ValidateScenario(s, "test");
   EXPECT_FALSE(status.ok());
-  EXPECT_NE(std::string(status.message()).find("parallelism"),
+  EXPECT_NE(std::string(status.message()).find("parallelism.cp"),
             std::string::npos)
       << status;
 }
