@@ -1729,25 +1729,6 @@ Schedule ComputeSendCompute(const std::vector<int>& from,
   return s;
 }
 
-// As Replay, but the replay's error comes back rather than failing.
-absl::StatusOr<StepTiming> ReplayOrError(const Schedule& schedule,
-                                         const Platform& platform,
-                                         const Mesh& mesh) {
-  ChildTask task = [&]() -> absl::StatusOr<std::string> {
-    StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
-        Fabric::Build(platform, mesh);
-    if (!fabric.ok()) return fabric.status();
-    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
-    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
-    if (!t.ok()) return t.status();
-    return std::string();
-  };
-  absl::StatusOr<std::string> out = RunIsolated({task}, 1)[0];
-  if (!out.ok()) return out.status();
-  return StepTiming();
-}
-
 // Checks the times of ComputeSendCompute against the transfer's, `T`.
 void ExpectComputeSendCompute(const Replayed& r, double T) {
   ASSERT_EQ(r.ops.size(), 3u);
@@ -1850,7 +1831,7 @@ TEST(EnginePrograms, ACollectiveRunsTheGroupsOfItsProgram) {
   // A group that holds ranks of both programs is refused.
   Schedule crossed = ComputeSendCompute({0, 2}, {1, 3}, 1000);
   *crossed.add_ops() = *ag;
-  absl::StatusOr<StepTiming> t = ReplayOrError(crossed, p, mesh);
+  absl::StatusOr<Replayed> t = test::ReplayOrError(crossed, p, mesh);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("holds ranks of programs 0 and 1"),
             absl::string_view::npos)
@@ -1860,7 +1841,8 @@ TEST(EnginePrograms, ACollectiveRunsTheGroupsOfItsProgram) {
 TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
   Schedule s = ComputeSendCompute({0}, {1}, 1000);
   s.mutable_ops(2)->add_deps(0);  // program 1 on program 0's compute
-  absl::StatusOr<StepTiming> t = ReplayOrError(s, StepPlatform(), Mesh{1, 2});
+  absl::StatusOr<Replayed> t =
+      test::ReplayOrError(s, StepPlatform(), Mesh{1, 2});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("through sends only"),
             absl::string_view::npos)
@@ -1869,7 +1851,7 @@ TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
   Schedule one = ComputeSendCompute({0}, {1}, 1000);
   one.clear_programs();
   one.mutable_ops(2)->set_program(0);
-  t = ReplayOrError(one, StepPlatform(), Mesh{1, 2});
+  t = test::ReplayOrError(one, StepPlatform(), Mesh{1, 2});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("a send in a schedule of one program"),
             absl::string_view::npos)
