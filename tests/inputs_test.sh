@@ -2,9 +2,9 @@
 # Nothing the user writes is silently ignored, and the outputs read back:
 # --help and usage exit codes, "did you mean" for flags, commands,
 # strategies and scenario fields, flags a command does not read, a run
-# from flags alone, DeepSpeed keys not modelled (error, or warning with
-# --allow-unmodelled), and --csv read back by Python's csv module equal to
-# the JSON's rows.
+# from flags alone, DeepSpeed keys and Megatron-LM arguments not modelled
+# (error, or warning with --allow-unmodelled), and --csv read back by
+# Python's csv module equal to the JSON's rows.
 # usage: inputs_test.sh path/to/shardsim repo-root
 set -u
 bin=$(realpath "$1")
@@ -68,6 +68,18 @@ if [ "$rc" -eq 0 ] && grep -qF "warning: DeepSpeed config" "$tmp/err" &&
 else
   fail "--allow-unmodelled: exit $rc, stderr $(cat "$tmp/err")"
 fi
+
+# Megatron-LM arguments (sim/scenario/megatron_args.h): a pipeline-only run
+# from tests/data, an unknown argument named with its line and the nearest
+# one, an unmodelled one an error or, allowed, a warning.
+expect 0 "ddp" "16" "yes (80.0)" -- memory "$root/tests/data/megatron_pp.textproto"
+printf -- '--bf16 --micro-batch-size 1 --seq-length 512\n--pipeline-model-paralel-size 2\n' >"$tmp/typo.args"
+printf 'megatron_args: "typo.args"\nmodel: "llama-7b"\nplatform: "dgx_a100"\ngpus: 8\n' >"$tmp/meg.textproto"
+expect 1 "field megatron_args: Megatron-LM arguments $tmp/typo.args:2: unknown argument --pipeline-model-paralel-size" \
+  '(did you mean "--pipeline-model-parallel-size"?)' -- memory "$tmp/meg.textproto"
+printf -- '--bf16 --micro-batch-size 1 --seq-length 512 --fp8-format hybrid\n' >"$tmp/typo.args"
+expect 1 "not modelled: --fp8-format hybrid: trains in FP8" -- memory "$tmp/meg.textproto"
+expect 0 "warning: Megatron-LM arguments" "--fp8-format hybrid" -- memory "$tmp/meg.textproto" --allow-unmodelled
 
 # --csv equals --json, row by row and field by field, for each command.
 check_csv() {

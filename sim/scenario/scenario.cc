@@ -14,6 +14,7 @@
 #include "sim/model/model.h"
 #include "sim/scenario/data_dir.h"
 #include "sim/scenario/deepspeed_check.h"
+#include "sim/scenario/framework_inputs.h"
 #include "sim/scenario/platform_file.h"
 #include "sim/scenario/text_proto.h"
 #include "sim/schema/limits.h"
@@ -178,9 +179,16 @@ absl::StatusOr<Platform> LoadPlatform(absl::string_view name_or_path,
 }
 
 absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
-  if (absl::Status s = ValidateScenario(scenario, path); !s.ok()) return s;
   const std::string dir = DirName(path);
-  Job job{path, dir, std::move(scenario), {}, {}, {}};
+  // The framework files set fields first, so that what they set is
+  // validated as if the scenario had given it.
+  std::vector<std::string> warnings;
+  if (absl::Status s = ApplyFrameworkInputs(path, dir, &scenario, &warnings);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateScenario(scenario, path); !s.ok()) return s;
+  Job job{path, dir, std::move(scenario), {}, {}, std::move(warnings)};
   const Scenario& s = job.scenario;
 
   if (s.has_model_def() == !s.model().empty()) {
