@@ -302,6 +302,10 @@ refused "a repeated dimension in the order" "parallelism.order" -- \
   "$bin" memory "$q" --strategy zero1 --pp 2 --parallel-order tp-tp-dp-pp
 refused "ZeRO-3 in DeepSpeed's pipeline" "incompatible with pipeline parallelism" "--what-if" -- \
   "$bin" memory "$q" --strategy zero3 --pp 2
+refused "chunks without a pipeline" "parallelism.vpp" "pp > 1" -- \
+  "$bin" memory "$q" --strategy zero1 --vpp 2
+refused "a schedule without a pipeline" "parallelism.pipeline_schedule" "pp > 1" -- \
+  "$bin" memory "$q" --strategy zero1 --pipeline-schedule gpipe
 refused "sequence parallelism without tp" "sequence_parallel" "tp > 1" -- \
   "$bin" memory "$q" --strategy zero1 --sequence-parallel
 

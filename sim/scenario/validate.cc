@@ -143,6 +143,16 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   for (int n : p.stage_layers()) {
     c.Count("parallelism.stage_layers", n, 0, kMaxLayers);
   }
+  // The pipeline's own fields mean nothing without stages: refused, not
+  // ignored.
+  const bool staged = p.pp() > 1;
+  c.Rule("parallelism.vpp", p.vpp() <= 1 || staged,
+         "model chunks per stage need a pipeline: pp > 1")
+      .Rule("parallelism.stage_layers", p.stage_layers().empty() || staged,
+            "blocks per stage need a pipeline: pp > 1")
+      .Rule("parallelism.pipeline_schedule",
+            p.pipeline_schedule() == PIPELINE_SCHEDULE_UNSPECIFIED || staged,
+            "a pipeline schedule needs a pipeline: pp > 1");
   c.Rule("parallelism.sequence_parallel", !p.sequence_parallel() || p.tp() > 1,
          "sequence parallelism splits along tp: needs tp > 1")
       .Count("recompute_every_layers", s.recompute_every_layers(), 0,
