@@ -22,14 +22,19 @@
 
 namespace shardsim::hw {
 
-// What one rank's point-to-point transfers moved over a step, and their
-// data check where the backend checks it (the CPU transport): bytes
-// received that differ from what the sender wrote. -1: not counted.
+// What one rank's point-to-point transfers moved over a step, and the data
+// check of them and of its collectives where the backend checks it (the
+// CPU transport): bytes received that differ from what the sender wrote,
+// collective outputs that differ from the oracle's. -1: not counted.
 struct TransferCounts {
   int64_t sent_bytes = 0;
   int64_t received_bytes = 0;
   int64_t checked_bytes = -1;
   int64_t wrong_bytes = -1;
+  // The step's collectives, checked the same way: output elements this
+  // rank compared with check_data.h's oracle, and those that differ.
+  int64_t checked_elements = -1;
+  int64_t wrong_elements = -1;
 };
 
 // Measured start and end of one op on this rank, seconds since Start().
@@ -106,6 +111,20 @@ class Backend {
                             Stream stream) = 0;
   virtual absl::Status Recv(int op_id, const PointToPoint& send, int peer,
                             Stream stream) = 0;
+  // A send and receives posted in one group, as Megatron's batched
+  // point-to-point calls post them (send_forward_recv_backward,
+  // send_backward_recv_forward: torch.distributed.batch_isend_irecv, one
+  // ncclGroupStart/ncclGroupEnd): they progress together, so two programs
+  // may each send to the other at once. The send as Send orders it, each
+  // receive as Recv.
+  struct PostedRecv {
+    int op_id = -1;
+    const PointToPoint* send = nullptr;
+    int peer = -1;
+  };
+  virtual absl::Status SendRecv(int op_id, const PointToPoint& send, int peer,
+                                Stream stream,
+                                const std::vector<PostedRecv>& recvs) = 0;
   // Since the last Start().
   virtual TransferCounts Transfers() const { return {}; }
 

@@ -68,8 +68,9 @@ ABSL_FLAG(double, watchdog_s, 300,
           "a rank whose collective, barrier or stream wait makes no progress "
           "for this many seconds aborts every rank (exit 3)");
 ABSL_FLAG(std::string, fault, "",
-          "testing aid: skip:RANK:N or die:RANK:N (rank RANK skips, or "
-          "SIGKILLs itself before, its N-th collective run)");
+          "testing aid: skip:RANK:N, die:RANK:N or corrupt:RANK:N (rank "
+          "RANK skips, SIGKILLs itself before, or changes the result of its "
+          "N-th collective run)");
 
 namespace shardsim::hw {
 namespace {
@@ -128,6 +129,9 @@ constexpr char kUsage[] =
     "            others wait on it: the watchdog ends the job)\n"
     "  --fault die:R:N   rank R raises SIGKILL on itself just before its\n"
     "            N-th collective run (a rank dying mid-collective)\n"
+    "  --fault corrupt:R:N  rank R adds one to every element of its N-th\n"
+    "            collective run's result (cpu: the data check reports it,\n"
+    "            exit 3)\n"
     "  A collective run: one collective op of a step, one checked, warm-up\n"
     "  or timed run of `collective`; N counts from 1 over the whole "
     "process.\n" SHARDSIM_SCENARIO_FLAGS_HELP SHARDSIM_SWEEP_FLAGS_HELP;
@@ -416,6 +420,14 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
       m->set_device_used_bytes(use.device_used_bytes);
     }
   }
+  const TransferCounts& checked = all.counts;
+  if (checked.checked_elements >= 0) {
+    StepDataCheck* d = row.mutable_data_check();
+    d->set_collective_elements(checked.checked_elements);
+    d->set_collective_wrong(checked.wrong_elements);
+    d->set_sent_bytes(checked.checked_bytes);
+    d->set_sent_wrong(checked.wrong_bytes);
+  }
   const double step_time = all.step_time_s;
   row.set_step_time_s(step_time);
   if (step_time > 0) {
@@ -430,6 +442,15 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
                         point.mesh.gpus(), step_time,
                         row.tokens_per_gpu_per_s());
   table += FormatRankMemory(row);
+  if (row.has_data_check()) {
+    const StepDataCheck& d = row.data_check();
+    absl::StrAppendFormat(
+        &table,
+        "data check over %d ranks: %d collective elements (%d wrong), %d "
+        "sent bytes (%d wrong)\n",
+        mpi.size(), d.collective_elements(), d.collective_wrong(),
+        d.sent_bytes(), d.sent_wrong());
+  }
   Results results;
   results.set_scenario(path);
   *results.add_rows() = row;
@@ -454,7 +475,9 @@ int RunStep(const MpiSession& mpi, const std::string& path) {
       AbortAll(rank, s);
     }
   }
-  return 0;
+  // Data errors: a distinct exit code, as the sweeps'.
+  const StepDataCheck& d = row.data_check();
+  return d.collective_wrong() != 0 || d.sent_wrong() != 0 ? 3 : 0;
 }
 
 }  // namespace

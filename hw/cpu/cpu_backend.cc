@@ -105,7 +105,7 @@ class CpuBackend : public Backend {
   absl::Status Start() override {
     timings_.clear();
     done_.clear();
-    transfers_ = TransferCounts{0, 0, 0, 0};
+    transfers_ = TransferCounts{0, 0, 0, 0, 0, 0};
     {
       ArmScope arm(&watchdog_, "the barrier that starts a step");
       MPI_Barrier(MPI_COMM_WORLD);
@@ -131,12 +131,22 @@ class CpuBackend : public Backend {
         options_.channels > 0 ? options_.channels : platform_.channels();
     absl::StatusOr<const RankPlan*> plan = PlanFor(call, channels);
     if (!plan.ok()) return plan.status();
-    std::vector<int64_t>& buffer = Buffer((*plan)->count);
+    // Every collective of the step carries the oracle's values (int64,
+    // exact) and is checked where it lands, as the sweeps' RunChecked
+    // does; the counts are this rank's, summed over ranks by the caller.
+    const RankPlan& rp = **plan;
+    std::vector<int64_t>& buffer = Buffer(rp.count);
+    const DataCheck check(rp.op, rp.size, rp.root, rp.count,
+                          CheckValues::Exact());
+    check.Fill(rp.member, buffer.data());
     if (absl::Status s = Execute(
-            **plan, &buffer, absl::StrCat("op ", op_id, ": ", CallName(call)));
+            rp, &buffer, absl::StrCat("op ", op_id, ": ", CallName(call)));
         !s.ok()) {
       return s;
     }
+    const DataCheck::Count c = check.Verify(rp.member, buffer.data());
+    transfers_.checked_elements += c.checked;
+    transfers_.wrong_elements += c.wrong;
     timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
     done_.insert(op_id);
     return absl::OkStatus();
@@ -149,51 +159,27 @@ class CpuBackend : public Backend {
     return absl::OkStatus();
   }
 
-  // Synchronous sends (MPI_Ssend: done only once the receiver has matched
-  // the message): the rendezvous that the runtime's ordering rule is
-  // proven against, so a schedule it let through that could still hang
+  // Synchronous sends (MPI_Issend: done only once the receiver has
+  // matched the message): the rendezvous that the runtime's ordering rule
+  // is proven against, so a schedule it let through that could still hang
   // hangs here too (and the watchdog names it) rather than passing on
-  // buffered sends.
+  // buffered sends. Receives land in host buffers, every byte checked
+  // against the sender's pattern.
   absl::Status Send(int op_id, const PointToPoint& send, int peer,
                     Stream) override {
-    const double start = MPI_Wtime() - t0_;
-    payload_bytes_.resize(send.bytes());
-    for (int64_t i = 0; i < send.bytes(); ++i) {
-      payload_bytes_[i] = PatternByte(rank_, op_id, i);
-    }
-    ArmScope arm(&watchdog_,
-                 absl::StrCat("op ", op_id, ": sending ", send.bytes(),
-                              " bytes of ", send.tensor(), " to rank ", peer));
-    if (absl::Status s = Transfer(op_id, peer, true); !s.ok()) return s;
-    transfers_.sent_bytes += send.bytes();
-    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
-    done_.insert(op_id);
-    return absl::OkStatus();
+    return Exchange({{op_id, &send, peer, true}});
   }
-
-  // Receives into a host buffer and checks every byte against the
-  // sender's pattern.
   absl::Status Recv(int op_id, const PointToPoint& send, int peer,
                     Stream) override {
-    const double start = MPI_Wtime() - t0_;
-    payload_bytes_.assign(send.bytes(), 0);
-    {
-      ArmScope arm(
-          &watchdog_,
-          absl::StrCat("receiving op ", op_id, "'s ", send.bytes(),
-                       " bytes of ", send.tensor(), " from rank ", peer));
-      if (absl::Status s = Transfer(op_id, peer, false); !s.ok()) return s;
+    return Exchange({{op_id, &send, peer, false}});
+  }
+  absl::Status SendRecv(int op_id, const PointToPoint& send, int peer, Stream,
+                        const std::vector<PostedRecv>& recvs) override {
+    std::vector<P2p> group = {{op_id, &send, peer, true}};
+    for (const PostedRecv& r : recvs) {
+      group.push_back({r.op_id, r.send, r.peer, false});
     }
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < send.bytes(); ++i) {
-      wrong += payload_bytes_[i] != PatternByte(peer, op_id, i) ? 1 : 0;
-    }
-    transfers_.received_bytes += send.bytes();
-    transfers_.checked_bytes += send.bytes();
-    transfers_.wrong_bytes += wrong;
-    timings_.push_back({op_id, start, MPI_Wtime() - t0_, {}});
-    done_.insert(op_id);
-    return absl::OkStatus();
+    return Exchange(group);
   }
 
   TransferCounts Transfers() const override { return transfers_; }
@@ -326,26 +312,90 @@ class CpuBackend : public Backend {
     return mine;
   }
 
-  // payload_bytes_ to (send) or from (receive) world rank `peer` on the
-  // point-to-point communicator, in chunks of kChunkBytes; the tag is the
-  // send op's id, so a receive never takes another op's bytes.
-  absl::Status Transfer(int op_id, int peer, bool send) {
-    const int tag = op_id % (kTagSpan + 1);
-    const int64_t n = static_cast<int64_t>(payload_bytes_.size());
+  // One side of a point-to-point transfer.
+  struct P2p {
+    int op_id;
+    const PointToPoint* send;
+    int peer;
+    bool sending;
+  };
+
+  // Posts every transfer of `group` at once (receives first), on the
+  // point-to-point communicator in chunks of kChunkBytes, and waits for
+  // all; the tag is the send op's id, so a receive never takes another
+  // op's bytes.
+  absl::Status Exchange(const std::vector<P2p>& group) {
+    const double start = MPI_Wtime() - t0_;
+    payloads_.resize(group.size());
+    std::string what;
+    for (size_t g = 0; g < group.size(); ++g) {
+      const P2p& t = group[g];
+      std::vector<uint8_t>& data = payloads_[g];
+      data.assign(t.send->bytes(), 0);
+      if (t.sending) {
+        for (int64_t i = 0; i < t.send->bytes(); ++i) {
+          data[i] = PatternByte(rank_, t.op_id, i);
+        }
+      }
+      absl::StrAppend(&what, what.empty() ? "" : ", ",
+                      t.sending ? "sending op " : "receiving op ", t.op_id,
+                      "'s ", t.send->bytes(), " bytes of ", t.send->tensor(),
+                      t.sending ? " to rank " : " from rank ", t.peer);
+    }
+    ArmScope arm(&watchdog_, what);
+    requests_.clear();
+    for (bool sending : {false, true}) {
+      for (size_t g = 0; g < group.size(); ++g) {
+        if (group[g].sending != sending) continue;
+        if (absl::Status s = Post(group[g], &payloads_[g]); !s.ok()) return s;
+      }
+    }
+    if (MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
+                    MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      return absl::InternalError(
+          absl::StrCat("cpu backend: MPI_Waitall failed ", what));
+    }
+    for (size_t g = 0; g < group.size(); ++g) {
+      const P2p& t = group[g];
+      if (t.sending) {
+        transfers_.sent_bytes += t.send->bytes();
+      } else {
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < t.send->bytes(); ++i) {
+          wrong += payloads_[g][i] != PatternByte(t.peer, t.op_id, i) ? 1 : 0;
+        }
+        transfers_.received_bytes += t.send->bytes();
+        transfers_.checked_bytes += t.send->bytes();
+        transfers_.wrong_bytes += wrong;
+      }
+      timings_.push_back({t.op_id, start, MPI_Wtime() - t0_, {}});
+      done_.insert(t.op_id);
+    }
+    return absl::OkStatus();
+  }
+
+  // Posts one transfer's chunks into requests_.
+  absl::Status Post(const P2p& t, std::vector<uint8_t>* data) {
+    const int tag = t.op_id % (kTagSpan + 1);
+    const int64_t n = static_cast<int64_t>(data->size());
     // One message at least: a send of 0 bytes is still matched.
     const int64_t chunks =
         std::max<int64_t>(1, (n + kChunkBytes - 1) / kChunkBytes);
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t at = k * kChunkBytes;
       const int count = static_cast<int>(std::min(kChunkBytes, n - at));
-      uint8_t* data = payload_bytes_.data() + at;
-      const int rc = send ? MPI_Ssend(data, count, MPI_BYTE, peer, tag, p2p_)
-                          : MPI_Recv(data, count, MPI_BYTE, peer, tag, p2p_,
-                                     MPI_STATUS_IGNORE);
+      uint8_t* bytes = data->data() + at;
+      requests_.emplace_back();
+      const int rc =
+          t.sending ? MPI_Issend(bytes, count, MPI_BYTE, t.peer, tag, p2p_,
+                                 &requests_.back())
+                    : MPI_Irecv(bytes, count, MPI_BYTE, t.peer, tag, p2p_,
+                                &requests_.back());
       if (rc != MPI_SUCCESS) {
         return absl::InternalError(absl::StrCat(
-            "cpu backend: op ", op_id, ": MPI ",
-            send ? "send to" : "receive from", " rank ", peer, " failed"));
+            "cpu backend: op ", t.op_id, ": MPI ",
+            t.sending ? "send to" : "receive from", " rank ", t.peer,
+            " failed"));
       }
     }
     return absl::OkStatus();
@@ -415,6 +465,9 @@ class CpuBackend : public Backend {
         }
       }
     }
+    if (fault_.CorruptThisRun()) {
+      for (int64_t& v : *buffer) ++v;
+    }
     return absl::OkStatus();
   }
 
@@ -434,7 +487,7 @@ class CpuBackend : public Backend {
   // Point-to-point sends match on their own communicator (a duplicate of
   // MPI_COMM_WORLD), never with a collective's messages of the same tag.
   MPI_Comm p2p_ = MPI_COMM_NULL;
-  std::vector<uint8_t> payload_bytes_;
+  std::vector<std::vector<uint8_t>> payloads_;  // per transfer of a group
   TransferCounts transfers_;
   Watchdog watchdog_;  // last: its thread stops before the rest goes
 };

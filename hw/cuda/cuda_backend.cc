@@ -123,6 +123,9 @@ class CudaBackend : public Backend {
                     Stream stream) override;
   absl::Status Recv(int op_id, const PointToPoint& send, int peer,
                     Stream stream) override;
+  absl::Status SendRecv(int op_id, const PointToPoint& send, int peer,
+                        Stream stream,
+                        const std::vector<PostedRecv>& recvs) override;
   TransferCounts Transfers() const override { return transfers_; }
   absl::Status WaitFor(int op_id, Stream stream) override;
   absl::StatusOr<std::vector<OpTiming>> Finish() override;
@@ -210,7 +213,7 @@ class CudaBackend : public Backend {
   cudaStream_t p2p_stream_ = nullptr;
   cudaEvent_t p2p_fork_ = nullptr;
   DeviceBuffer p2p_send_, p2p_recv_;
-  TransferCounts transfers_{0, 0, -1, -1};  // no data check on the GPU
+  TransferCounts transfers_{0, 0, -1, -1, -1, -1};  // no data check here
 
   cudaEvent_t start_event_ = nullptr;
   bool started_ = false;
@@ -722,6 +725,64 @@ absl::Status CudaBackend::Recv(int op_id, const PointToPoint& send, int peer,
       watchdog_.get(),
       absl::StrCat("op ", op_id, ": enqueueing a receive from rank ", peer));
   return EnqueueTransfer(op_id, send.bytes(), peer, false);
+}
+
+// One NCCL group (ncclGroupStart/ncclGroupEnd) of the send and the
+// receives, as torch.distributed.batch_isend_irecv issues Megatron's
+// batched calls: every op's events span the group.
+absl::Status CudaBackend::SendRecv(int op_id, const PointToPoint& send,
+                                   int peer, Stream stream,
+                                   const std::vector<PostedRecv>& recvs) {
+  absl::StatusOr<int> si = StreamIndex(stream);
+  if (!si.ok()) return si.status();
+  if (p2p_comm_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": op ", op_id,
+        ": a point-to-point transfer before Prepare() made its communicator"));
+  }
+  cudaStream_t s = streams_[*si];
+  ArmScope arm(watchdog_.get(),
+               absl::StrCat("op ", op_id, ": enqueueing a send to rank ", peer,
+                            " with ", recvs.size(), " receive(s)"));
+  CUDA_CHECK(cudaEventRecord(p2p_fork_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(p2p_stream_, p2p_fork_, 0));
+  // Every op's events (looked up once all are made: events_ grows).
+  std::vector<int> ids = {op_id};
+  int64_t received = 0;
+  for (const PostedRecv& r : recvs) {
+    ids.push_back(r.op_id);
+    received += r.send->bytes();
+  }
+  for (int id : ids) {
+    OpEvents* ev = nullptr;
+    HW_RETURN_IF_ERROR(NewOpEvents(id, &ev));
+  }
+  HW_RETURN_IF_ERROR(Ensure(&p2p_send_, std::max<int64_t>(send.bytes(), 1),
+                            p2p_stream_));
+  HW_RETURN_IF_ERROR(
+      Ensure(&p2p_recv_, std::max<int64_t>(received, 1), p2p_stream_));
+  for (int id : ids) {
+    CUDA_CHECK(cudaEventRecord(events_[event_index_.at(id)].start, p2p_stream_));
+  }
+  NCCL_CHECK(ncclGroupStart());
+  NCCL_CHECK(ncclSend(p2p_send_.ptr, send.bytes(), ncclUint8, peer, p2p_comm_,
+                      p2p_stream_));
+  int64_t at = 0;
+  for (const PostedRecv& r : recvs) {
+    NCCL_CHECK(ncclRecv(static_cast<char*>(p2p_recv_.ptr) + at,
+                        r.send->bytes(), ncclUint8, r.peer, p2p_comm_,
+                        p2p_stream_));
+    at += r.send->bytes();
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  for (int id : ids) {
+    CUDA_CHECK(cudaEventRecord(events_[event_index_.at(id)].end, p2p_stream_));
+  }
+  transfers_.sent_bytes += send.bytes();
+  transfers_.received_bytes += received;
+  CUDA_CHECK(
+      cudaStreamWaitEvent(s, events_[event_index_.at(op_id)].end, 0));
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Compute(int op_id, const KernelList& kernels,

@@ -18,13 +18,16 @@ absl::StatusOr<Fault> ParseFault(absl::string_view spec, int world) {
         absl::StrCat("--fault: \"", spec, "\": ", why));
   };
   const std::vector<absl::string_view> parts = absl::StrSplit(spec, ':');
-  if (parts.size() != 3) return bad("expected skip:RANK:N or die:RANK:N");
+  if (parts.size() != 3) return bad("expected KIND:RANK:N");
   if (parts[0] == "skip") {
     f.kind = Fault::kSkip;
   } else if (parts[0] == "die") {
     f.kind = Fault::kDie;
+  } else if (parts[0] == "corrupt") {
+    f.kind = Fault::kCorrupt;
   } else {
-    return bad(absl::StrCat("unknown kind \"", parts[0], "\" (skip or die)"));
+    return bad(absl::StrCat("unknown kind \"", parts[0],
+                            "\" (skip, die or corrupt)"));
   }
   if (!absl::SimpleAtoi(parts[1], &f.rank) || f.rank < 0 || f.rank >= world) {
     return bad(
@@ -44,16 +47,29 @@ FaultInjector::FaultInjector(const Fault& fault, int rank) {
 bool FaultInjector::SkipThisRun() {
   if (fault_.kind == Fault::kNone || ++runs_ != fault_.run) return false;
   const bool skip = fault_.kind == Fault::kSkip;
+  const bool corrupt = fault_.kind == Fault::kCorrupt;
   std::fprintf(stderr,
                "shardsim-hw: fault injection (--fault %s): rank %d %s its "
                "collective run %lld\n",
                fault_.spec.c_str(), fault_.rank,
-               skip ? "skips" : "raises SIGKILL before",
+               skip      ? "skips"
+               : corrupt ? "adds one to every element of the result of"
+                         : "raises SIGKILL before",
                static_cast<long long>(runs_));
   std::fflush(stderr);
   if (skip) return true;
+  if (corrupt) {
+    corrupt_ = true;
+    return false;
+  }
   std::raise(SIGKILL);
   return false;  // not reached
+}
+
+bool FaultInjector::CorruptThisRun() {
+  const bool c = corrupt_;
+  corrupt_ = false;
+  return c;
 }
 
 }  // namespace shardsim::hw

@@ -51,29 +51,80 @@ std::string Waiting(const Schedule& s, const Programs& programs, int p,
                       op.send().peer_program());
 }
 
-// Moves program `p` as far as it goes alone or with the receives its
-// sends meet; true if it moved.
-bool Advance(const Schedule& s, const std::vector<std::vector<RankStep>>& steps,
-             int p, std::vector<size_t>* at) {
-  bool moved = false;
-  while ((*at)[p] < steps[p].size()) {
-    const RankStep& step = steps[p][(*at)[p]];
-    if (step.kind == RankStep::kRecv) break;  // its sender moves it
-    const Op& op = s.ops(step.op);
-    if (op.has_send()) {
-      const int q = op.send().peer_program();
-      const size_t there = (*at)[q];
-      if (there >= steps[q].size() || steps[q][there].kind != RankStep::kRecv ||
-          steps[q][there].op != step.op) {
-        break;  // the receive is not posted yet
-      }
-      ++(*at)[q];
-    }
-    ++(*at)[p];
-    moved = true;
-  }
-  return moved;
+// The steps [begin, end) a program posts at once from `begin`: a send
+// with the receives grouped with it, or one step.
+size_t UnitEnd(const std::vector<RankStep>& steps, size_t begin) {
+  size_t end = begin + 1;
+  while (end < steps.size() && steps[end].grouped) ++end;
+  return end;
 }
+
+// Every program's position and the transfers of its current unit that are
+// complete; Match completes what the posted units allow.
+struct Rendezvous {
+  const Schedule& s;
+  const std::vector<std::vector<RankStep>>& steps;
+  std::vector<size_t> at;
+  std::vector<std::vector<bool>> done;  // per program, per step of its unit
+
+  Rendezvous(const Schedule& sched,
+             const std::vector<std::vector<RankStep>>& all)
+      : s(sched), steps(all), at(all.size(), 0), done(all.size()) {
+    for (size_t p = 0; p < all.size(); ++p) Reset(p);
+  }
+
+  void Reset(size_t p) {
+    done[p].assign(
+        at[p] < steps[p].size() ? UnitEnd(steps[p], at[p]) - at[p] : 0, false);
+  }
+
+  // The position in program q's current unit of its receive of `send`, or
+  // -1 when it is not posted there (or already complete).
+  int PostedRecv(size_t q, int send) const {
+    if (at[q] >= steps[q].size()) return -1;
+    const size_t end = UnitEnd(steps[q], at[q]);
+    for (size_t k = at[q]; k < end; ++k) {
+      if (steps[q][k].kind == RankStep::kRecv && steps[q][k].op == send &&
+          !done[q][k - at[q]]) {
+        return static_cast<int>(k - at[q]);
+      }
+    }
+    return -1;
+  }
+
+  // Completes what program p's unit can, and moves p past complete units;
+  // true if anything changed.
+  bool Advance(size_t p) {
+    bool moved = false;
+    while (at[p] < steps[p].size()) {
+      const size_t end = UnitEnd(steps[p], at[p]);
+      for (size_t k = at[p]; k < end; ++k) {
+        const RankStep& step = steps[p][k];
+        if (done[p][k - at[p]]) continue;
+        if (step.kind == RankStep::kRecv) continue;  // its sender moves it
+        const Op& op = s.ops(step.op);
+        if (!op.has_send()) {
+          done[p][k - at[p]] = true;
+          moved = true;
+          continue;
+        }
+        const size_t q = op.send().peer_program();
+        const int there = PostedRecv(q, step.op);
+        if (there < 0) continue;  // the receive is not posted yet
+        done[q][there] = true;
+        done[p][k - at[p]] = true;
+        moved = true;
+      }
+      for (size_t k = 0; k < done[p].size(); ++k) {
+        if (!done[p][k]) return moved;
+      }
+      at[p] = end;
+      Reset(p);
+      moved = true;
+    }
+    return moved;
+  }
+};
 
 }  // namespace
 
@@ -82,15 +133,30 @@ std::vector<RankStep> ProgramSteps(const Schedule& s, const Programs& programs,
   std::vector<RankStep> out;
   const std::vector<bool> to_me = SendsTo(s, program);
   std::vector<bool> received(s.ops_size(), false);
+  // The program's last send, while no op has taken receives since it:
+  // where it is in `out` (its group's end) and whom it went to.
+  int group_end = -1, group_peer = -1;
   for (int i : OpsOf(s, programs, program)) {
     std::vector<int> deps(s.ops(i).deps().begin(), s.ops(i).deps().end());
     std::sort(deps.begin(), deps.end());  // several at once: op id order
+    bool took = false;
     for (int d : deps) {
       if (d < 0 || d >= s.ops_size() || !to_me[d] || received[d]) continue;
-      out.push_back({RankStep::kRecv, d});
       received[d] = true;
+      took = true;
+      if (group_end >= 0 && s.ops(d).program() == group_peer) {
+        out.insert(out.begin() + group_end, {RankStep::kRecv, d, true});
+        ++group_end;
+      } else {
+        out.push_back({RankStep::kRecv, d});
+      }
     }
+    if (took) group_end = group_peer = -1;
     out.push_back({RankStep::kOp, i});
+    if (s.ops(i).has_send()) {
+      group_end = static_cast<int>(out.size());
+      group_peer = s.ops(i).send().peer_program();
+    }
   }
   // Bytes no op waits for still arrive: after the program's last op.
   for (int i = 0; i < s.ops_size(); ++i) {
@@ -102,24 +168,27 @@ std::vector<RankStep> ProgramSteps(const Schedule& s, const Programs& programs,
 absl::Status CheckSendOrder(const Schedule& s, const Programs& programs,
                             const std::vector<std::vector<RankStep>>& steps) {
   const int n = static_cast<int>(steps.size());
-  std::vector<size_t> at(n, 0);
+  Rendezvous r(s, steps);
   // Rendezvous is deterministic: any order of moves reaches the same end.
   for (bool moved = true; moved;) {
     moved = false;
-    for (int p = 0; p < n; ++p) moved = Advance(s, steps, p, &at) || moved;
+    for (int p = 0; p < n; ++p) moved = r.Advance(p) || moved;
   }
   std::string stuck;
   for (int p = 0; p < n; ++p) {
-    if (at[p] == steps[p].size()) continue;
+    if (r.at[p] == steps[p].size()) continue;
+    // The first transfer of its unit still waiting.
+    size_t k = r.at[p];
+    while (k + 1 < UnitEnd(steps[p], r.at[p]) && r.done[p][k - r.at[p]]) ++k;
     absl::StrAppend(&stuck, stuck.empty() ? "" : "; ",
-                    Waiting(s, programs, p, steps[p][at[p]]));
+                    Waiting(s, programs, p, steps[p][k]));
   }
   if (stuck.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "schedule: its sends deadlock in the order shardsim-hw posts them (a "
       "program issues its ops in order and posts a send's receive at the "
-      "first op that depends on it; a send completes only once its receive "
-      "is posted): ",
+      "first op that depends on it, or with its own last send to the same "
+      "program; a send completes only once its receive is posted): ",
       stuck));
 }
 

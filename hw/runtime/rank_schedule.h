@@ -8,9 +8,17 @@
 // receiving program that lists the send in its deps; an op that depends
 // on several sends posts their receives in op id order; the receive of a
 // send that no op depends on is posted after the program's last op, in op
-// id order. Every rank of a program issues the same steps (SPMD), so rank
-// i of program P and rank i of program Q post their halves of every send
-// between them in the order of their programs' steps.
+// id order. Where the program's last send before that op went to the
+// program the receive comes from (and no op has taken receives since), the
+// receive is posted in one group with that send instead, as Megatron-LM's
+// 1F1B steady state pairs them (send_forward_recv_backward,
+// send_backward_recv_forward in megatron/core/pipeline_parallel/
+// schedules.py, batched by p2p_communication.py's batch_isend_irecv):
+// without it, two neighbouring stages each sending to the other first
+// would wait on each other. Every rank of a program issues the same steps
+// (SPMD), so rank i of program P and rank i of program Q post their
+// halves of every send between them in the order of their programs'
+// steps.
 //
 // Why that cannot hang, or is refused: a transport may make a send wait
 // until its receive is posted. NCCL's does: every ncclSend needs "a
@@ -18,12 +26,14 @@
 // the GPU"; two that must progress at once have to share one
 // ncclGroupStart/ncclGroupEnd (NCCL user guide, api/p2p.html and
 // usage/p2p.html, docs.nvidia.com/deeplearning/nccl/user-guide/docs/).
-// The runtime puts no two transfers in one group, so each must be able to
-// finish alone: the rendezvous below. The CPU transport uses MPI_Ssend to
-// be as strict. CheckSendOrder runs the programs' steps with
-// exactly that rendezvous, every program one process (its ranks move in
-// step: a collective stays within its program, and rank i only meets rank
-// i of another program): a send moves only together with its receive,
+// Transfers in one group progress together, and the group is done when
+// all of them are; any other transfer must be able to finish alone: the
+// rendezvous below. The CPU transport uses MPI_Issend to be as strict.
+// CheckSendOrder runs the programs' steps with exactly that rendezvous,
+// every program one process (its ranks move in step: a collective stays
+// within its program, and rank i only meets rank i of another program): a
+// send completes only together with its receive, both posted; a program
+// moves past a step (or a group) once its transfers are complete;
 // anything else moves alone. If every program reaches its end, the real
 // run, where streams only relax this serial order, completes too; if not,
 // the schedule is refused with the steps each stuck program waits at.
@@ -46,6 +56,9 @@ struct RankStep {
   enum Kind { kOp, kRecv };
   Kind kind = kOp;
   int op = -1;  // index into Schedule.ops: the op issued, or the send
+  // A receive posted in one group with the send step before it (and the
+  // grouped receives between them).
+  bool grouped = false;
 };
 
 // The steps of every rank of `program`, by the ordering rule above.

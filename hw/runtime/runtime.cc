@@ -163,10 +163,27 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
   for (size_t k = 0; k < mine->steps.size(); ++k) {
     const Op& op = schedule.ops(mine->steps[k].op);
     absl::Status s;
+    // A send with the receives grouped with it (rank_schedule.h).
+    std::vector<Backend::PostedRecv> group;
+    for (size_t j = k + 1;
+         j < mine->steps.size() && mine->steps[j].grouped; ++j) {
+      const Op& r = schedule.ops(mine->steps[j].op);
+      group.push_back({r.id(), &r.send(), mine->peers[j]});
+    }
     if (mine->steps[k].kind == RankStep::kRecv) {
       s = backend->Recv(op.id(), op.send(), mine->peers[k],
                         ReceivingStream(schedule, *mine, k, op.id()));
       received[op.id()] = true;
+    } else if (!group.empty()) {
+      s = WaitForDeps(op, *stream_of, issued, received, backend);
+      if (s.ok()) {
+        s = backend->SendRecv(op.id(), op.send(), mine->peers[k], op.stream(),
+                              group);
+      }
+      for (const Backend::PostedRecv& r : group) {
+        received[r.op_id] = issued[r.op_id] = true;
+      }
+      k += group.size();
     } else {
       s = WaitForDeps(op, *stream_of, issued, received, backend);
       if (s.ok()) s = IssueOp(schedule, op, mine->peers[k], backend);
@@ -210,6 +227,7 @@ absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,
     if (!t.ok()) return t.status();
     total += MPI_Wtime() - start;
     out.last = *std::move(t);
+    out.counts = backend->Transfers();
   }
   out.mean_step_s = steps > 0 ? total / steps : 0;
   return out;
@@ -242,7 +260,21 @@ StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
   std::vector<int64_t> all_bytes(rank == 0 ? 3 * world : 0);
   MPI_Gather(bytes, 3, MPI_INT64_T, all_bytes.data(), 3, MPI_INT64_T, 0,
              MPI_COMM_WORLD);
+  const TransferCounts& c = mine.counts;
+  const int64_t checks[4] = {c.checked_bytes, c.wrong_bytes,
+                             c.checked_elements, c.wrong_elements};
+  int64_t sums[4] = {0, 0, 0, 0};
+  MPI_Reduce(checks, sums, 4, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank != 0) return out;
+  // Every rank runs the same backend: all count, or none does (-1 each).
+  if (c.checked_elements >= 0) {
+    out.counts.checked_bytes = sums[0];
+    out.counts.wrong_bytes = sums[1];
+    out.counts.checked_elements = sums[2];
+    out.counts.wrong_elements = sums[3];
+  } else {
+    out.counts = TransferCounts{0, 0, -1, -1, -1, -1};
+  }
 
   for (int r = 0; r < world; ++r) {
     TraceProcess proc;

@@ -73,6 +73,7 @@ absl::StatusOr<std::vector<int64_t>> PlannedPeaks(const Schedule& schedule,
 struct MeasuredSteps {
   double mean_step_s = 0;
   std::vector<OpTiming> last;  // the last step's ops
+  TransferCounts counts;       // the last step's, with their data check
 };
 absl::StatusOr<MeasuredSteps> MeasureSteps(const Schedule& schedule,
                                            Backend* backend, int warmup,
@@ -86,6 +87,9 @@ struct StepOnRanks {
   // there), and rank 0's kernels one by one.
   std::vector<TraceProcess> timelines;
   std::vector<MemoryUse> memory;  // per rank
+  // The last step's data check summed over the ranks (rank 0; -1 where the
+  // backend does not check).
+  TransferCounts counts;
 };
 StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
                         const MemoryUse& memory, const MpiSession& mpi);

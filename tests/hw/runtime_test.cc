@@ -47,6 +47,16 @@ class RecordingBackend : public Backend {
     counts_.received_bytes += send.bytes();
     return Log(absl::StrCat("recv ", op_id, " from ", peer));
   }
+  absl::Status SendRecv(int op_id, const PointToPoint& send, int peer, Stream,
+                        const std::vector<PostedRecv>& recvs) override {
+    counts_.sent_bytes += send.bytes();
+    std::string line = absl::StrCat("send ", op_id, " to ", peer);
+    for (const PostedRecv& r : recvs) {
+      counts_.received_bytes += r.send->bytes();
+      absl::StrAppend(&line, " + recv ", r.op_id, " from ", r.peer);
+    }
+    return Log(line);
+  }
   TransferCounts Transfers() const override { return counts_; }
   absl::Status WaitFor(int op_id, Stream stream) override {
     return Log(absl::StrCat("wait ", op_id, " on ", Stream_Name(stream)));
@@ -214,16 +224,23 @@ TEST(ReplaySchedule, SendsReceivedInAnotherOrderThanSentAreRefused) {
                                 "recv 1 from 0", "wait 1 on COMPUTE", "op 3"}));
 }
 
-TEST(ReplaySchedule, TwoProgramsThatBothSendFirstAreRefused) {
-  // Each stage sends to the other before it needs the other's send: no
-  // receive is posted while both wait in their sends.
+TEST(ReplaySchedule, TwoProgramsThatBothSendFirstPostTheirTransfersTogether) {
+  // Each stage sends to the other before it needs the other's send, as
+  // 1F1B's steady state does: each posts its receive in one group with its
+  // send (Megatron's send_forward_recv_backward), and both complete.
   Schedule s = TwoStages();
   AddSend(&s, 0, "send", 64);
   AddSend(&s, 1, "send", 64);
   AddComputeAfter(&s, 0, 1);
   AddComputeAfter(&s, 1, 0);
-  EXPECT_NE(ReplayError(s, Mesh{2, 1}, 1).find("deadlock"), std::string::npos);
-  // Stage 1 computing on stage 0's bytes before it sends is a pipeline.
+  EXPECT_EQ(Replayed(s, Mesh{2, 1}, 0),
+            (std::vector<std::string>{"send 0 to 1 + recv 1 from 1",
+                                      "wait 1 on COMPUTE", "op 2"}));
+  EXPECT_EQ(Replayed(s, Mesh{2, 1}, 1),
+            (std::vector<std::string>{"send 1 to 0 + recv 0 from 0",
+                                      "wait 0 on COMPUTE", "op 3"}));
+  // Stage 1 computing on stage 0's bytes before it sends is a pipeline:
+  // its receive comes first, alone; stage 0's receive joins its send.
   Schedule ok = TwoStages();
   AddSend(&ok, 0, "send", 64);
   AddComputeAfter(&ok, 1, 0);
@@ -233,8 +250,33 @@ TEST(ReplaySchedule, TwoProgramsThatBothSendFirstAreRefused) {
             (std::vector<std::string>{"recv 0 from 0", "wait 0 on COMPUTE",
                                       "op 1", "send 2 to 0"}));
   EXPECT_EQ(Replayed(ok, Mesh{2, 1}, 0),
-            (std::vector<std::string>{"send 0 to 1", "recv 2 from 1",
+            (std::vector<std::string>{"send 0 to 1 + recv 2 from 1",
                                       "wait 2 on COMPUTE", "op 3"}));
+}
+
+TEST(ReplaySchedule, ARingOfStagesThatAllSendFirstIsRefused) {
+  // Three stages, each sending to the next, then needing the previous
+  // one's bytes: a receive joins a send only to the same program, so each
+  // waits in its send while no receive is posted.
+  Schedule s;
+  for (int p = 0; p < 3; ++p) {
+    Program* prog = s.add_programs();
+    prog->set_role(absl::StrCat("stage ", p));
+    prog->add_ranks(p);
+  }
+  s.add_kernel_lists();
+  for (int p = 0; p < 3; ++p) {
+    Op* send = AddOp(&s, p, COMPUTE, "send");
+    send->mutable_send()->set_bytes(64);
+    send->mutable_send()->set_peer_program((p + 1) % 3);
+  }
+  for (int p = 0; p < 3; ++p) AddComputeAfter(&s, p, (p + 2) % 3);
+  const std::string e = ReplayError(s, Mesh{3, 1}, 0);
+  EXPECT_NE(e.find("deadlock"), std::string::npos) << e;
+  EXPECT_NE(e.find("program 0 (stage 0) waits to send op 0 (send) to "
+                   "program 1"),
+            std::string::npos)
+      << e;
 }
 
 TEST(ReplaySchedule, ACollectiveAcrossProgramsIsRefused) {
