@@ -519,6 +519,19 @@ TEST(Search, PruningKeepsTheAnswerAcrossLayouts) {
                               /*parallelism=*/true);
 }
 
+// The tiny model on 16 GPUs as tp 2 x cp 2 (flash attention): the ring's
+// all-gathers on their own stream beside the attention, its
+// reduce-scatter and the tp collectives on the compute stream. The bound
+// stays below every simulated step.
+TEST(Search, TheBoundHoldsWithTensorAndContextParallelism) {
+  Scenario sc = SearchScenario(test::TinyModelPath(), 16, 2, 64);
+  sc.set_micro_batches(2);
+  sc.set_flash_attention(true);
+  sc.mutable_parallelism()->set_tp(2);
+  sc.mutable_parallelism()->set_cp(2);
+  ExpectPruningKeepsTheAnswer(Resolved(sc), /*algorithms=*/false);
+}
+
 // The tiny model on 16 GPUs with every algorithm per group kind.
 TEST(Search, WithEveryAlgorithmToo) {
   ExpectPruningKeepsTheAnswer(TinyJob(16), /*algorithms=*/true);

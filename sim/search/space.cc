@@ -125,20 +125,25 @@ std::vector<Parallelism> LayoutChoices(const Job& job, int gpus) {
            CheckGpuCount(at, gpus).ok();
   };
   for (int tp = 1; tp <= per_node && tp <= gpus; tp *= 2) {
-    for (int pp = 1; pp <= 16 && tp * pp <= gpus; ++pp) {
-      if (blocks % pp != 0) continue;
-      for (int vpp : {1, 2}) {
-        if (vpp > 1 && (pp == 1 || blocks % (pp * vpp) != 0)) continue;
-        // A size of 1 is left unset, as a scenario leaves it: one layout,
-        // one name.
-        Parallelism l = own;
-        l.set_tp(tp > 1 ? tp : 0);
-        l.set_pp(pp > 1 ? pp : 0);
-        l.set_vpp(vpp > 1 ? vpp : 0);
-        l.clear_pipeline_schedule();
-        l.clear_stage_layers();
-        if (l.SerializeAsString() == own.SerializeAsString()) continue;
-        if (accepted(l)) out.push_back(l);
+    // Context parallelism over up to 8 GPUs, where the scenario allows it
+    // (flash attention, a sequence that splits: ValidateScenario).
+    for (int cp = 1; cp <= 8 && tp * cp <= gpus; cp *= 2) {
+      for (int pp = 1; pp <= 16 && tp * cp * pp <= gpus; ++pp) {
+        if (blocks % pp != 0) continue;
+        for (int vpp : {1, 2}) {
+          if (vpp > 1 && (pp == 1 || blocks % (pp * vpp) != 0)) continue;
+          // A size of 1 is left unset, as a scenario leaves it: one
+          // layout, one name.
+          Parallelism l = own;
+          l.set_tp(tp > 1 ? tp : 0);
+          l.set_cp(cp > 1 ? cp : 0);
+          l.set_pp(pp > 1 ? pp : 0);
+          l.set_vpp(vpp > 1 ? vpp : 0);
+          l.clear_pipeline_schedule();
+          l.clear_stage_layers();
+          if (l.SerializeAsString() == own.SerializeAsString()) continue;
+          if (accepted(l)) out.push_back(l);
+        }
       }
     }
   }

@@ -57,9 +57,10 @@ std::vector<SearchSettings> SettingsChoices(
 // the scenario's own first: tensor parallelism over 1, 2, 4, ... GPUs of a
 // node, pipelines of every stage count up to 16 that splits the model's
 // blocks evenly, each 1F1B and, where the blocks split over twice as many
-// chunks, interleaved with 2 chunks a stage; context parallelism and
-// sequence parallelism as the scenario gives them. Only layouts the
-// scenario's checks accept (ValidateScenario, CheckGpuCount) are listed.
+// chunks, interleaved with 2 chunks a stage; context parallelism over 1,
+// 2, 4 or 8 GPUs; sequence parallelism as the scenario gives it. Only
+// layouts the scenario's checks accept (ValidateScenario, CheckGpuCount:
+// cp needs flash attention) are listed.
 std::vector<Parallelism> LayoutChoices(const Job& job, int gpus);
 
 // The execution knobs `plan` tries for `strategy`'s framework, as the
