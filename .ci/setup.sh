@@ -90,7 +90,8 @@ case "$what" in
     start
     bash .ci/format.sh
     python3 .ci/checkdeps.py
-    (cd build && ctest --output-on-failure -j "$(nproc)")
+    # Every test but those labelled long (ctest -L long: minutes each).
+    (cd build && ctest --output-on-failure -j "$(nproc)" -LE long)
     bash .ci/sanitize.sh
     stop tests
     ;;
