@@ -844,6 +844,54 @@ Schedule SideBySide(std::vector<Kernel> kernels, int64_t bytes) {
   return s;
 }
 
+// Tensor parallelism over the 2 one-GPU nodes of StepPlatform: each
+// all-reduce inside a layer blocks the compute stream, the kernels after
+// it waiting for it, and takes at least a ring all-reduce's bandwidth
+// time, 2(n-1)/n x bytes over the 10 GB/s NIC (= bytes / 10 GB/s, n = 2).
+TEST(EngineStep, TensorParallelAllReducesBlockTheComputeStream) {
+  Model m;
+  m.set_name("tp-test");
+  m.set_layers(2);
+  m.set_hidden(256);
+  m.set_heads(4);
+  m.set_ffn_hidden(1024);
+  m.set_vocab(1024);
+  m.set_mlp(Model::GELU);
+  m.set_norm(Model::LAYERNORM);
+  Batch batch;
+  batch.micro_batch_size = 1;
+  batch.seq_len = 64;
+  batch.tp = 2;
+  const Mesh mesh{1, 2};
+  absl::StatusOr<Strategy> st = ParseStrategy("ddp", Mesh{1, 1});
+  ASSERT_TRUE(st.ok()) << st.status();
+  Scenario sc;
+  sc.set_micro_batches(1);
+  sc.set_micro_batch_size(1);
+  sc.set_seq_len(64);
+  sc.set_optimizer_bytes_per_param(12);
+  sc.mutable_parallelism()->set_tp(2);
+  ASSERT_TRUE(ResolveExecution(sc.execution(), 4096, &*st).ok());
+  absl::StatusOr<OwnedSchedule> s =
+      LowerStep(ModelLayers(m, batch), *st, mesh, sc);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Replayed r = Replay(**s, StepPlatform(), mesh);
+  ASSERT_EQ(r.ops.size(), static_cast<size_t>((*s)->ops_size()));
+  int collectives = 0;
+  for (const Op& op : (*s)->ops()) {
+    for (int d : op.deps()) {
+      EXPECT_GE(r.ops[op.id()].first, r.ops[d].second - 1e-12) << op.label();
+    }
+    if (!op.has_collective()) continue;
+    ++collectives;
+    const double ring = op.collective().bytes() / 10e9;
+    EXPECT_GE(r.ops[op.id()].second - r.ops[op.id()].first, ring) << op.label();
+  }
+  // Per block 2 forward and 2 backward; the embedding's 1; the head's 1
+  // backward and the loss's 3.
+  EXPECT_EQ(collectives, 2 * 4 + 1 + 4);
+}
+
 TEST(EngineStep, CollectivesSlowComputeByTheModelledShare) {
   // Two nodes of one GPU; the all-gather of 1.2e7 B takes 1/2 x 1.2e7 /
   // 10e9 + base 20 us + alpha 100 us = 0.72 ms. While it runs it holds 10
@@ -1681,25 +1729,6 @@ Schedule ComputeSendCompute(const std::vector<int>& from,
   return s;
 }
 
-// As Replay, but the replay's error comes back rather than failing.
-absl::StatusOr<StepTiming> ReplayOrError(const Schedule& schedule,
-                                         const Platform& platform,
-                                         const Mesh& mesh) {
-  ChildTask task = [&]() -> absl::StatusOr<std::string> {
-    StartSimGrid();
-    absl::StatusOr<std::unique_ptr<Fabric>> fabric =
-        Fabric::Build(platform, mesh);
-    if (!fabric.ok()) return fabric.status();
-    CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
-    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
-    if (!t.ok()) return t.status();
-    return std::string();
-  };
-  absl::StatusOr<std::string> out = RunIsolated({task}, 1)[0];
-  if (!out.ok()) return out.status();
-  return StepTiming();
-}
-
 // Checks the times of ComputeSendCompute against the transfer's, `T`.
 void ExpectComputeSendCompute(const Replayed& r, double T) {
   ASSERT_EQ(r.ops.size(), 3u);
@@ -1802,7 +1831,7 @@ TEST(EnginePrograms, ACollectiveRunsTheGroupsOfItsProgram) {
   // A group that holds ranks of both programs is refused.
   Schedule crossed = ComputeSendCompute({0, 2}, {1, 3}, 1000);
   *crossed.add_ops() = *ag;
-  absl::StatusOr<StepTiming> t = ReplayOrError(crossed, p, mesh);
+  absl::StatusOr<Replayed> t = test::ReplayOrError(crossed, p, mesh);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("holds ranks of programs 0 and 1"),
             absl::string_view::npos)
@@ -1812,7 +1841,8 @@ TEST(EnginePrograms, ACollectiveRunsTheGroupsOfItsProgram) {
 TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
   Schedule s = ComputeSendCompute({0}, {1}, 1000);
   s.mutable_ops(2)->add_deps(0);  // program 1 on program 0's compute
-  absl::StatusOr<StepTiming> t = ReplayOrError(s, StepPlatform(), Mesh{1, 2});
+  absl::StatusOr<Replayed> t =
+      test::ReplayOrError(s, StepPlatform(), Mesh{1, 2});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("through sends only"),
             absl::string_view::npos)
@@ -1821,7 +1851,7 @@ TEST(EnginePrograms, ProgramsDependOnEachOtherThroughSendsOnly) {
   Schedule one = ComputeSendCompute({0}, {1}, 1000);
   one.clear_programs();
   one.mutable_ops(2)->set_program(0);
-  t = ReplayOrError(one, StepPlatform(), Mesh{1, 2});
+  t = test::ReplayOrError(one, StepPlatform(), Mesh{1, 2});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("a send in a schedule of one program"),
             absl::string_view::npos)

@@ -285,5 +285,29 @@ else
   echo "FAIL: plan --time-limit 2: exit $rc: $(head -c 400 "$tmp/err")"
 fi
 
+# Parallelism: each bad value named by its flag or field, never a default.
+q="$root/scenarios/quickstart.textproto"
+refused "pp not dividing the GPUs" "parallelism" "does not divide 32 GPUs" -- \
+  "$bin" memory "$q" --strategy zero1 --pp 3
+refused "pp 0" "--pp" -- "$bin" memory "$q" --strategy zero1 --pp 0
+refused "unknown pipeline schedule" "--pipeline-schedule" "gpipe, 1f1b, interleaved" -- \
+  "$bin" memory "$q" --strategy zero1 --pp 2 --pipeline-schedule zb-v
+refused "unknown recompute granularity" "--recompute-granularity" "selective-layer:K" -- \
+  "$bin" memory "$q" --strategy zero1 --recompute-granularity some
+refused "interleaving without a multiple of the stages" "micro_batches" "multiple" -- \
+  "$bin" memory "$q" --strategy zero1 --pp 4 --vpp 2 --micro-batches 6
+refused "blocks not splitting over the stages" "parallelism.pp" "stage_layers" -- \
+  "$bin" memory "$q" --strategy zero1 --pp 4 --vpp 3 --micro-batches 8
+refused "a repeated dimension in the order" "parallelism.order" -- \
+  "$bin" memory "$q" --strategy zero1 --pp 2 --parallel-order tp-tp-dp-pp
+refused "ZeRO-3 in DeepSpeed's pipeline" "incompatible with pipeline parallelism" "--what-if" -- \
+  "$bin" memory "$q" --strategy zero3 --pp 2
+refused "chunks without a pipeline" "parallelism.vpp" "pp > 1" -- \
+  "$bin" memory "$q" --strategy zero1 --vpp 2
+refused "a schedule without a pipeline" "parallelism.pipeline_schedule" "pp > 1" -- \
+  "$bin" memory "$q" --strategy zero1 --pipeline-schedule gpipe
+refused "sequence parallelism without tp" "sequence_parallel" "tp > 1" -- \
+  "$bin" memory "$q" --strategy zero1 --sequence-parallel
+
 echo "limits: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

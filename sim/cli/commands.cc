@@ -91,7 +91,7 @@ const std::vector<Command>& Commands() {
        Join({kScenario,
              kEngine,
              {"memory_cap", "top", "figure", "exhaustive", "algorithms",
-              "settings", "deployable", "json", "csv"}}),
+              "settings", "search_parallelism", "deployable", "json", "csv"}}),
        PlanMain},
       {"memory", "memory [SCENARIO] [flags]",
        "per-GPU memory (parameters, gradients, optimizer states, "

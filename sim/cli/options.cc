@@ -59,6 +59,9 @@ ABSL_FLAG(bool, settings, true,
           "execution knobs and, where the scenario gives "
           "global_batch_tokens, every micro-batch size that divides it "
           "(--nosettings: the scenario's own)");
+ABSL_FLAG(bool, search_parallelism, false,
+          "plan: search the parallel layouts too (--search-parallelism: "
+          "tensor-parallel sizes, pipeline stages and chunks)");
 ABSL_FLAG(bool, deployable, false,
           "plan: search only the points a mainstream framework runs as "
           "configured (DeepSpeed, PyTorch DDP or FSDP, with NCCL's "

@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(std::string, figure);
 ABSL_DECLARE_FLAG(bool, exhaustive);
 ABSL_DECLARE_FLAG(bool, algorithms);
 ABSL_DECLARE_FLAG(bool, settings);
+ABSL_DECLARE_FLAG(bool, search_parallelism);
 ABSL_DECLARE_FLAG(bool, deployable);
 ABSL_DECLARE_FLAG(std::string, measurements);
 ABSL_DECLARE_FLAG(std::string, out);

@@ -69,6 +69,7 @@ absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
   options.exhaustive = absl::GetFlag(FLAGS_exhaustive);
   options.algorithms = absl::GetFlag(FLAGS_algorithms);
   options.settings = absl::GetFlag(FLAGS_settings);
+  options.parallelism = absl::GetFlag(FLAGS_search_parallelism);
   options.deployable = absl::GetFlag(FLAGS_deployable);
   FieldCheck check("command line");
   check.Count("top", options.top, 1, 100000);

@@ -141,6 +141,8 @@ class PathWalk {
       }
       const double per =
           fields->GetDouble(to.b, f) - fields->GetDouble(from.b, f);
+      // A cause the step never had stays unset (the optional ones).
+      if (per == 0 && f->has_presence() && !fields->HasField(b_, f)) continue;
       fields->SetDouble(&b_, f, fields->GetDouble(b_, f) + n * per);
     }
     for (auto& [name, seconds] : by_collective_) {

@@ -25,9 +25,10 @@ Kernel GemmKernel(const std::string& name, int64_t m, int64_t n, int64_t k,
   return kernel;
 }
 
-// `vector` and `general` are bytes per element of a tensor of `elements`.
-Kernel MemoryOp(const std::string& name, int64_t elements, int64_t vector,
-                int64_t general, int launches) {
+// A memory-bound kernel streaming its tensors: `vector` and `general` are
+// bytes per element of a tensor of `elements`.
+Kernel Streaming(const std::string& name, int64_t elements, int64_t vector,
+                 int64_t general, int launches) {
   Kernel kernel;
   kernel.set_name(name);
   MemoryKernel* m = kernel.mutable_memory();
@@ -37,12 +38,26 @@ Kernel MemoryOp(const std::string& name, int64_t elements, int64_t vector,
   return kernel;
 }
 
-// The shapes every kernel of a layer is cut from.
+// The shapes every kernel of a layer is cut from, as one GPU sees them:
+// under tensor parallelism (tp) its share of the heads, MLP columns and
+// vocabulary; under context parallelism (cp) its share of the sequence.
 struct Shape {
-  int64_t tokens;  // T = sequences x sequence length
-  int64_t b, s;
-  int64_t h, kv_width, ffn, vocab;
-  int heads, kv_heads, head_dim;
+  int64_t tokens;  // T = sequences x this GPU's queries per sequence
+  // Tokens of the norms, residual adds and the residual stream's gradient
+  // sums: T / tp in Megatron's sequence-parallel regions, else T.
+  int64_t norm_tokens;
+  int64_t b;
+  int64_t s;       // queries per sequence: seq / cp
+  int64_t kv_seq;  // keys each query attends: the whole sequence
+  int64_t h;
+  int64_t q_width;     // this GPU's query heads x head_dim
+  int64_t kv_width;    // this GPU's k (or v) heads x head_dim in attention
+  int64_t kv_proj;     // this GPU's columns of the k (or v) projection
+  int64_t ffn, vocab;  // this GPU's MLP columns and vocabulary rows
+  int heads, kv_heads, head_dim;  // heads on this GPU
+  int tp;
+  bool sp;          // Megatron's sequence parallelism
+  bool gather_qkv;  // fewer kv heads than tp (KvHeadsPerGpu)
   bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary;
   bool bias;      // on every linear layer
   bool qkv_bias;  // on the q, k and v projections (bias implies it)
@@ -50,16 +65,33 @@ struct Shape {
 
 Shape ShapeOf(const Model& m, const Batch& batch) {
   Shape sh;
+  sh.tp = std::max(1, batch.tp);
+  sh.sp = batch.sequence_parallel && sh.tp > 1;
+  const int cp = std::max(1, batch.cp);
   sh.b = batch.micro_batch_size;
-  sh.s = batch.seq_len;
+  sh.kv_seq = batch.seq_len;
+  // Megatron's context parallelism gives each rank seq/cp of every
+  // sequence's tokens; its attention reads all the keys, which the ring
+  // brings (the ring's exchange is not part of these shapes).
+  sh.s = batch.seq_len / cp;
   sh.tokens = sh.b * sh.s;
+  sh.norm_tokens = sh.sp ? sh.tokens / sh.tp : sh.tokens;
   sh.h = m.hidden();
-  sh.heads = m.heads();
-  sh.kv_heads = m.kv_heads() > 0 ? m.kv_heads() : m.heads();
+  const int kv_heads = m.kv_heads() > 0 ? m.kv_heads() : m.heads();
+  sh.heads = m.heads() / sh.tp;
+  sh.kv_heads = KvHeadsPerGpu(kv_heads, sh.tp);
+  sh.gather_qkv = kv_heads < sh.tp;
   sh.head_dim = static_cast<int>(m.hidden() / m.heads());
+  sh.q_width = int64_t{sh.heads} * sh.head_dim;
   sh.kv_width = int64_t{sh.kv_heads} * sh.head_dim;
-  sh.ffn = m.ffn_hidden();
-  sh.vocab = m.vocab();
+  // Column-parallel: every projection's output columns split evenly
+  // (ColumnParallelLinear, megatron/core/tensor_parallel/layers.py:
+  // output_size_per_partition = divide(output_size, world_size)).
+  sh.kv_proj = int64_t{kv_heads} * sh.head_dim / sh.tp;
+  sh.ffn = m.ffn_hidden() / sh.tp;
+  // VocabParallelEmbedding's rows; Megatron pads the vocabulary to a
+  // multiple of tp (megatron/training/vocab_utils.py).
+  sh.vocab = (m.vocab() + sh.tp - 1) / sh.tp;
   sh.eager = batch.kernels.style() != KernelOptions::FUSED;
   sh.fused_qkv = batch.kernels.fused_qkv();
   sh.flash = batch.flash_attention;
@@ -87,26 +119,26 @@ void LinearBackward(const std::string& name, const Shape& sh, int64_t out,
 // ---- normalisation over `x` = T x h elements ----
 
 Kernel NormForward(const Shape& sh) {
-  const int64_t x = sh.tokens * sh.h;
+  const int64_t x = sh.norm_tokens * sh.h;
   if (!sh.rmsnorm) {
     // PyTorch's layer_norm is one fused kernel in eager mode too: read x,
     // write y (the per-row statistics are T-sized).
-    return MemoryOp("layernorm", x, 2 * kBf16, 0, 1);
+    return Streaming("layernorm", x, 2 * kBf16, 0, 1);
   }
-  if (!sh.eager) return MemoryOp("rmsnorm", x, 2 * kBf16, 0, 1);
+  if (!sh.eager) return Streaming("rmsnorm", x, 2 * kBf16, 0, 1);
   // x.to(fp32) 6 general; pow(2) 8 vector; mean 4 general (a row
   // reduction); + eps and rsqrt on T values; x * rsqrt 8 general
   // (broadcast); .to(bf16) 6 vector; weight * x 4 general (broadcast).
-  return MemoryOp("rmsnorm", x, 8 + 6, 6 + 4 + 8 + 4, 8);
+  return Streaming("rmsnorm", x, 8 + 6, 6 + 4 + 8 + 4, 8);
 }
 
 Kernel NormBackward(const Shape& sh) {
-  const int64_t x = sh.tokens * sh.h;
+  const int64_t x = sh.norm_tokens * sh.h;
   if (!sh.rmsnorm || !sh.eager) {
     // One pass reading dy and x, writing dx; a second reduces the
     // weight (and bias) gradient's per-block partial sums.
-    return MemoryOp(sh.rmsnorm ? "rmsnorm backward" : "layernorm backward", x,
-                    3 * kBf16, 0, 2);
+    return Streaming(sh.rmsnorm ? "rmsnorm backward" : "layernorm backward", x,
+                     3 * kBf16, 0, 2);
   }
   // Autograd of the eager chain, last op first:
   //   weight * x: dy * w 4 general; dw = sum_T(dy * x) 6 vector + 2 general;
@@ -116,28 +148,28 @@ Kernel NormBackward(const Shape& sh) {
   //   pow: dy * (2x) 8 + 12 vector; the two gradients of x added 12 vector;
   //   .to(fp32): the gradient cast to bf16 6 vector.
   // 14 launches (rsqrt's and add's gradients are T-sized).
-  return MemoryOp("rmsnorm backward", x, 6 + 12 + 8 + 12 + 12 + 6,
-                  4 + 2 + 6 + 8 + 4 + 4, 14);
+  return Streaming("rmsnorm backward", x, 6 + 12 + 8 + 12 + 12 + 6,
+                   4 + 2 + 6 + 8 + 4 + 4, 14);
 }
 
 // ---- rotary on q (or k): `x` = T x width elements ----
 
 Kernel RotaryForward(const std::string& name, int64_t x, const Shape& sh) {
-  if (!sh.eager) return MemoryOp(name, x, 2 * kBf16, 0, 1);
+  if (!sh.eager) return Streaming(name, x, 2 * kBf16, 0, 1);
   // q * cos 4; -q[..., d/2:] 2 (half the tensor read and written);
   // cat((-x2, x1)) 4; rotate_half(q) * sin 4; the sum 6. All on the general
   // path: q and k are strided views of the projection's output, cos and
   // sin broadcast.
-  return MemoryOp(name, x, 0, 4 + 2 + 4 + 4 + 6, 5);
+  return Streaming(name, x, 0, 4 + 2 + 4 + 4 + 6, 5);
 }
 
 Kernel RotaryBackward(const std::string& name, int64_t x, const Shape& sh) {
-  if (!sh.eager) return MemoryOp(name, x, 2 * kBf16, 0, 1);
+  if (!sh.eager) return Streaming(name, x, 2 * kBf16, 0, 1);
   // dy * cos and dy * sin 4 + 4 general; neg's gradient 2 general; each
   // slice's gradient is zeros (2 vector each) with the slice copied in (2
   // general each); cat's two halves summed 6 general; the two paths of q
   // summed 6 vector. 9 launches.
-  return MemoryOp(name, x, 2 + 2 + 6, 4 + 4 + 2 + 2 + 2 + 6, 9);
+  return Streaming(name, x, 2 + 2 + 6, 4 + 4 + 2 + 2 + 2 + 6, 9);
 }
 
 // ---- attention ----
@@ -150,54 +182,63 @@ Kernel FlashAttention(const Shape& sh, bool backward) {
   a->set_heads(sh.heads);
   a->set_kv_heads(sh.kv_heads);
   a->set_seq(sh.s);
+  if (sh.kv_seq != sh.s) a->set_kv_seq(sh.kv_seq);
   a->set_head_dim(sh.head_dim);
   a->set_causal(true);
   a->set_backward(backward);
   return kernel;
 }
 
-// HF's eager attention, scores materialised: S = b x heads x s x s.
+// HF's eager attention, scores materialised: S = b x heads x s x kv_seq
+// (s queries against kv_seq keys; the same length without context
+// parallelism).
 void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
   const int64_t bh = sh.b * sh.heads;
-  const int64_t scores = bh * sh.s * sh.s;
+  const int64_t scores = bh * sh.s * sh.kv_seq;
   if (sh.kv_heads != sh.heads) {
     // repeat_kv: k and v expanded to every head and made contiguous, each
-    // reading its kv_width and writing h per token.
-    k->push_back(MemoryOp("repeat_kv", 2 * sh.tokens, 0,
-                          kBf16 * (sh.kv_width + sh.h), 2));
+    // reading its kv_width and writing the query heads' width per key.
+    k->push_back(Streaming("repeat_kv", 2 * sh.b * sh.kv_seq, 0,
+                           kBf16 * (sh.kv_width + sh.q_width), 2));
   }
   k->push_back(
-      GemmKernel("scores", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
+      GemmKernel("scores", sh.s, sh.kv_seq, sh.head_dim, Gemm::BATCHED, bh));
   // * scaling 4 vector; + causal mask 4 general (broadcast over heads);
   // softmax in fp32: read bf16, write fp32, 6 general; .to(bf16) 6 vector.
-  k->push_back(MemoryOp("softmax", scores, 4 + 6, 4 + 6, 4));
+  k->push_back(Streaming("softmax", scores, 4 + 6, 4 + 6, 4));
   k->push_back(
-      GemmKernel("context", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
-  // The context back to (b, s, h): transpose(1, 2).contiguous().
-  k->push_back(MemoryOp("context layout", sh.tokens * sh.h, 0, 2 * kBf16, 1));
+      GemmKernel("context", sh.s, sh.head_dim, sh.kv_seq, Gemm::BATCHED, bh));
 }
 
+// The context back to (b, s, heads x head_dim): transpose(1, 2).contiguous().
+Kernel ContextLayout(const Shape& sh) {
+  return Streaming("context layout", sh.tokens * sh.q_width, 0, 2 * kBf16, 1);
+}
+
+// Queries s, keys kv_seq: dP = dO V^T (s x kv_seq), dV = P^T dO
+// (kv_seq x head_dim), dQ = dS K (s x head_dim), dK = dS^T Q (kv_seq x
+// head_dim).
 void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
   const int64_t bh = sh.b * sh.heads;
-  const int64_t scores = bh * sh.s * sh.s;
-  k->push_back(
-      MemoryOp("context layout backward", sh.tokens * sh.h, 0, 2 * kBf16, 1));
-  k->push_back(
-      GemmKernel("context dgrad", sh.s, sh.s, sh.head_dim, Gemm::BATCHED, bh));
-  k->push_back(
-      GemmKernel("context wgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
+  const int64_t scores = bh * sh.s * sh.kv_seq;
+  k->push_back(Streaming("context layout backward", sh.tokens * sh.q_width, 0,
+                         2 * kBf16, 1));
+  k->push_back(GemmKernel("context dgrad", sh.s, sh.kv_seq, sh.head_dim,
+                          Gemm::BATCHED, bh));
+  k->push_back(GemmKernel("context wgrad", sh.kv_seq, sh.head_dim, sh.s,
+                          Gemm::BATCHED, bh));
   // The bf16 gradient cast to fp32 6 general; softmax backward reads the
   // fp32 output and gradient, writes bf16: 10 general; * scaling 4 vector.
-  k->push_back(MemoryOp("softmax backward", scores, 4, 6 + 10, 3));
-  k->push_back(
-      GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
-  k->push_back(
-      GemmKernel("scores wgrad", sh.s, sh.head_dim, sh.s, Gemm::BATCHED, bh));
+  k->push_back(Streaming("softmax backward", scores, 4, 6 + 10, 3));
+  k->push_back(GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.kv_seq,
+                          Gemm::BATCHED, bh));
+  k->push_back(GemmKernel("scores wgrad", sh.kv_seq, sh.head_dim, sh.s,
+                          Gemm::BATCHED, bh));
   if (sh.kv_heads != sh.heads) {
-    // expand's backward sums each group of heads: reads h, writes kv_width
-    // per token, for k and for v.
-    k->push_back(MemoryOp("repeat_kv backward", 2 * sh.tokens, 0,
-                          kBf16 * (sh.h + sh.kv_width), 2));
+    // expand's backward sums each group of heads: reads the query heads'
+    // width, writes kv_width per key, for k and for v.
+    k->push_back(Streaming("repeat_kv backward", 2 * sh.b * sh.kv_seq, 0,
+                           kBf16 * (sh.q_width + sh.kv_width), 2));
   }
 }
 
@@ -229,14 +270,14 @@ Unit LinearUnit(const std::string& name, const Shape& sh, int64_t out,
   return u;
 }
 
-// x feeds two consumers (a residual and a norm, or several projections):
-// autograd adds their gradients.
-Kernel GradientSum(const std::string& name, const Shape& sh) {
-  return MemoryOp(name, sh.tokens * sh.h, 3 * kBf16, 0, 1);
+// x (`tokens` x h) feeds two consumers (a residual and a norm, or several
+// projections): autograd adds their gradients.
+Kernel GradientSum(const std::string& name, int64_t tokens, const Shape& sh) {
+  return Streaming(name, tokens * sh.h, 3 * kBf16, 0, 1);
 }
 
 Kernel Residual(const Shape& sh) {
-  return MemoryOp("residual add", sh.tokens * sh.h, 3 * kBf16, 0, 1);
+  return Streaming("residual add", sh.norm_tokens * sh.h, 3 * kBf16, 0, 1);
 }
 
 Unit NormUnit(const std::string& name, const Shape& sh) {
@@ -244,7 +285,8 @@ Unit NormUnit(const std::string& name, const Shape& sh) {
   u.forward.push_back(NormForward(sh));
   u.backward.push_back(NormBackward(sh));
   // The norm's input is also the residual's: their gradients meet here.
-  u.backward.push_back(GradientSum("residual gradient sum", sh));
+  u.backward.push_back(
+      GradientSum("residual gradient sum", sh.norm_tokens, sh));
   return u;
 }
 
@@ -253,13 +295,14 @@ Unit NormUnit(const std::string& name, const Shape& sh) {
 // its gradients (backward).
 void AttentionForward(const Shape& sh, std::vector<Kernel>* k) {
   if (sh.rotary) {
-    k->push_back(RotaryForward("rotary q", sh.tokens * sh.h, sh));
+    k->push_back(RotaryForward("rotary q", sh.tokens * sh.q_width, sh));
     k->push_back(RotaryForward("rotary k", sh.tokens * sh.kv_width, sh));
   }
   if (sh.flash) {
     k->push_back(FlashAttention(sh, false));
   } else {
     MaterialisedForward(sh, k);
+    k->push_back(ContextLayout(sh));
   }
 }
 
@@ -272,14 +315,118 @@ void AttentionBackward(const Shape& sh, std::vector<Kernel>* k) {
   if (sh.rotary) {
     k->push_back(
         RotaryBackward("rotary k backward", sh.tokens * sh.kv_width, sh));
-    k->push_back(RotaryBackward("rotary q backward", sh.tokens * sh.h, sh));
+    k->push_back(
+        RotaryBackward("rotary q backward", sh.tokens * sh.q_width, sh));
   }
+}
+
+// ---- tensor parallelism: the collectives its modules issue ----
+
+UnitCollective TpCollective(CollectiveOp kind, bool backward, int at,
+                            int64_t bytes, std::string tensor,
+                            DType dtype = BF16) {
+  UnitCollective c;
+  c.kind = kind;
+  c.backward = backward;
+  c.at = at;
+  c.bytes = bytes;
+  c.dtype = dtype;
+  c.tensor = std::move(tensor);
+  return c;
+}
+
+int Size(const std::vector<Kernel>& kernels) {
+  return static_cast<int>(kernels.size());
+}
+
+// Where kernel `name` is in `kernels` (each linear's kernels are named
+// after it, so it is there).
+int IndexOf(const std::vector<Kernel>& kernels, const std::string& name) {
+  for (int i = 0; i < Size(kernels); ++i) {
+    if (kernels[i].name() == name) return i;
+  }
+  return Size(kernels);
+}
+
+// The residual stream's hidden states, T x h bf16: what each collective
+// of a block carries whole (an all-reduce's buffer, an all-gather's
+// gathered output, a reduce-scatter's input, as CollectiveCall.bytes
+// counts them).
+int64_t HiddenBytes(const Shape& sh) { return kBf16 * sh.tokens * sh.h; }
+
+// Column-parallel linears reading the hidden states (Megatron's linear_qkv,
+// linear_fc1, output_layer; HF's separate q/k/v or gate/up projections act
+// as one): `first` in forward order completes the input gradient in
+// backward, `last` starts backward. megatron/core/tensor_parallel/
+// layers.py, LinearWithGradAccumulationAndAsyncCommunication:
+//  - without sequence parallelism the input enters through
+//    copy_to_tensor_model_parallel_region (mappings.py), whose backward
+//    all-reduces the input gradient;
+//  - with it, forward all-gathers the sequence-split input, and backward
+//    gathers it again for the weight gradient (before the input gradient's
+//    GEMM), then reduce-scatters the input gradient.
+void ColumnParallel(const Shape& sh, Unit* first, Unit* last) {
+  if (sh.tp == 1) return;
+  const std::string tensor = first->name + " input";
+  // Once the input gradient is complete: after the dgrad of a single
+  // linear, after the gradient sum of split ones.
+  const int grad_done =
+      first == last ? IndexOf(first->backward, first->name + " dgrad") + 1
+                    : Size(first->backward);
+  if (!sh.sp) {
+    first->comms.push_back(TpCollective(ALL_REDUCE, true, grad_done,
+                                        HiddenBytes(sh), tensor + " grad"));
+    return;
+  }
+  first->comms.push_back(
+      TpCollective(ALL_GATHER, false, 0, HiddenBytes(sh), tensor));
+  last->comms.push_back(TpCollective(
+      ALL_GATHER, true, IndexOf(last->backward, last->name + " dgrad"),
+      HiddenBytes(sh), tensor));
+  first->comms.push_back(TpCollective(REDUCE_SCATTER, true, grad_done,
+                                      HiddenBytes(sh), tensor + " grad"));
+}
+
+// A row-parallel linear writing the hidden states (linear_proj, linear_fc2):
+// its partial sums all-reduced (reduce_from_tensor_model_parallel_region,
+// backward the identity), or reduce-scattered along the sequence under
+// sequence parallelism (reduce_scatter_to_sequence_parallel_region,
+// backward an all-gather of the output gradient); after its GEMM, before
+// the residual add.
+void RowParallel(const Shape& sh, Unit* u) {
+  if (sh.tp == 1) return;
+  const std::string tensor = u->name + " output";
+  if (!sh.sp) {
+    u->comms.push_back(
+        TpCollective(ALL_REDUCE, false, 1, HiddenBytes(sh), tensor));
+    return;
+  }
+  u->comms.push_back(
+      TpCollective(REDUCE_SCATTER, false, 1, HiddenBytes(sh), tensor));
+  u->comms.push_back(
+      TpCollective(ALL_GATHER, true, 0, HiddenBytes(sh), tensor + " grad"));
+}
+
+// Fewer kv heads than tp: each rank's slice of the qkv projection is
+// gathered whole before its kv head and query heads are picked out
+// (attention.py, get_query_key_value_tensors:
+// all_gather_last_dim_from_tensor_parallel_region, whose backward
+// reduce-scatters the gradient). `last` is the projection that ends the
+// forward GEMMs (v, or the fused qkv); `gemm_end` the index after them.
+void GatherQkv(const Shape& sh, int64_t columns, int gemm_end, Unit* last) {
+  if (!sh.gather_qkv) return;
+  const int64_t bytes = kBf16 * sh.tokens * columns * sh.tp;
+  last->comms.push_back(
+      TpCollective(ALL_GATHER, false, gemm_end, bytes, "qkv"));
+  last->comms.push_back(TpCollective(
+      REDUCE_SCATTER, true, IndexOf(last->backward, last->name + " dgrad"),
+      bytes, "qkv grad"));
 }
 
 std::vector<Unit> AttentionUnits(const Shape& sh) {
   std::vector<Unit> units;
+  const int64_t out = sh.q_width + 2 * sh.kv_proj;
   if (sh.fused_qkv) {
-    const int64_t out = sh.h + 2 * sh.kv_width;
     Unit qkv = LinearUnit("qkv_proj", sh, out, sh.h, sh.qkv_bias);
     AttentionForward(sh, &qkv.forward);
     std::vector<Kernel> back;
@@ -287,28 +434,37 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     // q, k and v's gradients stacked back into the projection's output
     // (unbind's backward): a concatenation, read and written once.
     back.push_back(
-        MemoryOp("qkv gradient stack", sh.tokens * out, 0, 2 * kBf16, 1));
+        Streaming("qkv gradient stack", sh.tokens * out, 0, 2 * kBf16, 1));
     back.insert(back.end(), qkv.backward.begin(), qkv.backward.end());
     qkv.backward = std::move(back);
+    // The gather's reduce-scatter comes first in backward: autograd meets
+    // it before the linear (Unit::comms keep this order at one index).
+    GatherQkv(sh, out, 1, &qkv);
+    ColumnParallel(sh, &qkv, &qkv);
     units.push_back(std::move(qkv));
   } else {
-    Unit q = LinearUnit("q_proj", sh, sh.h, sh.h, sh.qkv_bias);
-    Unit k = LinearUnit("k_proj", sh, sh.kv_width, sh.h, sh.qkv_bias);
-    Unit v = LinearUnit("v_proj", sh, sh.kv_width, sh.h, sh.qkv_bias);
+    Unit q = LinearUnit("q_proj", sh, sh.q_width, sh.h, sh.qkv_bias);
+    Unit k = LinearUnit("k_proj", sh, sh.kv_proj, sh.h, sh.qkv_bias);
+    Unit v = LinearUnit("v_proj", sh, sh.kv_proj, sh.h, sh.qkv_bias);
     AttentionForward(sh, &v.forward);
     std::vector<Kernel> back;
     AttentionBackward(sh, &back);
     back.insert(back.end(), v.backward.begin(), v.backward.end());
     v.backward = std::move(back);
     // x feeds q, k and v: their input gradients are added.
-    k.backward.push_back(GradientSum("k+v input gradient sum", sh));
-    q.backward.push_back(GradientSum("q input gradient sum", sh));
+    k.backward.push_back(GradientSum("k+v input gradient sum", sh.tokens, sh));
+    q.backward.push_back(GradientSum("q input gradient sum", sh.tokens, sh));
+    GatherQkv(sh, out, 1, &v);
+    ColumnParallel(sh, &q, &v);
     units.push_back(std::move(q));
     units.push_back(std::move(k));
     units.push_back(std::move(v));
   }
-  Unit o = LinearUnit("o_proj", sh, sh.h, sh.h, sh.bias);
+  // Row-parallel: each GPU's heads' share of the rows; its bias is whole
+  // (RowParallelLinear adds it once, after the reduction).
+  Unit o = LinearUnit("o_proj", sh, sh.h, sh.q_width, sh.bias);
   o.forward.push_back(Residual(sh));
+  RowParallel(sh, &o);
   units.push_back(std::move(o));
   return units;
 }
@@ -321,54 +477,98 @@ std::vector<Unit> MlpUnits(const Shape& sh) {
     Unit up = LinearUnit("up_proj", sh, sh.ffn, sh.h, sh.bias);
     if (sh.eager) {
       // silu(gate) 4 vector; silu(gate) * up 6 vector.
-      gate.forward.push_back(MemoryOp("silu", f, 2 * kBf16, 0, 1));
-      up.forward.push_back(MemoryOp("swiglu mul", f, 3 * kBf16, 0, 1));
+      gate.forward.push_back(Streaming("silu", f, 2 * kBf16, 0, 1));
+      up.forward.push_back(Streaming("swiglu mul", f, 3 * kBf16, 0, 1));
       // The product's two gradients 6 + 6 vector; silu's backward 6.
       up.backward.insert(up.backward.begin(),
-                         MemoryOp("swiglu mul backward", f, 6 * kBf16, 0, 2));
+                         Streaming("swiglu mul backward", f, 6 * kBf16, 0, 2));
       gate.backward.insert(gate.backward.begin(),
-                           MemoryOp("silu backward", f, 3 * kBf16, 0, 1));
+                           Streaming("silu backward", f, 3 * kBf16, 0, 1));
     } else {
       // One kernel: read gate and up, write the product; backward reads
       // the gradient, gate and up and writes both gradients.
-      up.forward.push_back(MemoryOp("swiglu", f, 3 * kBf16, 0, 1));
+      up.forward.push_back(Streaming("swiglu", f, 3 * kBf16, 0, 1));
       up.backward.insert(up.backward.begin(),
-                         MemoryOp("swiglu backward", f, 5 * kBf16, 0, 1));
+                         Streaming("swiglu backward", f, 5 * kBf16, 0, 1));
     }
     // Both projections read the norm's output: their gradients are added.
-    gate.backward.push_back(GradientSum("gate+up input gradient sum", sh));
+    gate.backward.push_back(
+        GradientSum("gate+up input gradient sum", sh.tokens, sh));
+    ColumnParallel(sh, &gate, &up);
     units.push_back(std::move(gate));
     units.push_back(std::move(up));
   } else {
     Unit fc1 = LinearUnit("fc1", sh, sh.ffn, sh.h, sh.bias);
-    fc1.forward.push_back(MemoryOp("gelu", f, 2 * kBf16, 0, 1));
+    fc1.forward.push_back(Streaming("gelu", f, 2 * kBf16, 0, 1));
     fc1.backward.insert(fc1.backward.begin(),
-                        MemoryOp("gelu backward", f, 3 * kBf16, 0, 1));
+                        Streaming("gelu backward", f, 3 * kBf16, 0, 1));
+    ColumnParallel(sh, &fc1, &fc1);
     units.push_back(std::move(fc1));
   }
   Unit down =
       LinearUnit(sh.swiglu ? "down_proj" : "fc2", sh, sh.h, sh.ffn, sh.bias);
   down.forward.push_back(Residual(sh));
+  RowParallel(sh, &down);
   units.push_back(std::move(down));
   return units;
 }
 
 }  // namespace
 
+namespace {
+
+// Each GPU looks up the tokens of its vocabulary rows, zeros elsewhere:
+// the output is summed over the group (layers.py, VocabParallelEmbedding:
+// reduce_from_tensor_model_parallel_region), or reduce-scattered along the
+// sequence under sequence parallelism (reduce_scatter_embeddings), whose
+// backward all-gathers the output gradient.
+void VocabParallelEmbedding(const Shape& sh, Unit* u) {
+  if (sh.tp == 1) return;
+  const int end = Size(u->forward);
+  if (!sh.sp) {
+    u->comms.push_back(TpCollective(ALL_REDUCE, false, end, HiddenBytes(sh),
+                                    "embedding output"));
+    return;
+  }
+  u->comms.push_back(TpCollective(REDUCE_SCATTER, false, end, HiddenBytes(sh),
+                                  "embedding output"));
+  u->comms.push_back(TpCollective(ALL_GATHER, true, 0, HiddenBytes(sh),
+                                  "embedding output grad"));
+}
+
+// The loss over vocabulary-split logits (megatron/core/tensor_parallel/
+// cross_entropy.py, VocabParallelCrossEntropy.forward): three all-reduces
+// of one fp32 value per token, the logits' maximum, the target's logit and
+// the sum of exponentials; its backward is local.
+void VocabParallelCrossEntropy(const Shape& sh, Unit* head) {
+  if (sh.tp == 1) return;
+  const int end = Size(head->forward);
+  for (const char* tensor : {"logits max", "target logit", "sum exp"}) {
+    head->comms.push_back(
+        TpCollective(ALL_REDUCE, false, end, kFp32 * sh.tokens, tensor, FP32));
+  }
+}
+
+}  // namespace
+
 std::vector<Unit> EmbeddingUnits(const Model& model, const Batch& batch) {
   const Shape sh = ShapeOf(model, batch);
-  const int64_t rows = model.vocab() + model.learned_positions();
+  // This GPU's vocabulary rows (VocabParallelEmbedding); GPT's learned
+  // positions are a plain embedding, whole on every GPU
+  // (megatron/core/models/common/embeddings/language_model_embedding.py).
+  const int64_t rows = sh.vocab + model.learned_positions();
   Unit u = MakeUnit("embed_tokens", rows * sh.h);
   const int64_t x = sh.tokens * sh.h;
   // A row gather: T rows of h read, written (positions added for GPT).
-  u.forward.push_back(MemoryOp("embedding", x, 0,
-                               (model.learned_positions() > 0 ? 3 : 2) * kBf16,
-                               model.learned_positions() > 0 ? 2 : 1));
+  u.forward.push_back(Streaming("embedding", x, 0,
+                                (model.learned_positions() > 0 ? 3 : 2) * kBf16,
+                                model.learned_positions() > 0 ? 2 : 1));
   // The dense gradient of the table: zeroed, then the T rows' gradients
   // added into it (sort, then a segmented add).
-  Kernel backward = MemoryOp("embedding backward", x, 0, 3 * kBf16, 3);
+  Kernel backward = Streaming("embedding backward", x, 0, 3 * kBf16, 3);
   backward.mutable_memory()->set_vector_bytes(kBf16 * rows * sh.h);
   u.backward.push_back(backward);
+  VocabParallelEmbedding(sh, &u);
   return {u};
 }
 
@@ -401,14 +601,30 @@ std::vector<Unit> HeadUnits(const Model& model, const Batch& batch) {
   // HF casts the logits to fp32 for the loss (6 general), whose
   // log-softmax reads and writes fp32 (8 general); nll_loss picks T values.
   head.forward.push_back(
-      MemoryOp("cross entropy", logits, 0, kBf16 + kFp32 + 2 * kFp32, 3));
+      Streaming("cross entropy", logits, 0, kBf16 + kFp32 + 2 * kFp32, 3));
   // nll's gradient zeroed (4 vector); log-softmax's backward reads output
   // and gradient, writes the gradient (12 general); cast back to bf16 (6
   // vector).
   Kernel ce_back =
-      MemoryOp("cross entropy backward", logits, kFp32 + 6, 3 * kFp32, 3);
+      Streaming("cross entropy backward", logits, kFp32 + 6, 3 * kFp32, 3);
   head.backward.insert(head.backward.begin(), ce_back);
+  // Column-parallel over the vocabulary, its logits left split for the
+  // loss (GPTModel's output_layer, parallel_output).
+  ColumnParallel(sh, &head, &head);
+  VocabParallelCrossEntropy(sh, &head);
   return {norm, head};
+}
+
+std::vector<Kernel> CoreAttentionKernels(const Model& model,
+                                         const Batch& batch) {
+  const Shape sh = ShapeOf(model, batch);
+  std::vector<Kernel> kernels;
+  if (!sh.flash) MaterialisedForward(sh, &kernels);
+  return kernels;
+}
+
+int KvHeadsPerGpu(int kv_heads, int tp) {
+  return kv_heads >= tp ? kv_heads / tp : 1;
 }
 
 std::vector<Kernel> OptimizerKernels(int64_t params) {
@@ -416,13 +632,23 @@ std::vector<Kernel> OptimizerKernels(int64_t params) {
   adam.set_name("adam");
   adam.mutable_optimizer()->set_params(params);
   adam.mutable_optimizer()->set_bytes_per_param(7 * kFp32);
-  return {MemoryOp("gradient to fp32", params, kBf16 + kFp32, 0, 1), adam,
-          MemoryOp("weights to bf16", params, kFp32 + kBf16, 0, 1)};
+  return {Streaming("gradient to fp32", params, kBf16 + kFp32, 0, 1), adam,
+          Streaming("weights to bf16", params, kFp32 + kBf16, 0, 1)};
 }
 
 Kernel AccumulateKernel(int64_t elements) {
-  return MemoryOp("gradient accumulate", elements, 3 * kBf16, 0, 1);
+  return Streaming("gradient accumulate", elements, 3 * kBf16, 0, 1);
 }
+
+namespace {
+
+// Keys per query: the whole sequence, unless context parallelism gave the
+// kernel a part of the queries.
+int64_t KvSeq(const Attention& a) {
+  return a.kv_seq() > 0 ? a.kv_seq() : a.seq();
+}
+
+}  // namespace
 
 double KernelFlops(const Kernel& kernel) {
   switch (kernel.body_case()) {
@@ -432,9 +658,10 @@ double KernelFlops(const Kernel& kernel) {
     }
     case Kernel::kAttention: {
       const Attention& a = kernel.attention();
-      // QK^T and AV: 4 b heads s^2 d, half of it under a causal mask;
+      // QK^T and AV: 4 b heads s kv_seq d, half of it under a causal mask;
       // backward recomputes the scores and takes three more products.
-      double f = 4.0 * a.batch() * a.heads() * a.seq() * a.seq() * a.head_dim();
+      double f =
+          4.0 * a.batch() * a.heads() * a.seq() * KvSeq(a) * a.head_dim();
       if (a.causal()) f /= 2;
       return a.backward() ? 2.5 * f : f;
     }
@@ -453,7 +680,7 @@ int64_t KernelBytes(const Kernel& kernel) {
     case Kernel::kAttention: {
       const Attention& a = kernel.attention();
       const int64_t q = a.batch() * a.seq() * a.heads() * a.head_dim();
-      const int64_t kv = a.batch() * a.seq() * a.kv_heads() * a.head_dim();
+      const int64_t kv = a.batch() * KvSeq(a) * a.kv_heads() * a.head_dim();
       // Forward reads q, k, v and writes the output; backward reads those
       // and the output's gradient, writes q, k and v's gradients.
       return kBf16 * (a.backward() ? 3 * q + 4 * kv + q : 2 * q + 2 * kv);

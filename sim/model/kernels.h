@@ -24,13 +24,36 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/layout.h"
 #include "sim/schema/kernel.pb.h"
 #include "sim/schema/model.pb.h"
 #include "sim/schema/scenario.pb.h"
+#include "sim/schema/schedule.pb.h"
 
 namespace shardsim {
 
 struct Batch;  // model.h
+
+// A collective that a unit's module issues inside its forward or backward
+// over the group of one dimension of the job's mesh: tensor parallelism's
+// (Megatron-LM's ColumnParallelLinear, RowParallelLinear,
+// VocabParallelEmbedding, vocab-parallel cross-entropy:
+// megatron/core/tensor_parallel/layers.py, mappings.py, cross_entropy.py).
+// It runs before kernel `at` of that kernel list (at == the list's size:
+// after its last kernel), blocking the compute stream, as Megatron runs
+// them without its TP communication overlap. Context parallelism's
+// exchange of keys and values (Megatron's cp_comm_type all_gather: an
+// all-gather of K and V over the cp group before the attention) is one
+// more entry of `dim` kCp, not modelled yet.
+struct UnitCollective {
+  Dim dim = Dim::kTp;  // whose group (sim/base/layout.h)
+  CollectiveOp kind = ALL_REDUCE;
+  bool backward = false;
+  int at = 0;
+  int64_t bytes = 0;  // as CollectiveCall.bytes counts them
+  DType dtype = BF16;
+  std::string tensor;  // what it carries, for the op's label
+};
 
 // A module that owns parameters, and the kernels its forward and backward
 // launch (backward in launch order: the reverse of forward's).
@@ -44,12 +67,30 @@ struct Unit {
   std::vector<int64_t> vectors;
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
+  // The collectives it issues, each list's in kernel order; none when tp
+  // is 1.
+  std::vector<UnitCollective> comms;
 };
 
 // The units of each kind of layer, in forward order.
 std::vector<Unit> EmbeddingUnits(const Model& model, const Batch& batch);
 std::vector<Unit> BlockUnits(const Model& model, const Batch& batch);
 std::vector<Unit> HeadUnits(const Model& model, const Batch& batch);
+
+// The core attention of one block's forward (scores, softmax, context, with
+// GQA's expansion of k and v): what Megatron's selective recomputation
+// runs again (Korthikanti et al. 2022 section 5). Empty with FlashAttention,
+// which keeps no scores to recompute.
+std::vector<Kernel> CoreAttentionKernels(const Model& model,
+                                         const Batch& batch);
+
+// Heads of k and v on one of `tp` GPUs. Megatron divides the query groups
+// when they are at least tp; with fewer (tp a multiple of them) each rank
+// keeps one whole kv head, its projection's columns gathered from the
+// group's ranks (megatron/core/transformer/attention.py, Attention.__init__:
+// num_query_groups_per_partition = 1 if num_query_groups < world_size;
+// transformer_config.py requires one to divide the other).
+int KvHeadsPerGpu(int kv_heads, int tp);
 
 // The optimizer step over `params` fp32 master weights of one GPU's shard:
 // the reduced bf16 gradient cast to fp32, fused Adam over weights, m and v,

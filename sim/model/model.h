@@ -61,6 +61,10 @@ struct Layer {
   // The modules that own its parameters, in forward order, with the
   // kernels each runs (kernels.h). Their params add up to `params`.
   std::vector<Unit> units;
+  // What its recomputation runs when that is less than its whole forward
+  // (selective recomputation: the core attention); empty: the forward of
+  // every unit, their tensor-parallel collectives included.
+  std::vector<Kernel> recompute_kernels;
 };
 
 // Built-in models: llama-7b, llama-13b, llama-30b, llama-65b, gpt3-175b,
@@ -72,13 +76,22 @@ absl::StatusOr<Model> BuiltinModel(absl::string_view name);
 // Rejects missing or inconsistent fields, naming the field.
 absl::Status ValidateModel(const Model& model);
 
-// Embedding, blocks, head, in forward order.
+// Rejects a `tp` that does not split `model` as Megatron-LM splits it:
+// heads, the kv heads' projection columns and ffn_hidden whole on each GPU,
+// kv heads a multiple or a divisor of tp (megatron/core/transformer/
+// transformer_config.py). The error names the field.
+absl::Status ValidateTensorParallel(const Model& model, int tp);
+
+// Embedding, blocks, head, in forward order, as one GPU holds and runs
+// them (its tensor-parallel share, its context-parallel tokens).
 std::vector<Layer> ModelLayers(const Model& model, const Batch& batch);
 
+// The whole model's parameters, however it is split.
 int64_t TotalParams(const Model& model);
 
-// Model FLOPs of one micro-batch: forward + backward, no recomputation
-// (the numerator of MFU).
+// Model FLOPs of one micro-batch on one GPU (its tensor- and
+// context-parallel share): forward + backward, no recomputation (the
+// numerator of MFU).
 double ModelFlopsPerMicroBatch(const Model& model, const Batch& batch);
 
 }  // namespace shardsim

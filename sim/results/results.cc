@@ -130,6 +130,15 @@ std::string PlanPointName(const ResultRow& row) {
     absl::StrAppend(&knobs, e.forward_prefetch() ? ", forward prefetch"
                                                  : ", no forward prefetch");
   }
+  if (s.has_parallelism()) {
+    const Parallelism& l = s.parallelism();
+    for (const auto& [name, size] : {std::pair<const char*, int>{"tp", l.tp()},
+                                     {"pp", l.pp()},
+                                     {"vpp", l.vpp()},
+                                     {"cp", l.cp()}}) {
+      if (size > 1) absl::StrAppendFormat(&knobs, ", %s %d", name, size);
+    }
+  }
   return absl::StrFormat("%s [%d x %d%s]", row.strategy(), s.micro_batch_size(),
                          s.micro_batches(), knobs);
 }

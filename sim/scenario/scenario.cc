@@ -242,6 +242,12 @@ absl::Status CheckGpuCount(const Job& job, int gpus) {
     return absl::InvalidArgumentError(
         absl::StrCat(job.path, ": at ", gpus, " GPUs: ", l.status().message()));
   }
+  if (absl::Status s = ValidateTensorParallel(
+          job.model, std::max(1, job.scenario.parallelism().tp()));
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.path, ": field parallelism.tp: ", s.message()));
+  }
   absl::StatusOr<Scenario> at = ScenarioAt(job.scenario, gpus);
   if (!at.ok()) {
     return FieldError(job.path, "global_batch_tokens", at.status().message());

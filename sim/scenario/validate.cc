@@ -143,6 +143,16 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   for (int n : p.stage_layers()) {
     c.Count("parallelism.stage_layers", n, 0, kMaxLayers);
   }
+  // The pipeline's own fields mean nothing without stages: refused, not
+  // ignored.
+  const bool staged = p.pp() > 1;
+  c.Rule("parallelism.vpp", p.vpp() <= 1 || staged,
+         "model chunks per stage need a pipeline: pp > 1")
+      .Rule("parallelism.stage_layers", p.stage_layers().empty() || staged,
+            "blocks per stage need a pipeline: pp > 1")
+      .Rule("parallelism.pipeline_schedule",
+            p.pipeline_schedule() == PIPELINE_SCHEDULE_UNSPECIFIED || staged,
+            "a pipeline schedule needs a pipeline: pp > 1");
   c.Rule("parallelism.sequence_parallel", !p.sequence_parallel() || p.tp() > 1,
          "sequence parallelism splits along tp: needs tp > 1")
       .Count("recompute_every_layers", s.recompute_every_layers(), 0,
@@ -159,12 +169,11 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
             "is the K of RECOMPUTE_SELECTIVE_LAYER (every K-th block): "
             "given with it, and only with it");
   // Dimensions whose lowering is still to come are refused, never ignored.
-  c.Rule("parallelism", p.tp() <= 1 && p.cp() <= 1,
-         "tensor and context parallelism are not modelled yet")
-      .Rule("recompute_granularity",
-            s.recompute_granularity() != RECOMPUTE_SELECTIVE &&
-                s.recompute_granularity() != RECOMPUTE_SELECTIVE_LAYER,
-            "selective recomputation is not modelled yet");
+  // Context parallelism's K/V exchange is still to come: refused, never
+  // ignored.
+  c.Rule("parallelism.cp", p.cp() <= 1,
+         "context parallelism (its ring exchange of K and V) is not modelled "
+         "yet");
   return c.status();
 }
 

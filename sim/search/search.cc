@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sim/analyze/analyze.h"
+#include "sim/base/layout.h"
 #include "sim/engine/replay.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
@@ -27,6 +28,7 @@
 #include "sim/schedule/lower.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
+#include "sim/strategy/composition.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -225,9 +227,14 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
   // One copy for every variant: UseAlgorithms sets each algorithm the
   // variant picks (every collective's but a direct one's) afresh.
   Schedule schedule = *p->schedule;
+  // Variants parse on the data-parallel mesh the strategy shards over.
+  absl::StatusOr<Layout> layout =
+      Layout::Make(p->mesh, p->scenario.parallelism());
+  if (!layout.ok()) return layout.status();
+  const Mesh dp_mesh = layout->DpMesh();
   for (const std::string& variant : AlgorithmVariants(
            spec, p->strategy, kinds, job.platform.network().sharp())) {
-    absl::StatusOr<Strategy> strategy = ParseStrategy(variant, p->mesh);
+    absl::StatusOr<Strategy> strategy = ParseStrategy(variant, dp_mesh);
     if (!strategy.ok()) return strategy.status();
     UseAlgorithms(*strategy, &schedule);
     const bool can_deploy = Deployable(p->strategy, schedule);
@@ -364,40 +371,91 @@ struct Space {
   std::vector<std::vector<std::string>> specs;  // per setting
 };
 
-absl::StatusOr<Space> SpaceOf(const Job& job, const Mesh& mesh,
-                              const std::vector<std::string>& specs, int gpus,
-                              bool vary) {
-  std::vector<SearchSettings> batches = SettingsChoices(job, gpus);
+// The candidate specs of one layout: valid on its data-parallel mesh, run
+// as configured by their framework there (composition.h) unless the
+// scenario asks for what-ifs, and deployable ones alone where asked.
+std::vector<std::string> LayoutSpecs(const Job& job, const Mesh& mesh,
+                                     const Parallelism& layout,
+                                     bool deployable) {
+  absl::StatusOr<Layout> l = Layout::Make(mesh, layout);
+  if (!l.ok()) return {};
+  std::vector<std::string> specs;
+  for (const std::string& spec : CandidateSpecs(l->DpMesh())) {
+    absl::StatusOr<Strategy> s = ParseStrategy(spec, l->DpMesh());
+    if (!s.ok() || (deployable && !DeployableFramework(*s))) continue;
+    if (!job.scenario.what_if() &&
+        !UnsupportedComposition(*s, layout).empty()) {
+      continue;
+    }
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+absl::StatusOr<Space> SpaceOf(const Job& job, const Mesh& mesh, int gpus,
+                              const SearchOptions& options) {
+  const bool vary = options.settings;
+  std::vector<SearchSettings> batches =
+      options.parallelism ? SettingsChoices(job, gpus, LayoutChoices(job, gpus))
+                          : SettingsChoices(job, gpus);
+  if (!vary) {
+    // The scenario's own batch settings alone: each layout's first.
+    std::vector<SearchSettings> own;
+    std::set<std::string> seen;
+    for (const SearchSettings& b : batches) {
+      if (seen.insert(b.parallelism().SerializeAsString()).second) {
+        own.push_back(b);
+      }
+    }
+    batches = std::move(own);
+  }
+  // The specs of each layout, by its serialized Parallelism.
+  std::map<std::string, std::vector<std::string>> specs_of;
+  for (const SearchSettings& b : batches) {
+    const Parallelism& layout =
+        b.has_parallelism() ? b.parallelism() : job.scenario.parallelism();
+    auto [it, added] = specs_of.try_emplace(layout.SerializeAsString());
+    if (added) it->second = LayoutSpecs(job, mesh, layout, options.deployable);
+  }
   // The distinct knob choices, numbered as first met; 0 is every
   // framework's defaults, which every spec runs.
   std::vector<Execution> knobs = {Execution()};
-  std::vector<std::set<int>> knobs_of(specs.size(), {0});
-  if (vary) {
-    std::map<std::string, int> index = {{"", 0}};
-    for (size_t i = 0; i < specs.size(); ++i) {
-      absl::StatusOr<Strategy> strategy =
-          ParseStrategy(specs[i], mesh, job.base_dir);
+  std::map<std::string, std::set<int>> knobs_of;  // by spec
+  std::map<std::string, int> index = {{"", 0}};
+  for (const auto& [layout, specs] : specs_of) {
+    Parallelism p;
+    p.ParseFromString(layout);
+    const Mesh dp = Layout::Make(mesh, p)->DpMesh();
+    for (const std::string& spec : specs) {
+      std::set<int>& mine = knobs_of[spec];
+      mine.insert(0);
+      if (!vary) continue;
+      absl::StatusOr<Strategy> strategy = ParseStrategy(spec, dp, job.base_dir);
       if (!strategy.ok()) return strategy.status();
       for (const Execution& e : KnobChoices(*strategy, job.model.hidden(),
                                             job.scenario.execution())) {
         auto [it, added] = index.emplace(e.SerializeAsString(),
                                          static_cast<int>(knobs.size()));
         if (added) knobs.push_back(e);
-        knobs_of[i].insert(it->second);
+        mine.insert(it->second);
       }
     }
-  } else {
-    batches.resize(1);
   }
   Space out;
   for (const SearchSettings& b : batches) {
+    const std::vector<std::string>& specs =
+        specs_of[(b.has_parallelism() ? b.parallelism()
+                                      : job.scenario.parallelism())
+                     .SerializeAsString()];
     for (size_t k = 0; k < knobs.size(); ++k) {
+      std::vector<std::string> run;
+      for (const std::string& spec : specs) {
+        if (knobs_of[spec].count(static_cast<int>(k))) run.push_back(spec);
+      }
+      if (run.empty()) continue;
       out.settings.push_back(b);
       *out.settings.back().mutable_execution() = knobs[k];
-      std::vector<std::string>& run = out.specs.emplace_back();
-      for (size_t i = 0; i < specs.size(); ++i) {
-        if (knobs_of[i].count(static_cast<int>(k))) run.push_back(specs[i]);
-      }
+      out.specs.push_back(std::move(run));
     }
   }
   return out;
@@ -525,6 +583,15 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                      "has ",
                      job.scenario.gpus_size(), " (give --gpus N)"));
   }
+  if (options.parallelism && job.scenario.global_batch_tokens() == 0) {
+    // Steps are compared by their time, which only ranks layouts at one
+    // batch: micro_batches fixed, fewer replicas would run fewer tokens.
+    return absl::InvalidArgumentError(absl::StrCat(
+        job.path,
+        ": field global_batch_tokens: plan --search-parallelism compares "
+        "layouts at one global batch; give global_batch_tokens "
+        "(--global-batch-tokens), not micro_batches"));
+  }
   // --time-limit holds for the whole search: the bounds and every wave.
   const absl::Time deadline =
       options.engine.time_limit_s > 0
@@ -536,17 +603,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     return absl::InvalidArgumentError(
         absl::StrCat(job.path, ": field gpus: ", mesh.status().message()));
   }
-  std::vector<std::string> specs = CandidateSpecs(*mesh);
-  if (options.deployable) {
-    std::vector<std::string> kept;
-    for (const std::string& spec : specs) {
-      absl::StatusOr<Strategy> s = ParseStrategy(spec, *mesh);
-      if (s.ok() && DeployableFramework(*s)) kept.push_back(spec);
-    }
-    specs = std::move(kept);
-  }
-  absl::StatusOr<Space> space =
-      SpaceOf(job, *mesh, specs, gpus, options.settings);
+  absl::StatusOr<Space> space = SpaceOf(job, *mesh, gpus, options);
   if (!space.ok()) return space.status();
   const std::vector<SearchSettings>& settings = space->settings;
   std::vector<Job> jobs;
@@ -758,6 +815,10 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   out.set_memory_cap_bytes(options.memory_cap_bytes
                                ? *options.memory_cap_bytes
                                : job.platform.gpu().memory_bytes());
+  std::set<std::string> specs;  // every layout's
+  for (const std::vector<std::string>& run : space->specs) {
+    specs.insert(run.begin(), run.end());
+  }
   out.set_specs(static_cast<int>(specs.size()));
   out.set_settings(static_cast<int>(settings.size()));
   out.set_candidates(candidates);

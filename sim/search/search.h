@@ -43,6 +43,11 @@ struct SearchOptions {
   // Every setting of each spec (SettingsChoices: micro-batch size,
   // recomputation); false: the scenario's own.
   bool settings = true;
+  // The parallel layouts too (LayoutChoices: tensor parallel size,
+  // pipeline stages and chunks), each setting with each; false: the
+  // scenario's own layout. Needs the scenario's global_batch_tokens (steps
+  // of one batch, whatever the layout).
+  bool parallelism = false;
   // A point that lowers to the schedule of a point already simulated takes
   // that point's times (ResultRow.same_step_as); false: every point is
   // simulated on its own (to check that the two agree).

@@ -72,9 +72,12 @@ std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus) {
   const Scenario& s = job.scenario;
   std::vector<int64_t> sizes = {s.micro_batch_size()};
   if (s.global_batch_tokens() > 0) {
-    // Sequences per GPU per step (whole: CheckGpuCount holds), in
-    // micro-batches of at most kMaxTokensPerMicroBatch tokens.
-    const int64_t sequences = s.global_batch_tokens() / gpus / s.seq_len();
+    // Sequences per data-parallel replica per step (whole: CheckGpuCount
+    // holds), in micro-batches of at most kMaxTokensPerMicroBatch tokens.
+    const Parallelism& l = s.parallelism();
+    const int replicas = gpus / (std::max(1, l.tp()) * std::max(1, l.cp()) *
+                                 std::max(1, l.pp()));
+    const int64_t sequences = s.global_batch_tokens() / replicas / s.seq_len();
     const int64_t largest = limits::kMaxTokensPerMicroBatch / s.seq_len();
     for (int64_t d = 1; d <= sequences && d <= largest; ++d) {
       if (sequences % d == 0 && d != s.micro_batch_size()) sizes.push_back(d);
@@ -90,6 +93,53 @@ std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus) {
       if (!CheckGpuCount(at, gpus).ok()) continue;
       p.set_micro_batches(ScenarioAt(at.scenario, gpus)->micro_batches());
       out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::vector<SearchSettings> SettingsChoices(
+    const Job& job, int gpus, const std::vector<Parallelism>& layouts) {
+  std::vector<SearchSettings> out;
+  for (const Parallelism& l : layouts) {
+    Job at = job;
+    *at.scenario.mutable_parallelism() = l;
+    if (!CheckGpuCount(at, gpus).ok()) continue;
+    for (SearchSettings p : SettingsChoices(at, gpus)) {
+      *p.mutable_parallelism() = l;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+std::vector<Parallelism> LayoutChoices(const Job& job, int gpus) {
+  const Parallelism& own = job.scenario.parallelism();
+  std::vector<Parallelism> out = {own};
+  const int per_node = job.platform.gpus_per_node();
+  const int blocks = job.model.layers();
+  auto accepted = [&](const Parallelism& l) {
+    Job at = job;
+    *at.scenario.mutable_parallelism() = l;
+    return ValidateScenario(at.scenario, job.path).ok() &&
+           CheckGpuCount(at, gpus).ok();
+  };
+  for (int tp = 1; tp <= per_node && tp <= gpus; tp *= 2) {
+    for (int pp = 1; pp <= 16 && tp * pp <= gpus; ++pp) {
+      if (blocks % pp != 0) continue;
+      for (int vpp : {1, 2}) {
+        if (vpp > 1 && (pp == 1 || blocks % (pp * vpp) != 0)) continue;
+        // A size of 1 is left unset, as a scenario leaves it: one layout,
+        // one name.
+        Parallelism l = own;
+        l.set_tp(tp > 1 ? tp : 0);
+        l.set_pp(pp > 1 ? pp : 0);
+        l.set_vpp(vpp > 1 ? vpp : 0);
+        l.clear_pipeline_schedule();
+        l.clear_stage_layers();
+        if (l.SerializeAsString() == own.SerializeAsString()) continue;
+        if (accepted(l)) out.push_back(l);
+      }
     }
   }
   return out;
@@ -186,6 +236,9 @@ bool Deployable(const Strategy& base, const Schedule& schedule) {
 
 Job JobWith(const Job& job, const SearchSettings& settings) {
   Job out = job;
+  if (settings.has_parallelism()) {
+    *out.scenario.mutable_parallelism() = settings.parallelism();
+  }
   out.scenario.set_micro_batch_size(settings.micro_batch_size());
   out.scenario.set_recompute(settings.recompute());
   out.scenario.mutable_execution()->MergeFrom(settings.execution());

@@ -47,6 +47,21 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
 // Precondition: CheckGpuCount(job, gpus) holds.
 std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus);
 
+// The same for each layout of `layouts` in turn (SearchSettings.
+// parallelism set): the micro-batch counts follow from each layout's
+// data-parallel replicas.
+std::vector<SearchSettings> SettingsChoices(
+    const Job& job, int gpus, const std::vector<Parallelism>& layouts);
+
+// The parallel layouts `plan --search-parallelism` tries on `gpus` GPUs,
+// the scenario's own first: tensor parallelism over 1, 2, 4, ... GPUs of a
+// node, pipelines of every stage count up to 16 that splits the model's
+// blocks evenly, each 1F1B and, where the blocks split over twice as many
+// chunks, interleaved with 2 chunks a stage; context parallelism and
+// sequence parallelism as the scenario gives them. Only layouts the
+// scenario's checks accept (ValidateScenario, CheckGpuCount) are listed.
+std::vector<Parallelism> LayoutChoices(const Job& job, int gpus);
+
 // The execution knobs `plan` tries for `strategy`'s framework, as the
 // overrides each choice sets, the framework's defaults (no override)
 // first: DeepSpeed's reduce bucket and, where parameters are sharded, its

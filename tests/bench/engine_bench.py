@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Engine speed and memory benchmarks (issue targets in brackets).
+"""Engine speed and memory benchmarks (targets in brackets).
 
 usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
                                          [--with-reports] [--with-16k]
-                                         [--with-plan]
+                                         [--with-plan] [--with-3d]
 
 Prints one markdown row per benchmark: wall seconds and peak resident memory
 of the largest process (shardsim runs each simulation in a child process).
@@ -90,6 +90,24 @@ def main():
                          "--platform", "dgx_h100", "--strategy", "zero3",
                          "--gpus", "16384", "--micro-batch-size", "1",
                          "--jobs", "1"]))
+    if "--with-3d" in sys.argv:
+        # Tensor x pipeline parallelism as Megatron-LM runs it: sequence
+        # parallelism, full recomputation, FlashAttention; every stage and
+        # micro-batch replayed.
+        three_d = ["--strategy", "zero1", "--sequence-parallel",
+                   "--micro-batch-size", "1", "--seq-len", "2048",
+                   "--flash-attention", "--recompute", "--jobs", "1"]
+        benches.append(("GPT-3 175B, TP8 x PP8 x interleave 3, 64 dgx_a100 "
+                        "GPUs, 64 micro-batches [< 30 s, < 2048 MB]",
+                        [shardsim, "run", quick, "--model", "gpt3-175b",
+                         "--gpus", "64", "--tp", "8", "--pp", "8", "--vpp",
+                         "3", "--micro-batches", "64"] + three_d))
+        benches.append(("Megatron 1T, TP8 x PP64, 512 dgx_a100 GPUs, 512 "
+                        "micro-batches [< 30 s, < 2048 MB]",
+                        [shardsim, "run", quick, "--model",
+                         "tests/bench/megatron_1t.textproto", "--gpus", "512",
+                         "--tp", "8", "--pp", "64", "--micro-batches",
+                         "512"] + three_d))
     if "--with-reports" in sys.argv:
         regenerate = "reports/regenerate"
         benches.append(("reports/regenerate --quick [< 15 s]",

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "sim/base/group.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/results.pb.h"
@@ -21,8 +22,13 @@ struct Replayed {
   double step = 0;
 };
 
-// `schedule` replayed on `platform` over `mesh` in fast mode; a failure is
-// a test failure (and an empty result).
+// `schedule` replayed on `platform` over `mesh` in fast mode, or the
+// replay's error.
+absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
+                                       const Platform& platform,
+                                       const Mesh& mesh);
+
+// The same, a failure a test failure (and an empty result).
 Replayed Replay(const Schedule& schedule, const Platform& platform,
                 const Mesh& mesh);
 

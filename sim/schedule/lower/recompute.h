@@ -1,6 +1,10 @@
 // Activation recomputation: a checkpointed layer keeps only its input in
 // forward and runs its forward again just before its backward, into a
-// working buffer its backward frees.
+// working buffer its backward frees. Selective recomputation is the same
+// with less: the layer keeps all but its core attention's activations and
+// runs only those kernels again (Layer::recompute_kernels); torchtitan's
+// selective layer mode checkpoints every K-th block in full
+// (sim/model/model.cc, Block).
 #ifndef SHARDSIM_SIM_SCHEDULE_LOWER_RECOMPUTE_H_
 #define SHARDSIM_SIM_SCHEDULE_LOWER_RECOMPUTE_H_
 

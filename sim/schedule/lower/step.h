@@ -106,8 +106,10 @@ class Step {
             std::vector<int> deps);
 
   // What makes a kernel list: its kind and the segment or layer it is of,
-  // and whether a gradient accumulation ends it.
-  using ListKey = std::tuple<std::string, int, bool>;
+  // whether a gradient accumulation ends it, and which part of the visit's
+  // kernels it is (a visit's kernels split at its tensor-parallel
+  // collectives, compute.h; 0 when there are none).
+  using ListKey = std::tuple<std::string, int, bool, int>;
 
   // The index of list `key` in the schedule; `fill` adds its kernels the
   // first time the key is seen, and never again.

@@ -56,7 +56,7 @@ int UpdatePass::Optimizer(int i) {
   const int64_t shard =
       CeilDiv(layer.params, FactorSize(step_.strategy().os()));
   const int list =
-      step_.KernelListOf({"optimizer", i, false}, [&](KernelList* l) {
+      step_.KernelListOf({"optimizer", i, false, 0}, [&](KernelList* l) {
         for (const Kernel& k : OptimizerKernels(shard)) {
           *l->add_kernels() = k;
         }
