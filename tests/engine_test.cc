@@ -947,23 +947,33 @@ TEST(EngineStep, NvlinkRunsSlowerWhileComputeRuns) {
 
 TEST(EngineStep, BreakdownAddsUpToTheStep) {
   // Every named strategy on 16 GPUs of dgx_a100, LLaMA-7B cut to 4 layers,
-  // 2 micro-batches, data parallel and as a 2-stage pipeline (every
-  // strategy, as a what-if where its framework refuses pipelines): the
-  // causes add up to the step, and the exposed collectives and sends add up
-  // to the exposed communication charged to them.
-  for (int pp : {1, 2}) {
+  // 2 micro-batches, data parallel, as a 2-stage pipeline (every
+  // strategy, as a what-if where its framework refuses pipelines) and with
+  // tp 2 x cp 2: the causes add up to the step, and the exposed collectives
+  // and sends add up to the exposed communication charged to them.
+  struct Dims {
+    int pp, tp, cp;
+  };
+  for (const auto [pp, tp, cp] : {Dims{1, 1, 1}, Dims{2, 1, 1}, Dims{1, 2, 2}}) {
     Scenario sc;
     sc.set_name("why");
     *sc.mutable_model_def() = *BuiltinModel("llama-7b");
     sc.mutable_model_def()->set_layers(4);
     sc.set_platform("dgx_a100");
-    for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
+    // Those whose factors fit the dp x cp ranks of a node (8 / tp).
+    for (const std::string& s : NamedStrategies()) {
+      if (ParseStrategy(s, Mesh{8 / tp, 2}).ok()) sc.add_strategies(s);
+    }
     sc.add_gpus(16);
     sc.set_micro_batch_size(2);
     sc.set_micro_batches(2);
-    sc.set_seq_len(512);
+    // tp x cp GPUs share a sequence: as many tokens a GPU.
+    sc.set_seq_len(512 * tp * cp);
     sc.set_optimizer_bytes_per_param(12);
     sc.mutable_parallelism()->set_pp(pp);
+    sc.mutable_parallelism()->set_tp(tp);
+    sc.mutable_parallelism()->set_cp(cp);
+    sc.set_flash_attention(cp > 1);
     sc.set_what_if(true);
     absl::StatusOr<Job> job = ResolveJob("engine_test.textproto", sc);
     ASSERT_TRUE(job.ok()) << job.status();
@@ -971,13 +981,15 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
     ASSERT_TRUE(r.ok()) << r.status();
     for (const ResultRow& row : r->rows()) {
       if (row.oom()) continue;
-      SCOPED_TRACE(absl::StrCat(row.strategy(), " pp ", pp));
+      SCOPED_TRACE(absl::StrCat(row.strategy(), " pp ", pp, " tp ", tp,
+                                " cp ", cp));
       const Breakdown& b = row.breakdown();
       const double parts = b.compute_s() + b.compute_slowdown_s() +
                            b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
                            b.launch_overhead_s() + b.prefetch_wait_s() +
                            b.prefetch_depth_s() + b.pipeline_bubble_s() +
-                           b.point_to_point_s();
+                           b.point_to_point_s() + b.tensor_parallel_s() +
+                           b.context_parallel_s();
       EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
       double exposed = 0;
       for (const ExposedCollective& e : b.by_collective()) {
@@ -985,12 +997,18 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
       }
       EXPECT_NEAR(exposed,
                   b.bandwidth_s() + b.latency_s() + b.prefetch_wait_s() +
-                      b.prefetch_depth_s() + b.point_to_point_s(),
+                      b.prefetch_depth_s() + b.point_to_point_s() +
+                      b.tensor_parallel_s() + b.context_parallel_s(),
                   1e-9 * row.step_time_s());
       EXPECT_GT(b.compute_s(), 0);
       // A pipeline's first stage waits for the last one's backward: a
       // bubble on the path whenever there are stages.
       EXPECT_EQ(b.pipeline_bubble_s() > 0, pp > 1);
+      // Tensor parallelism's collectives, and context parallelism's
+      // reduce-scatter, block the compute stream: on the path whenever
+      // there is tp or cp.
+      EXPECT_EQ(b.tensor_parallel_s() > 0, tp > 1);
+      EXPECT_EQ(b.context_parallel_s() > 0, cp > 1);
     }
   }
 }

@@ -60,7 +60,7 @@ TEST(Layout, EveryDimensionsGroupHoldsTheFormulasRanks) {
                                    {Mesh{8, 4}, Dims(2, 2, 2)},
                                    {Mesh{8, 4}, Dims(4, 1, 2, "tp-pp-dp-cp")},
                                    {Mesh{8, 2}, Dims(2, 1, 4, "tp-dp-pp-cp")},
-                                   {Mesh{4, 8}, Dims(2, 4, 1, "cp-tp-dp-pp")},
+                                   {Mesh{4, 8}, Dims(2, 4, 1, "tp-dp-cp-pp")},
                                    {Mesh{8, 1}, Dims(1, 1, 1)}};
   for (const Case& c : cases) {
     absl::StatusOr<Layout> l = Layout::Make(c.mesh, c.p);
@@ -104,6 +104,28 @@ TEST(Layout, DpGroupsEmbedAsTheSameDpRanks) {
       }
     }
   }
+}
+
+// With context parallelism the strategies shard over dp x cp: 32 GPUs of
+// tp 2 x cp 2 x pp 2 leave dp 4, and each stage's 8 ranks of one tp index
+// (every other rank of its 16) form the sharding mesh, whichever of cp and
+// dp is inside.
+TEST(Layout, ContextParallelRanksJoinTheShardingMesh) {
+  for (const char* order : {"tp-cp-dp-pp", "tp-dp-cp-pp"}) {
+    absl::StatusOr<Layout> l = Layout::Make(Mesh{8, 4}, Dims(2, 2, 2, order));
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_EQ(l->DpMesh().gpus(), 8) << order;
+    const Group all = l->EmbedDp(GlobalGroup(l->DpMesh()));
+    const std::vector<int> members = GroupMembers(all, l->mesh(), 0);
+    EXPECT_EQ(std::set<int>(members.begin(), members.end()),
+              (std::set<int>{0, 2, 4, 6, 8, 10, 12, 14}))
+        << order;
+  }
+  // cp and dp apart: no one group holds them.
+  const absl::Status s =
+      Layout::Make(Mesh{8, 4}, Dims(2, 2, 2, "cp-tp-dp-pp")).status();
+  EXPECT_NE(s.message().find("parallelism.order"), absl::string_view::npos)
+      << s;
 }
 
 TEST(Layout, RefusesSizesThatDoNotDivideOrOrdersThatRepeat) {

@@ -308,6 +308,13 @@ refused "a schedule without a pipeline" "parallelism.pipeline_schedule" "pp > 1"
   "$bin" memory "$q" --strategy zero1 --pipeline-schedule gpipe
 refused "sequence parallelism without tp" "sequence_parallel" "tp > 1" -- \
   "$bin" memory "$q" --strategy zero1 --sequence-parallel
+refused "context parallelism without flash attention" "flash_attention" "ring attention" -- \
+  "$bin" memory "$q" --strategy zero1 --cp 2
+refused "a sequence the cp split cannot cut" "seq_len" "2 x parallelism.cp" -- \
+  "$bin" memory "$q" --strategy zero1 --cp 2 --flash-attention --seq-len 510
+refused "cp and dp apart in the order" "parallelism.order" "next to each other" -- \
+  "$bin" memory "$q" --strategy zero1 --cp 2 --tp 2 --flash-attention \
+  --parallel-order cp-tp-dp-pp
 
 echo "limits: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

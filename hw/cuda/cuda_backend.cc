@@ -57,8 +57,8 @@ ElemInfo InfoOf(DType dtype) {
 // Checked runs use float: small integer inputs add exactly.
 constexpr ElemInfo kCheckInfo = {ncclFloat32, ElemType::kFloat32, 4};
 
-// Streams: COMPUTE, GATHER, REDUCE.
-constexpr int kStreams = 3;
+// Streams: COMPUTE, GATHER, REDUCE, CONTEXT.
+constexpr int kStreams = 4;
 
 absl::StatusOr<int> StreamIndex(Stream s) {
   switch (s) {
@@ -68,11 +68,12 @@ absl::StatusOr<int> StreamIndex(Stream s) {
       return 1;
     case REDUCE:
       return 2;
+    case CONTEXT:
+      return 3;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("stream ", Stream_Name(s),
-                       " is not COMPUTE, GATHER or "
-                       "REDUCE"));
+                       " is not COMPUTE, GATHER, REDUCE or CONTEXT"));
   }
 }
 

@@ -139,7 +139,31 @@ absl::StatusOr<Layout> Layout::Make(const Mesh& mesh, const Parallelism& p) {
                        "-GPU nodes: ", g.status().message()));
     }
   }
-  const int gpn = mesh.gpus_per_node, s = l.stride(Dim::kDp), dp = l.dp();
+  // The strategies shard over dp x cp: cp ranks hold the same parameters
+  // and sum their gradients with the dp ranks' (Megatron's
+  // data_parallel_group_with_cp, torchtitan's dp_shard_cp mesh). With cp
+  // the two must sit next to each other in the order, one stride apart.
+  int s = l.stride(Dim::kDp), dp = l.dp();
+  if (cp > 1) {
+    const int inner = std::min(s, l.stride(Dim::kCp));
+    const int outer = std::max(s, l.stride(Dim::kCp));
+    if (outer != inner * (inner == s ? dp : cp)) {
+      return absl::InvalidArgumentError(
+          "field parallelism.order: the sharding strategies shard over "
+          "dp x cp (Megatron's data-parallel group with context "
+          "parallelism), so cp and dp must be next to each other in the "
+          "order (e.g. tp-cp-dp-pp)");
+    }
+    s = inner;
+    dp *= cp;
+    if (absl::StatusOr<Group> g = RankGroup(mesh, dp, s); !g.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field parallelism: dp x cp's ", dp, " ranks, ", s,
+          " apart, are no group of the nodes: ", g.status().message()));
+    }
+  }
+  l.shard_stride_ = s;
+  const int gpn = mesh.gpus_per_node;
   if (int64_t{s} * dp <= gpn) {
     l.dp_mesh_ = Mesh{dp, 1};
   } else if (s >= gpn) {
@@ -157,7 +181,7 @@ Group Layout::GroupOf(Dim d) const {
 
 Group Layout::EmbedDp(const Group& g) const {
   if (data_parallel_only()) return g;
-  const int s = stride(Dim::kDp);
+  const int s = shard_stride_;
   absl::StatusOr<Group> intra =
       RankGroup(mesh_, g.intra_size(), g.intra_stride() * s);
   absl::StatusOr<Group> inter = RankGroup(

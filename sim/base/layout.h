@@ -55,12 +55,13 @@ class Layout {
   // shape on the physical mesh.
   Group GroupOf(Dim d) const;
 
-  // The dp ranks as the sharding strategies see them: dp GPUs, as many a
-  // node as the dp ranks of one physical node.
+  // The ranks the sharding strategies shard over, as they see them: dp x
+  // cp GPUs (cp ranks hold the same parameters), as many a node as of
+  // those ranks sit in one physical node.
   Mesh DpMesh() const { return dp_mesh_; }
 
-  // A group of DpMesh() placed on the physical mesh: the same dp ranks,
-  // with every other dimension's index held.
+  // A group of DpMesh() placed on the physical mesh: the same dp (x cp)
+  // ranks, with every other dimension's index held.
   Group EmbedDp(const Group& group) const;
 
   // Rank `r`'s index along `d`.
@@ -82,6 +83,7 @@ class Layout {
   std::array<int, 4> stride_ = {1, 1, 1, 1};  // by Dim
   std::array<Dim, 4> order_ = {Dim::kTp, Dim::kCp, Dim::kDp, Dim::kPp};
   Mesh dp_mesh_;
+  int shard_stride_ = 1;  // rank distance between DpMesh's neighbours
 };
 
 // The ranks `size` apart by `stride` (a dimension, rank-space), as a Group

@@ -21,7 +21,9 @@ constexpr std::string_view kCauses[] = {"",
                                         "bandwidth",
                                         "latency",
                                         "pipeline bubble",
-                                        "point-to-point"};
+                                        "point-to-point",
+                                        "tensor parallel",
+                                        "context parallel"};
 
 }  // namespace
 

@@ -56,6 +56,7 @@ struct Shape {
   int64_t ffn, vocab;  // this GPU's MLP columns and vocabulary rows
   int heads, kv_heads, head_dim;  // heads on this GPU
   int tp;
+  int cp;
   bool sp;          // Megatron's sequence parallelism
   bool gather_qkv;  // fewer kv heads than tp (KvHeadsPerGpu)
   bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary;
@@ -68,11 +69,12 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
   sh.tp = std::max(1, batch.tp);
   sh.sp = batch.sequence_parallel && sh.tp > 1;
   const int cp = std::max(1, batch.cp);
+  sh.cp = cp;
   sh.b = batch.micro_batch_size;
   sh.kv_seq = batch.seq_len;
   // Megatron's context parallelism gives each rank seq/cp of every
   // sequence's tokens; its attention reads all the keys, which the ring
-  // brings (the ring's exchange is not part of these shapes).
+  // brings (ContextRing below).
   sh.s = batch.seq_len / cp;
   sh.tokens = sh.b * sh.s;
   sh.norm_tokens = sh.sp ? sh.tokens / sh.tp : sh.tokens;
@@ -174,19 +176,39 @@ Kernel RotaryBackward(const std::string& name, int64_t x, const Shape& sh) {
 
 // ---- attention ----
 
-Kernel FlashAttention(const Shape& sh, bool backward) {
+// FlashAttention of the GPU's queries against `kv_seq` keys.
+Kernel FlashAttention(const Shape& sh, bool backward, int64_t kv_seq,
+                      const std::string& name) {
   Kernel kernel;
-  kernel.set_name(backward ? "attention backward" : "attention");
+  kernel.set_name(name);
   Attention* a = kernel.mutable_attention();
   a->set_batch(sh.b);
   a->set_heads(sh.heads);
   a->set_kv_heads(sh.kv_heads);
   a->set_seq(sh.s);
-  if (sh.kv_seq != sh.s) a->set_kv_seq(sh.kv_seq);
+  if (kv_seq != sh.s) a->set_kv_seq(kv_seq);
   a->set_head_dim(sh.head_dim);
   a->set_causal(true);
   a->set_backward(backward);
   return kernel;
+}
+
+// The attention over every key. Under context parallelism it runs in two
+// parts: over the GPU's own keys first, then over the keys the ring
+// brings (Transformer Engine runs one kernel per ring step; the steps'
+// work is summed here). Megatron's load-balanced causal split gives each
+// rank chunks i and 2cp-1-i of every sequence, so each part does the
+// causal half of its queries x keys: s x s over its own chunks, s x
+// (cp-1)s over the others', 1/cp and (cp-1)/cp of the whole.
+void FlashAttentions(const Shape& sh, bool backward, std::vector<Kernel>* k) {
+  const std::string name = backward ? "attention backward" : "attention";
+  if (sh.cp == 1) {
+    k->push_back(FlashAttention(sh, backward, sh.kv_seq, name));
+    return;
+  }
+  k->push_back(FlashAttention(sh, backward, sh.s, name));
+  k->push_back(
+      FlashAttention(sh, backward, sh.kv_seq - sh.s, name + " (ring)"));
 }
 
 // HF's eager attention, scores materialised: S = b x heads x s x kv_seq
@@ -299,7 +321,7 @@ void AttentionForward(const Shape& sh, std::vector<Kernel>* k) {
     k->push_back(RotaryForward("rotary k", sh.tokens * sh.kv_width, sh));
   }
   if (sh.flash) {
-    k->push_back(FlashAttention(sh, false));
+    FlashAttentions(sh, false, k);
   } else {
     MaterialisedForward(sh, k);
     k->push_back(ContextLayout(sh));
@@ -308,7 +330,7 @@ void AttentionForward(const Shape& sh, std::vector<Kernel>* k) {
 
 void AttentionBackward(const Shape& sh, std::vector<Kernel>* k) {
   if (sh.flash) {
-    k->push_back(FlashAttention(sh, true));
+    FlashAttentions(sh, true, k);
   } else {
     MaterialisedBackward(sh, k);
   }
@@ -423,6 +445,38 @@ void GatherQkv(const Shape& sh, int64_t columns, int gemm_end, Unit* last) {
       bytes, "qkv grad"));
 }
 
+// Context parallelism's ring (Transformer Engine's AttnFuncWithCPAndKVP2P,
+// Megatron's default cp_comm_type "p2p"): each of cp-1 steps passes the
+// keys and values a rank holds to the next rank while the attention runs
+// over those it has, the traffic of a ring all-gather of K and V; in
+// backward K and V go round again and their gradients come back to their
+// owner, summed on the way: a ring reduce-scatter. The all-gathers start
+// with the attention over the GPU's own keys, the attention over the rest
+// waits for them. The reduce-scatter blocks: Transformer Engine overlaps
+// all but its last step with the attention's backward, which this leaves
+// exposed (docs/parallelism.md). `u` holds the attention's kernels.
+void ContextRing(const Shape& sh, Unit* u) {
+  if (sh.cp == 1 || !sh.flash) return;  // validate.cc: cp needs flash
+  const int64_t bytes = kBf16 * 2 * sh.b * sh.kv_seq * sh.kv_width;
+  auto ring = [&](CollectiveOp kind, bool backward, int at, int wait,
+                  const char* tensor) {
+    UnitCollective c;
+    c.dim = Dim::kCp;
+    c.kind = kind;
+    c.backward = backward;
+    c.at = at;
+    c.wait = wait;
+    c.bytes = bytes;
+    c.tensor = tensor;
+    u->comms.push_back(c);
+  };
+  const int f = IndexOf(u->forward, "attention");
+  ring(ALL_GATHER, false, f, f + 1, "kv");
+  const int b = IndexOf(u->backward, "attention backward");
+  ring(ALL_GATHER, true, b, b + 1, "kv");
+  ring(REDUCE_SCATTER, true, b + 2, -1, "kv grad");
+}
+
 std::vector<Unit> AttentionUnits(const Shape& sh) {
   std::vector<Unit> units;
   const int64_t out = sh.q_width + 2 * sh.kv_proj;
@@ -440,6 +494,7 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     // The gather's reduce-scatter comes first in backward: autograd meets
     // it before the linear (Unit::comms keep this order at one index).
     GatherQkv(sh, out, 1, &qkv);
+    ContextRing(sh, &qkv);
     ColumnParallel(sh, &qkv, &qkv);
     units.push_back(std::move(qkv));
   } else {
@@ -455,6 +510,7 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
     k.backward.push_back(GradientSum("k+v input gradient sum", sh.tokens, sh));
     q.backward.push_back(GradientSum("q input gradient sum", sh.tokens, sh));
     GatherQkv(sh, out, 1, &v);
+    ContextRing(sh, &v);
     ColumnParallel(sh, &q, &v);
     units.push_back(std::move(q));
     units.push_back(std::move(k));

@@ -35,21 +35,24 @@ namespace shardsim {
 struct Batch;  // model.h
 
 // A collective that a unit's module issues inside its forward or backward
-// over the group of one dimension of the job's mesh: tensor parallelism's
-// (Megatron-LM's ColumnParallelLinear, RowParallelLinear,
-// VocabParallelEmbedding, vocab-parallel cross-entropy:
-// megatron/core/tensor_parallel/layers.py, mappings.py, cross_entropy.py).
-// It runs before kernel `at` of that kernel list (at == the list's size:
-// after its last kernel), blocking the compute stream, as Megatron runs
-// them without its TP communication overlap. Context parallelism's
-// exchange of keys and values (Megatron's cp_comm_type all_gather: an
-// all-gather of K and V over the cp group before the attention) is one
-// more entry of `dim` kCp, not modelled yet.
+// over the group of one dimension of the job's mesh.
+//  - Tensor parallelism's (Megatron-LM's ColumnParallelLinear,
+//    RowParallelLinear, VocabParallelEmbedding, vocab-parallel
+//    cross-entropy: megatron/core/tensor_parallel/layers.py, mappings.py,
+//    cross_entropy.py) run before kernel `at` of that kernel list (at ==
+//    the list's size: after its last kernel), blocking the compute stream,
+//    as Megatron runs them without its TP communication overlap.
+//  - Context parallelism's ring exchange of keys and values (Megatron's
+//    default cp_comm_type "p2p": Transformer Engine's
+//    AttnFuncWithCPAndKVP2P) starts before kernel `at` on its own stream,
+//    beside the attention over the GPU's own chunk, and kernel `wait` (the
+//    attention over the chunks it brings) waits for it.
 struct UnitCollective {
   Dim dim = Dim::kTp;  // whose group (sim/base/layout.h)
   CollectiveOp kind = ALL_REDUCE;
   bool backward = false;
   int at = 0;
+  int wait = -1;  // -1: blocking; else the kernel that waits for it
   int64_t bytes = 0;  // as CollectiveCall.bytes counts them
   DType dtype = BF16;
   std::string tensor;  // what it carries, for the op's label
@@ -68,7 +71,7 @@ struct Unit {
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
   // The collectives it issues, each list's in kernel order; none when tp
-  // is 1.
+  // and cp are 1.
   std::vector<UnitCollective> comms;
 };
 

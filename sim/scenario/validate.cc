@@ -1,5 +1,7 @@
 // Every numeric field of a platform and a scenario, checked in one place
 // per message against sim/schema/limits.h.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "sim/scenario/scenario.h"
 #include "sim/schema/limits.h"
@@ -168,12 +170,17 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
                 (s.recompute_every_layers() > 0),
             "is the K of RECOMPUTE_SELECTIVE_LAYER (every K-th block): "
             "given with it, and only with it");
-  // Dimensions whose lowering is still to come are refused, never ignored.
-  // Context parallelism's K/V exchange is still to come: refused, never
-  // ignored.
-  c.Rule("parallelism.cp", p.cp() <= 1,
-         "context parallelism (its ring exchange of K and V) is not modelled "
-         "yet");
+  // Context parallelism as Megatron runs it: Transformer Engine's ring
+  // attention is a flash-attention path (HF's eager attention has no cp),
+  // and the load-balanced causal split cuts every sequence into 2 x cp
+  // chunks (megatron/core/utils.py, get_batch_on_this_cp_rank).
+  const int cp = std::max(1, p.cp());
+  c.Rule("flash_attention", cp == 1 || s.flash_attention(),
+         "context parallelism (parallelism.cp > 1) runs Transformer Engine's "
+         "ring attention: needs flash_attention: true")
+      .Rule("seq_len", cp == 1 || s.seq_len() % (2 * cp) == 0,
+            absl::StrCat("must be a multiple of 2 x parallelism.cp = ", 2 * cp,
+                         " (the load-balanced causal split's chunks)"));
   return c.status();
 }
 

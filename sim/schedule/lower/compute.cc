@@ -11,15 +11,18 @@ namespace shardsim {
 namespace lower {
 namespace {
 
-// One step of a visit's run on the compute stream: a kernel, or a
-// tensor-parallel collective between two kernels.
+// One step of a visit's run on the compute stream: a kernel, a collective
+// between two kernels, or the wait for an overlapped collective started
+// earlier (UnitCollective::wait).
 struct Item {
   const Kernel* kernel = nullptr;
   const UnitCollective* comm = nullptr;
+  const UnitCollective* wait = nullptr;
 };
 
 // Unit `u`'s forward (or backward) kernels, its collectives of that list
-// at their places (Unit::comms: before kernel `at`, in their order).
+// at their places (Unit::comms: before kernel `at`, in their order), and
+// before kernel `wait` the waits for those that overlap.
 void AddUnit(const Unit& u, bool backward, std::vector<Item>* items) {
   const std::vector<Kernel>& kernels = backward ? u.backward : u.forward;
   std::vector<const UnitCollective*> comms;
@@ -32,11 +35,14 @@ void AddUnit(const Unit& u, bool backward, std::vector<Item>* items) {
                    });
   size_t next = 0;
   for (int i = 0; i <= static_cast<int>(kernels.size()); ++i) {
+    for (const UnitCollective* c : comms) {
+      if (c->wait == i) items->push_back({nullptr, nullptr, c});
+    }
     while (next < comms.size() && comms[next]->at <= i) {
-      items->push_back({nullptr, comms[next++]});
+      items->push_back({nullptr, comms[next++], nullptr});
     }
     if (i < static_cast<int>(kernels.size())) {
-      items->push_back({&kernels[i], nullptr});
+      items->push_back({&kernels[i], nullptr, nullptr});
     }
   }
 }
@@ -76,29 +82,43 @@ int PartOp(Step* step, const Run& run, const std::vector<Item>& items,
 }
 
 // The kernels of `items` as compute ops cut at their collectives, each
-// over its dimension's group of the job's mesh, on the compute stream
-// (Megatron without TP communication overlap: the next kernel waits for
-// it). Returns the last op; the first waits for `deps`.
+// over its dimension's group of the job's mesh. A blocking one runs on the
+// compute stream (Megatron without TP communication overlap: the next
+// kernel waits for it); an overlapped one on the CONTEXT stream, and the
+// kernel at its wait item waits for it. Returns the last op; the first
+// waits for `deps`.
 int Emit(Step* step, const Run& run, const std::vector<Item>& items,
          std::vector<int> deps) {
   int last = -1;
   int part = 0;
   size_t begin = 0;
+  std::vector<std::pair<const UnitCollective*, int>> started;
   for (size_t i = 0; i <= items.size(); ++i) {
-    if (i < items.size() && items[i].comm == nullptr) continue;
+    if (i < items.size() && items[i].kernel != nullptr) continue;
     const bool end = i == items.size();
     const int op = PartOp(step, run, items, begin, i, part, end, deps);
     if (op >= 0) deps = {op};
     last = op >= 0 ? op : last;
     if (end) break;
-    const UnitCollective& c = *items[i].comm;
-    const Group group = step->layout().GroupOf(c.dim);
-    last = step->MeshCollective(COMPUTE, run.phase, run.mb, run.layer, c.kind,
-                                group, c.bytes, c.dtype,
-                                step->AlgorithmFor(group), c.tensor, deps);
-    deps = {last};
     begin = i + 1;
     ++part;
+    if (const UnitCollective* w = items[i].wait) {
+      for (const auto& [c, id] : started) {
+        if (c == w) deps.push_back(id);
+      }
+      continue;
+    }
+    const UnitCollective& c = *items[i].comm;
+    const bool overlapped = c.wait >= 0;
+    const int id = step->DimCollective(overlapped ? CONTEXT : COMPUTE,
+                                       run.phase, run.mb, run.layer, c.dim,
+                                       c.kind, c.bytes, c.dtype, c.tensor, deps);
+    if (overlapped) {
+      started.emplace_back(&c, id);
+    } else {
+      last = id;
+      deps = {id};
+    }
   }
   return last;
 }
@@ -110,7 +130,7 @@ int RecomputeOf(Step* step, const Visit& visit, std::vector<int> deps) {
   const Layer& layer = step->layers()[visit.layer];
   std::vector<Item> items;
   for (const Kernel& k : layer.recompute_kernels)
-    items.push_back({&k, nullptr});
+    items.push_back({&k, nullptr, nullptr});
   if (layer.recompute_kernels.empty()) {
     for (const Segment& s : step->segments) {
       if (s.layer == visit.layer) AddForward(s, &items);

@@ -155,6 +155,13 @@ class Step {
                      const std::string& tensor, std::vector<int> deps,
                      int root = 0, double extra_host_s = 0);
 
+  // The same over the group of dimension `dim` of the job's mesh (a tensor
+  // or context parallel group), its algorithm what the platform's NCCL
+  // picks for that group, the call marked with its dimension.
+  int DimCollective(Stream stream, Phase phase, int mb, int layer, Dim dim,
+                    CollectiveOp kind, int64_t bytes, DType dtype,
+                    const std::string& tensor, std::vector<int> deps);
+
  private:
   void AddListFlops(const KernelList& list);
 
