@@ -39,7 +39,7 @@ trap report EXIT
 start
 packages=(cmake g++ make pkg-config python3
           libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
-          nlohmann-json3-dev
+          nlohmann-json3-dev libtomlplusplus-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin)
 # Test only: matplotlib (reports/regenerate and `plan --figure` draw with
 # it; with its dependencies it is a third of what `run` would install

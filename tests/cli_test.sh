@@ -154,6 +154,57 @@ PY
 (cd "$root/tests" && "$bin" memory "$quick" --strategy data/ds_config_stage3.json \
   --gpus 8 >"$tmp/ds" 2>"$tmp/err") && ok \
   || fail "cwd-relative --strategy FILE.json: $(cat "$tmp/err")"
+# --megatron-args and --torchtitan-config set the scenario fields of the
+# same name, files the working directory's: the flags alone give the rows
+# and warnings that tests/data's scenarios with the fields give (all but
+# the paths: the model's name and the warnings hold the file's).
+same_rows() {
+  python3 - "$@" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+strip = lambda d: [{k: v for k, v in r.items() if k != "model"} for r in d["rows"]]
+assert a["rows"] and strip(a) == strip(b), sys.argv[1:]
+# The warnings name the file as each gave it.
+unmodelled = lambda d: [w.split(": not modelled: ")[1] for w in d["warnings"]]
+assert unmodelled(a) == unmodelled(b), (a["warnings"], b["warnings"])
+PY
+}
+(cd "$root/tests" && "$bin" run --megatron-args data/megatron_pp.args \
+  --platform dgx_a100 --gpus 16 --json "$tmp/mf.json" >/dev/null 2>"$tmp/err" &&
+  "$bin" run data/megatron_pp.textproto --json "$tmp/ms.json" >/dev/null 2>&1) \
+  && same_rows "$tmp/mf.json" "$tmp/ms.json" && ok \
+  || fail "run --megatron-args: $(cat "$tmp/err")"
+(cd "$root/tests" && "$bin" volume --torchtitan-config data/torchtitan_pp.toml \
+  --platform dgx_a100 --gpus 16 --allow-unmodelled --json "$tmp/tf.json" \
+  >/dev/null 2>"$tmp/err" &&
+  "$bin" volume data/torchtitan_pp.textproto --json "$tmp/ts.json" >/dev/null 2>&1) \
+  && same_rows "$tmp/tf.json" "$tmp/ts.json" && ok \
+  || fail "volume --torchtitan-config: $(cat "$tmp/err")"
+(cd "$root/tests" && "$bin" plan --megatron-args data/megatron_pp.args \
+  --platform dgx_a100 --gpus 16 --noalgorithms --nosettings --top 2 \
+  >"$tmp/out" 2>"$tmp/err") && grep -q "^ddp .* 16 " "$tmp/out" && ok \
+  || fail "plan --megatron-args: $(cat "$tmp/err")"
+# A bad file: an error naming the file, its line and the argument or key,
+# exit 1; the file's errors are the scenario field's.
+printf -- '--micro-batch-size 1 --seq-length 512\n--num-layer 8\n' >"$tmp/bad.args"
+"$bin" memory --megatron-args "$tmp/bad.args" --platform dgx_a100 --gpus 8 \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -qF "field megatron_args: Megatron-LM arguments $tmp/bad.args:2: unknown argument --num-layer" "$tmp/err" \
+  && ok || fail "--megatron-args bad file: $(cat "$tmp/err")"
+printf '[training]\nseq_len = 512\n[parallelism]\ntensor_parallel = 2\n' >"$tmp/bad.toml"
+"$bin" memory "$root/tests/data/torchtitan_pp.textproto" --torchtitan-config "$tmp/bad.toml" \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -qF "torchtitan_pp.textproto: field torchtitan_config: torchtitan config $tmp/bad.toml:4: unknown key parallelism.tensor_parallel" "$tmp/err" \
+  && ok || fail "--torchtitan-config bad file: $(cat "$tmp/err")"
+"$bin" memory --torchtitan-config "$tmp/none.toml" --platform dgx_a100 --gpus 8 \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -qF "$tmp/none.toml" "$tmp/err" && ok \
+  || fail "--torchtitan-config missing file: $(cat "$tmp/err")"
+# What the file leaves to the scenario, the flags must give.
+"$bin" memory --megatron-args "$root/tests/data/megatron_pp.args" --gpus 16 \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -qF "memory without a scenario file needs --platform (" "$tmp/err" \
+  && ok || fail "--megatron-args without --platform: $(cat "$tmp/err")"
 
 "$bin" schedule "$quick" --strategy paro-IGG --gpus 16 >"$tmp/sched" || fail "schedule"
 grep -q "REDUCE_SCATTER over 8x2, HORING" "$tmp/sched" && ok || fail "paro-IGG RS by HO-Ring"

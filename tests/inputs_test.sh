@@ -2,9 +2,9 @@
 # Nothing the user writes is silently ignored, and the outputs read back:
 # --help and usage exit codes, "did you mean" for flags, commands,
 # strategies and scenario fields, flags a command does not read, a run
-# from flags alone, DeepSpeed keys and Megatron-LM arguments not modelled
-# (error, or warning with --allow-unmodelled), and --csv read back by
-# Python's csv module equal to the JSON's rows.
+# from flags alone, DeepSpeed keys, Megatron-LM arguments and torchtitan
+# keys not modelled (error, or warning with --allow-unmodelled), and
+# --csv read back by Python's csv module equal to the JSON's rows.
 # usage: inputs_test.sh path/to/shardsim repo-root
 set -u
 bin=$(realpath "$1")
@@ -80,6 +80,18 @@ expect 1 "field megatron_args: Megatron-LM arguments $tmp/typo.args:2: unknown a
 printf -- '--bf16 --micro-batch-size 1 --seq-length 512 --fp8-format hybrid\n' >"$tmp/typo.args"
 expect 1 "not modelled: --fp8-format hybrid: trains in FP8" -- memory "$tmp/meg.textproto"
 expect 0 "warning: Megatron-LM arguments" "--fp8-format hybrid" -- memory "$tmp/meg.textproto" --allow-unmodelled
+# torchtitan configs (sim/scenario/torchtitan_config.h): a pipeline-only
+# run from tests/data (its fp32 gradient reduction allowed, a warning),
+# an unknown key named with its line and the nearest one, malformed TOML
+# with its line and column.
+expect 0 "fsdp:FULL_SHARD" "yes (80.0)" "warning: torchtitan config" "mixed_precision_reduce" -- \
+  memory "$root/tests/data/torchtitan_pp.textproto"
+printf '[training]\nseq_len = 512\n[parallelism]\npipeline_paralel_degree = 2\n' >"$tmp/t.toml"
+printf 'torchtitan_config: "t.toml"\nplatform: "dgx_a100"\ngpus: 8\n' >"$tmp/tt.textproto"
+expect 1 "field torchtitan_config: torchtitan config $tmp/t.toml:4: unknown key parallelism.pipeline_paralel_degree" \
+  '(did you mean "pipeline_parallel_degree"?)' -- memory "$tmp/tt.textproto"
+printf '[training]\nseq_len = = 512\n' >"$tmp/t.toml"
+expect 1 "torchtitan config $tmp/t.toml:2:" "not valid TOML" -- memory "$tmp/tt.textproto"
 
 # --csv equals --json, row by row and field by field, for each command.
 check_csv() {

@@ -79,6 +79,19 @@ TEST(Overrides, CommandLinePathsAreTheWorkingDirectorys) {
   EXPECT_EQ(s.strategies(2), "/abs/ds.json");
 }
 
+TEST(Overrides, FrameworkFilesAreTheWorkingDirectorysAndReplaceTheFields) {
+  ScenarioOverrides o;
+  o.megatron_args = "runs/gpt.args";
+  o.torchtitan_config = "/abs/llama3_8b.toml";
+  Scenario s = Base();
+  s.set_megatron_args("scenario_own.args");
+  ASSERT_TRUE(ApplyOverrides(o, &s).ok());
+  EXPECT_EQ(s.megatron_args(), Cwd("runs/gpt.args"));
+  EXPECT_EQ(s.torchtitan_config(), "/abs/llama3_8b.toml");
+  // Only the file's name is set here; ResolveJob reads it.
+  EXPECT_EQ(s.model(), "mine.textproto");
+}
+
 TEST(Overrides, OneBatchFieldReplacesTheOther) {
   ScenarioOverrides o;
   o.global_batch_tokens = 1 << 22;
@@ -125,6 +138,13 @@ TEST(Overrides, BadValuesNameTheFlag) {
   o = {};
   o.strategies = std::vector<std::string>{};
   EXPECT_EQ(error(o), "--strategy: give at least one");
+  o = {};
+  o.megatron_args = "";
+  EXPECT_EQ(error(o),
+            "--megatron-args: give the file of Megatron-LM arguments");
+  o = {};
+  o.torchtitan_config = "";
+  EXPECT_EQ(error(o), "--torchtitan-config: give the torchtitan .toml file");
 }
 
 }  // namespace

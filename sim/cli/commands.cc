@@ -32,7 +32,9 @@ const std::vector<const char*> kScenario = {"model",
                                             "sequence_parallel",
                                             "pipeline_schedule",
                                             "parallel_order",
-                                            "recompute_granularity"};
+                                            "recompute_granularity",
+                                            "megatron_args",
+                                            "torchtitan_config"};
 const std::vector<const char*> kEngine = {"jobs",          "collapse",
                                           "replay_stages", "network_symmetry",
                                           "mode",          "time_limit"};

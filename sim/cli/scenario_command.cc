@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/cli/options.h"
 #include "sim/scenario/flags.h"
+#include "sim/scenario/framework_inputs.h"
 #include "sim/scenario/overrides.h"
 #include "sim/strategy/strategy.h"
 
@@ -18,28 +19,43 @@ namespace shardsim {
 namespace {
 
 // A scenario from the flags alone: they must name what a scenario file
-// would. The micro-batch size, which a first look at a model leaves
-// open, is one sequence unless given, and the note says so.
+// would, or give a framework file (--megatron-args, --torchtitan-config)
+// that sets it. The micro-batch size, which a first look at a model
+// leaves open, is one sequence unless given, and the note says so.
 absl::StatusOr<Scenario> ScenarioFromFlags(const std::string& command) {
   Scenario s;
   if (absl::Status st = ApplyOverrides(OverridesFromFlags(), &s); !st.ok()) {
     return st;
   }
+  // What the framework files set counts as given. They are read here into
+  // a copy, to know what they set; ResolveJob reads them into the scenario
+  // itself, with the same errors, and reports what they leave unmodelled.
+  Scenario given = s;
+  if (!s.megatron_args().empty() || !s.torchtitan_config().empty()) {
+    std::vector<std::string> unused;
+    if (absl::Status st =
+            ApplyFrameworkInputs("command line", "", &given, &unused);
+        !st.ok()) {
+      return st;
+    }
+  }
   std::vector<std::string> missing;
-  if (s.model().empty()) missing.push_back("--model");
-  if (s.platform().empty()) missing.push_back("--platform");
+  if (given.model().empty() && !given.has_model_def()) {
+    missing.push_back("--model");
+  }
+  if (given.platform().empty()) missing.push_back("--platform");
   // plan searches the strategies itself.
-  if (s.strategies().empty() && command != "plan") {
+  if (given.strategies().empty() && command != "plan") {
     missing.push_back("--strategy");
   }
-  if (s.gpus().empty()) missing.push_back("--gpus");
-  if (s.seq_len() == 0) missing.push_back("--seq-len");
-  if (s.micro_batches() == 0 && s.global_batch_tokens() == 0) {
+  if (given.gpus().empty()) missing.push_back("--gpus");
+  if (given.seq_len() == 0) missing.push_back("--seq-len");
+  if (given.micro_batches() == 0 && given.global_batch_tokens() == 0) {
     missing.push_back("--micro-batches or --global-batch-tokens");
   }
   // plan's candidates are its own search space; the scenario's strategies
   // are only its named presets.
-  if (s.strategies().empty() && command == "plan") {
+  if (given.strategies().empty() && command == "plan") {
     for (const std::string& spec : NamedStrategies()) s.add_strategies(spec);
   }
   if (!missing.empty()) {
@@ -49,11 +65,11 @@ absl::StatusOr<Scenario> ScenarioFromFlags(const std::string& command) {
   }
   // Defaults a scenario file would have to state, said out loud.
   std::vector<std::string> taken;
-  if (s.micro_batch_size() == 0) {
+  if (given.micro_batch_size() == 0) {
     s.set_micro_batch_size(1);
     taken.push_back("--micro-batch-size 1");
   }
-  if (s.optimizer_bytes_per_param() == 0) {
+  if (given.optimizer_bytes_per_param() == 0) {
     // Mixed-precision Adam: an fp32 master copy and two fp32 moments.
     s.set_optimizer_bytes_per_param(12);
     taken.push_back("--optimizer-bytes-per-param 12 (mixed-precision Adam)");
@@ -97,7 +113,9 @@ int RunScenarioCommand(const Invocation& inv, ScenarioBody body) {
     return 2;
   }
   // Neither a file nor a model: the user has not begun to say what to run.
-  if (inv.args.empty() && !absl::GetFlag(FLAGS_model).has_value()) {
+  if (inv.args.empty() && !absl::GetFlag(FLAGS_model).has_value() &&
+      !absl::GetFlag(FLAGS_megatron_args).has_value() &&
+      !absl::GetFlag(FLAGS_torchtitan_config).has_value()) {
     if (root) {
       std::fprintf(stderr,
                    "shardsim %s: give a scenario file, or the scenario as "

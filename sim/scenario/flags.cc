@@ -79,8 +79,16 @@ ABSL_FLAG(bool, what_if, false,
           "simulate compositions with tp, cp or pp that the strategy's "
           "framework refuses (ZeRO-3 with DeepSpeed's pipeline, ...)");
 ABSL_FLAG(bool, allow_unmodelled, false,
-          "DeepSpeed config keys shardsim does not model (offload, NVMe, "
-          "fp32 training, ...) are warnings, not errors; the JSON lists them");
+          "DeepSpeed keys, Megatron-LM arguments and torchtitan keys "
+          "shardsim does not model (offload, NVMe, fp32 training, ...) are "
+          "warnings, not errors; the JSON lists them");
+
+ABSL_FLAG(std::optional<std::string>, megatron_args, std::nullopt,
+          "a file of Megatron-LM pretrain_gpt.py arguments "
+          "(--megatron-args; sets the scenario's megatron_args)");
+ABSL_FLAG(std::optional<std::string>, torchtitan_config, std::nullopt,
+          "a torchtitan train_configs/*.toml (--torchtitan-config; sets the "
+          "scenario's torchtitan_config)");
 
 ABSL_FLAG(std::string, op, "all_gather",
           "collective: all_gather, reduce_scatter, all_reduce, broadcast");
@@ -130,6 +138,8 @@ ScenarioOverrides OverridesFromFlags() {
   o.recompute_granularity = absl::GetFlag(FLAGS_recompute_granularity);
   if (absl::GetFlag(FLAGS_allow_unmodelled)) o.allow_unmodelled = true;
   if (absl::GetFlag(FLAGS_what_if)) o.what_if = true;
+  o.megatron_args = absl::GetFlag(FLAGS_megatron_args);
+  o.torchtitan_config = absl::GetFlag(FLAGS_torchtitan_config);
   return o;
 }
 

@@ -2,7 +2,7 @@
 // - the scenario overrides: --model --platform --strategy --gpus
 //   --micro-batches --global-batch-tokens --micro-batch-size --seq-len
 //   --[no]recompute --[no]flash-attention --optimizer-bytes-per-param
-//   --allow-unmodelled;
+//   --allow-unmodelled --megatron-args --torchtitan-config;
 // - the collective sweep: --op --algorithm --min-bytes --max-bytes
 //   --step-factor --channels --warmup --iters;
 // - the outputs: --json --trace.
@@ -25,7 +25,8 @@
   "  --platform NAME|FILE --strategy S1,S2 --gpus N1,N2 --micro-batches N\n" \
   "  | --global-batch-tokens T, --micro-batch-size N --seq-len N\n"          \
   "  --[no]recompute --[no]flash-attention --optimizer-bytes-per-param K\n"  \
-  "  --allow-unmodelled (DeepSpeed keys not modelled: warnings)\n"           \
+  "  --allow-unmodelled (framework settings not modelled: warnings)\n"       \
+  "  --megatron-args FILE --torchtitan-config FILE.toml (docs/inputs.md)\n"  \
   "  (files named here are relative to the working directory)\n"
 
 ABSL_DECLARE_FLAG(std::optional<std::string>, model);
@@ -40,6 +41,8 @@ ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(bool, flash_attention);
 ABSL_DECLARE_FLAG(std::optional<double>, optimizer_bytes_per_param);
 ABSL_DECLARE_FLAG(bool, allow_unmodelled);
+ABSL_DECLARE_FLAG(std::optional<std::string>, megatron_args);
+ABSL_DECLARE_FLAG(std::optional<std::string>, torchtitan_config);
 
 // For the usage texts, as above.
 #define SHARDSIM_SWEEP_FLAGS_HELP                                            \

@@ -7,6 +7,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/text_format.h"
 #include "sim/scenario/megatron_args.h"
+#include "sim/scenario/torchtitan_config.h"
 
 namespace shardsim {
 namespace {
@@ -124,6 +125,20 @@ absl::Status ApplyFrameworkInputs(absl::string_view path,
           absl::StrCat(path, ": field megatron_args: ", in.status().message()));
     }
     if (absl::Status s = Apply(*in, "megatron_args", "Megatron-LM arguments",
+                               path, scenario, warnings);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!scenario->torchtitan_config().empty()) {
+    absl::StatusOr<FrameworkInput> in =
+        ReadTorchtitanConfig(scenario->torchtitan_config(), base_dir);
+    if (!in.ok()) {
+      return absl::Status(in.status().code(),
+                          absl::StrCat(path, ": field torchtitan_config: ",
+                                       in.status().message()));
+    }
+    if (absl::Status s = Apply(*in, "torchtitan_config", "torchtitan config",
                                path, scenario, warnings);
         !s.ok()) {
       return s;

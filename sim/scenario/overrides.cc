@@ -187,6 +187,20 @@ absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s) {
     s->set_seq_len(*o.seq_len);
   }
   if (absl::Status st = ApplyParallelism(o, s); !st.ok()) return st;
+  if (o.megatron_args) {
+    if (o.megatron_args->empty()) {
+      return absl::InvalidArgumentError(
+          "--megatron-args: give the file of Megatron-LM arguments");
+    }
+    s->set_megatron_args(FromWorkingDirectory(*o.megatron_args));
+  }
+  if (o.torchtitan_config) {
+    if (o.torchtitan_config->empty()) {
+      return absl::InvalidArgumentError(
+          "--torchtitan-config: give the torchtitan .toml file");
+    }
+    s->set_torchtitan_config(FromWorkingDirectory(*o.torchtitan_config));
+  }
   if (o.recompute) s->set_recompute(*o.recompute);
   if (o.allow_unmodelled) s->set_allow_unmodelled(*o.allow_unmodelled);
   if (o.what_if) s->set_what_if(*o.what_if);

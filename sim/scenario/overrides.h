@@ -37,6 +37,10 @@ struct ScenarioOverrides {
   std::optional<std::string> pipeline_schedule;
   std::optional<std::string> parallel_order;
   std::optional<std::string> recompute_granularity;
+  // Framework files (docs/inputs.md): each replaces the scenario's field of
+  // the same name, and is read, as the field is, when the job is resolved.
+  std::optional<std::string> megatron_args;
+  std::optional<std::string> torchtitan_config;
 };
 
 // Applies the set fields to `s`. Errors name the flag (--gpus: "x" is not a
@@ -44,10 +48,10 @@ struct ScenarioOverrides {
 //
 // Paths in `o` are the user's, relative to the working directory, while a
 // scenario's own paths are relative to the scenario file: a relative model
-// or platform file (*.textproto), a Hugging Face config (hf:PATH) and a
-// relative DeepSpeed config (*.json strategy) are made absolute here, from the
-// working directory. Names (llama-7b, dgx_a100, zero3, ...) are kept as they
-// are.
+// or platform file (*.textproto), a Hugging Face config (hf:PATH), a
+// relative DeepSpeed config (*.json strategy), Megatron-LM arguments and a
+// torchtitan config are made absolute here, from the working directory.
+// Names (llama-7b, dgx_a100, zero3, ...) are kept as they are.
 absl::Status ApplyOverrides(const ScenarioOverrides& o, Scenario* s);
 
 // `path` made absolute from the working directory where it is relative.
