@@ -656,28 +656,33 @@ absl::StatusOr<FrameworkInput> ReadText(const std::string& text,
 
 }  // namespace
 
-absl::StatusOr<FrameworkInput> ReadMegatronArgs(absl::string_view spec,
-                                                absl::string_view base_dir) {
+absl::StatusOr<FrameworkInput> ReadFrameworkFile(absl::string_view kind,
+                                                 absl::string_view spec,
+                                                 absl::string_view base_dir,
+                                                 const FrameworkParser& parse) {
   std::string path(spec);
   if (!absl::StartsWith(spec, "/") && !base_dir.empty()) {
     path = absl::StrCat(base_dir, "/", spec);
   }
-  // Messages read "Megatron-LM arguments PATH:LINE: ..." where the error
-  // has a line, "PATH: ..." otherwise.
   auto in_file = [&](const absl::Status& s) {
     const absl::string_view m = s.message();
     const bool has_line =
         !m.empty() && std::isdigit(static_cast<unsigned char>(m[0]));
-    return absl::Status(s.code(), absl::StrCat("Megatron-LM arguments ", path,
-                                               has_line ? ":" : ": ", m));
+    return absl::Status(
+        s.code(), absl::StrCat(kind, " ", path, has_line ? ":" : ": ", m));
   };
   std::ifstream file(path);
   if (!file) return in_file(absl::NotFoundError("cannot open the file"));
   std::ostringstream text;
   text << file.rdbuf();
-  absl::StatusOr<FrameworkInput> in = ReadText(text.str(), path);
+  absl::StatusOr<FrameworkInput> in = parse(text.str(), path);
   if (!in.ok()) return in_file(in.status());
   return in;
+}
+
+absl::StatusOr<FrameworkInput> ReadMegatronArgs(absl::string_view spec,
+                                                absl::string_view base_dir) {
+  return ReadFrameworkFile("Megatron-LM arguments", spec, base_dir, ReadText);
 }
 
 }  // namespace shardsim

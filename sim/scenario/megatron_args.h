@@ -11,6 +11,7 @@
 #ifndef SHARDSIM_SIM_SCENARIO_MEGATRON_ARGS_H_
 #define SHARDSIM_SIM_SCENARIO_MEGATRON_ARGS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ struct FrameworkInput {
   // file order.
   std::vector<std::string> unmodelled;
 };
+
+// Reads the file `spec` names (relative to `base_dir` unless absolute) and
+// gives its text and path to `parse`. Errors start "KIND PATH: ", or
+// "KIND PATH:LINE: " where `parse`'s message starts with its line.
+using FrameworkParser = std::function<absl::StatusOr<FrameworkInput>(
+    const std::string& text, const std::string& path)>;
+absl::StatusOr<FrameworkInput> ReadFrameworkFile(absl::string_view kind,
+                                                 absl::string_view spec,
+                                                 absl::string_view base_dir,
+                                                 const FrameworkParser& parse);
 
 // Reads `spec` (relative to `base_dir` unless absolute): arguments
 // separated by blanks or newlines, with '...' and "..." quoting,

@@ -777,24 +777,7 @@ absl::StatusOr<FrameworkInput> ReadTitanText(const std::string& text,
 
 absl::StatusOr<FrameworkInput> ReadTorchtitanConfig(
     absl::string_view spec, absl::string_view base_dir) {
-  std::string path(spec);
-  if (!absl::StartsWith(spec, "/") && !base_dir.empty()) {
-    path = absl::StrCat(base_dir, "/", spec);
-  }
-  auto in_file = [&](const absl::Status& s) {
-    const absl::string_view m = s.message();
-    const bool has_line =
-        !m.empty() && std::isdigit(static_cast<unsigned char>(m[0]));
-    return absl::Status(s.code(), absl::StrCat("torchtitan config ", path,
-                                               has_line ? ":" : ": ", m));
-  };
-  std::ifstream file(path);
-  if (!file) return in_file(absl::NotFoundError("cannot open the file"));
-  std::ostringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<FrameworkInput> in = ReadTitanText(text.str(), path);
-  if (!in.ok()) return in_file(in.status());
-  return in;
+  return ReadFrameworkFile("torchtitan config", spec, base_dir, ReadTitanText);
 }
 
 }  // namespace shardsim
