@@ -24,8 +24,8 @@ constexpr int64_t kTp = 8, kDp = 8, kMicroBatches = 4, kStageGpus = 64;
 // 32 x 256 each; o row-parallel 256 x 32; gate and up 86 x 256, down
 // 256 x 86; two RMSNorms of 256, whole.
 constexpr int64_t kBlock = 3 * 32 * 256 + 256 * 32 + 3 * 86 * 256 + 2 * 256;
-constexpr int64_t kEmbedding = 1024 / kTp * 256;      // vocabulary-parallel
-constexpr int64_t kHead = 256 + 1024 / kTp * 256;     // final norm, lm_head
+constexpr int64_t kEmbedding = 1024 / kTp * 256;   // vocabulary-parallel
+constexpr int64_t kHead = 256 + 1024 / kTp * 256;  // final norm, lm_head
 constexpr int64_t kStage[4] = {kEmbedding + kBlock, kBlock, kBlock,
                                kBlock + kHead};
 
@@ -83,8 +83,9 @@ TEST(Composition, Zero3Tp8Pp4TrafficIsDerivedByHand) {
   // and its gradient reduce-scattered; the vocabulary-parallel loss's 3
   // all-reduces of b s fp32.
   const int64_t calls = 4 * 10 + 2 + 3;
-  const int64_t tp = kMicroBatches * kStageGpus *
-                     (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
+  const int64_t tp =
+      kMicroBatches * kStageGpus *
+      (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
   EXPECT_EQ(point->row.intra_node_bytes(), tp);
 }
 
@@ -95,9 +96,9 @@ TEST(Composition, Zero3Tp8Pp4Simulates) {
   const ResultRow& row = r->rows(0);
   EXPECT_GT(row.step_time_s(), 0);
   EXPECT_FALSE(row.oom());
-  EXPECT_GT(row.breakdown().point_to_point_s() +
-                row.breakdown().pipeline_bubble_s(),
-            0);
+  EXPECT_GT(
+      row.breakdown().point_to_point_s() + row.breakdown().pipeline_bubble_s(),
+      0);
 }
 
 }  // namespace

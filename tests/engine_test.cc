@@ -954,7 +954,8 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
   struct Dims {
     int pp, tp, cp;
   };
-  for (const auto [pp, tp, cp] : {Dims{1, 1, 1}, Dims{2, 1, 1}, Dims{1, 2, 2}}) {
+  for (const auto [pp, tp, cp] :
+       {Dims{1, 1, 1}, Dims{2, 1, 1}, Dims{1, 2, 2}}) {
     Scenario sc;
     sc.set_name("why");
     *sc.mutable_model_def() = *BuiltinModel("llama-7b");
@@ -981,15 +982,14 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
     ASSERT_TRUE(r.ok()) << r.status();
     for (const ResultRow& row : r->rows()) {
       if (row.oom()) continue;
-      SCOPED_TRACE(absl::StrCat(row.strategy(), " pp ", pp, " tp ", tp,
-                                " cp ", cp));
+      SCOPED_TRACE(
+          absl::StrCat(row.strategy(), " pp ", pp, " tp ", tp, " cp ", cp));
       const Breakdown& b = row.breakdown();
-      const double parts = b.compute_s() + b.compute_slowdown_s() +
-                           b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
-                           b.launch_overhead_s() + b.prefetch_wait_s() +
-                           b.prefetch_depth_s() + b.pipeline_bubble_s() +
-                           b.point_to_point_s() + b.tensor_parallel_s() +
-                           b.context_parallel_s();
+      const double parts =
+          b.compute_s() + b.compute_slowdown_s() + b.optimizer_s() +
+          b.bandwidth_s() + b.latency_s() + b.launch_overhead_s() +
+          b.prefetch_wait_s() + b.prefetch_depth_s() + b.pipeline_bubble_s() +
+          b.point_to_point_s() + b.tensor_parallel_s() + b.context_parallel_s();
       EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
       double exposed = 0;
       for (const ExposedCollective& e : b.by_collective()) {

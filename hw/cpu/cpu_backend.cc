@@ -386,16 +386,15 @@ class CpuBackend : public Backend {
       const int count = static_cast<int>(std::min(kChunkBytes, n - at));
       uint8_t* bytes = data->data() + at;
       requests_.emplace_back();
-      const int rc =
-          t.sending ? MPI_Issend(bytes, count, MPI_BYTE, t.peer, tag, p2p_,
-                                 &requests_.back())
-                    : MPI_Irecv(bytes, count, MPI_BYTE, t.peer, tag, p2p_,
-                                &requests_.back());
+      const int rc = t.sending ? MPI_Issend(bytes, count, MPI_BYTE, t.peer, tag,
+                                            p2p_, &requests_.back())
+                               : MPI_Irecv(bytes, count, MPI_BYTE, t.peer, tag,
+                                           p2p_, &requests_.back());
       if (rc != MPI_SUCCESS) {
-        return absl::InternalError(absl::StrCat(
-            "cpu backend: op ", t.op_id, ": MPI ",
-            t.sending ? "send to" : "receive from", " rank ", t.peer,
-            " failed"));
+        return absl::InternalError(
+            absl::StrCat("cpu backend: op ", t.op_id, ": MPI ",
+                         t.sending ? "send to" : "receive from", " rank ",
+                         t.peer, " failed"));
       }
     }
     return absl::OkStatus();

@@ -757,21 +757,21 @@ absl::Status CudaBackend::SendRecv(int op_id, const PointToPoint& send,
     OpEvents* ev = nullptr;
     HW_RETURN_IF_ERROR(NewOpEvents(id, &ev));
   }
-  HW_RETURN_IF_ERROR(Ensure(&p2p_send_, std::max<int64_t>(send.bytes(), 1),
-                            p2p_stream_));
+  HW_RETURN_IF_ERROR(
+      Ensure(&p2p_send_, std::max<int64_t>(send.bytes(), 1), p2p_stream_));
   HW_RETURN_IF_ERROR(
       Ensure(&p2p_recv_, std::max<int64_t>(received, 1), p2p_stream_));
   for (int id : ids) {
-    CUDA_CHECK(cudaEventRecord(events_[event_index_.at(id)].start, p2p_stream_));
+    CUDA_CHECK(
+        cudaEventRecord(events_[event_index_.at(id)].start, p2p_stream_));
   }
   NCCL_CHECK(ncclGroupStart());
   NCCL_CHECK(ncclSend(p2p_send_.ptr, send.bytes(), ncclUint8, peer, p2p_comm_,
                       p2p_stream_));
   int64_t at = 0;
   for (const PostedRecv& r : recvs) {
-    NCCL_CHECK(ncclRecv(static_cast<char*>(p2p_recv_.ptr) + at,
-                        r.send->bytes(), ncclUint8, r.peer, p2p_comm_,
-                        p2p_stream_));
+    NCCL_CHECK(ncclRecv(static_cast<char*>(p2p_recv_.ptr) + at, r.send->bytes(),
+                        ncclUint8, r.peer, p2p_comm_, p2p_stream_));
     at += r.send->bytes();
   }
   NCCL_CHECK(ncclGroupEnd());
@@ -780,8 +780,7 @@ absl::Status CudaBackend::SendRecv(int op_id, const PointToPoint& send,
   }
   transfers_.sent_bytes += send.bytes();
   transfers_.received_bytes += received;
-  CUDA_CHECK(
-      cudaStreamWaitEvent(s, events_[event_index_.at(op_id)].end, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(s, events_[event_index_.at(op_id)].end, 0));
   return absl::OkStatus();
 }
 

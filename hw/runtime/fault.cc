@@ -26,8 +26,8 @@ absl::StatusOr<Fault> ParseFault(absl::string_view spec, int world) {
   } else if (parts[0] == "corrupt") {
     f.kind = Fault::kCorrupt;
   } else {
-    return bad(absl::StrCat("unknown kind \"", parts[0],
-                            "\" (skip, die or corrupt)"));
+    return bad(
+        absl::StrCat("unknown kind \"", parts[0], "\" (skip, die or corrupt)"));
   }
   if (!absl::SimpleAtoi(parts[1], &f.rank) || f.rank < 0 || f.rank >= world) {
     return bad(

@@ -165,8 +165,8 @@ absl::StatusOr<std::vector<OpTiming>> ReplaySchedule(const Schedule& schedule,
     absl::Status s;
     // A send with the receives grouped with it (rank_schedule.h).
     std::vector<Backend::PostedRecv> group;
-    for (size_t j = k + 1;
-         j < mine->steps.size() && mine->steps[j].grouped; ++j) {
+    for (size_t j = k + 1; j < mine->steps.size() && mine->steps[j].grouped;
+         ++j) {
       const Op& r = schedule.ops(mine->steps[j].op);
       group.push_back({r.id(), &r.send(), mine->peers[j]});
     }
@@ -261,8 +261,8 @@ StepOnRanks GatherSteps(const Schedule& schedule, const MeasuredSteps& mine,
   MPI_Gather(bytes, 3, MPI_INT64_T, all_bytes.data(), 3, MPI_INT64_T, 0,
              MPI_COMM_WORLD);
   const TransferCounts& c = mine.counts;
-  const int64_t checks[4] = {c.checked_bytes, c.wrong_bytes,
-                             c.checked_elements, c.wrong_elements};
+  const int64_t checks[4] = {c.checked_bytes, c.wrong_bytes, c.checked_elements,
+                             c.wrong_elements};
   int64_t sums[4] = {0, 0, 0, 0};
   MPI_Reduce(checks, sums, 4, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank != 0) return out;

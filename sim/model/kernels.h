@@ -52,7 +52,7 @@ struct UnitCollective {
   CollectiveOp kind = ALL_REDUCE;
   bool backward = false;
   int at = 0;
-  int wait = -1;  // -1: blocking; else the kernel that waits for it
+  int wait = -1;      // -1: blocking; else the kernel that waits for it
   int64_t bytes = 0;  // as CollectiveCall.bytes counts them
   DType dtype = BF16;
   std::string tensor;  // what it carries, for the op's label

@@ -110,9 +110,9 @@ int Emit(Step* step, const Run& run, const std::vector<Item>& items,
     }
     const UnitCollective& c = *items[i].comm;
     const bool overlapped = c.wait >= 0;
-    const int id = step->DimCollective(overlapped ? CONTEXT : COMPUTE,
-                                       run.phase, run.mb, run.layer, c.dim,
-                                       c.kind, c.bytes, c.dtype, c.tensor, deps);
+    const int id = step->DimCollective(
+        overlapped ? CONTEXT : COMPUTE, run.phase, run.mb, run.layer, c.dim,
+        c.kind, c.bytes, c.dtype, c.tensor, deps);
     if (overlapped) {
       started.emplace_back(&c, id);
     } else {

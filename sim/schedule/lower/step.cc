@@ -155,9 +155,9 @@ int Step::DimCollective(Stream stream, Phase phase, int mb, int layer, Dim dim,
                         const std::string& tensor, std::vector<int> deps) {
   const Group group = layout_.GroupOf(dim);
   if (GroupSize(group) == 1) return deps.empty() ? -1 : deps.back();
-  const int id = MeshCollective(stream, phase, mb, layer, kind, group, bytes,
-                                dtype, AlgorithmFor(group), tensor,
-                                std::move(deps));
+  const int id =
+      MeshCollective(stream, phase, mb, layer, kind, group, bytes, dtype,
+                     AlgorithmFor(group), tensor, std::move(deps));
   out_->mutable_ops(id)->mutable_collective()->set_dimension(DimName(dim));
   return id;
 }
