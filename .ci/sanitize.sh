@@ -18,7 +18,9 @@
 # PruningKeepsTheAnswer, Search.StartingPointsAheadChangesNothing,
 # Search.PruningKeepsTheAnswerAcrossLayouts: the same
 # code as the smaller searches, minutes under ASan),
-# the docs' regenerated outputs and the history grep (text checks), and
+# the docs' regenerated outputs and the history grep (text checks), the
+# command-line scripts cli and inputs (whole runs of the same code the
+# sanitized unit tests and fuzzers reach: 200 and 110 s under ASan), and
 # mpi_sweep (shardsim itself under mpirun: Open MPI's leaks would need the
 # slow unwinder below in every simulation child).
 set -euo pipefail
@@ -34,7 +36,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-san
 ctest --output-on-failure -j "$(nproc)" -E \
-  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|^docs$|^history$|^reports$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|^docs$|^history$|^reports$|^cli$|^inputs$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
 # shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
 # Its components are unloaded before the leak check, so the fast unwinder
 # stops at an unknown module; the slow one (DWARF) reaches libmpi and
