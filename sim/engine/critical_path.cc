@@ -238,16 +238,14 @@ class PathWalk {
     if (!op.has_collective()) return;
     const CollectiveCall& c = op.collective();
     by_collective_[absl::StrCat(kShort[c.op()], " ", c.tensor())] += d;
-    if (c.dimension() == "tp" || c.dimension() == "cp") {
-      // A model-parallel group's collective: tensor (and sequence)
-      // parallelism's, or context parallelism's ring.
-      const bool tp = c.dimension() == "tp";
-      if (tp) {
-        b_.set_tensor_parallel_s(b_.tensor_parallel_s() + d);
-      } else {
-        b_.set_context_parallel_s(b_.context_parallel_s() + d);
-      }
-      Mark(id, tp ? "tensor parallel" : "context parallel");
+    // A model-parallel group's collective: tensor (and sequence)
+    // parallelism's, or context parallelism's ring.
+    if (c.dimension() == "tp") {
+      b_.set_tensor_parallel_s(b_.tensor_parallel_s() + d);
+      Mark(id, "tensor parallel");
+    } else if (c.dimension() == "cp") {
+      b_.set_context_parallel_s(b_.context_parallel_s() + d);
+      Mark(id, "context parallel");
     } else if (by_host && op.limited_by() == PREFETCH_LIMIT) {
       b_.set_prefetch_wait_s(b_.prefetch_wait_s() + d);
       Mark(id, "waiting on prefetch");
