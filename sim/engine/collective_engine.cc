@@ -99,7 +99,7 @@ void CollectiveEngine::SetPrograms(std::vector<std::vector<int>> ranks) {
   for (size_t p = 0; p < programs_.size(); ++p) {
     for (int rank : programs_[p]) program_of_[rank] = static_cast<int>(p);
   }
-  set_replay_stages(false);
+  set_replay_stages(lone_tree_ != nullptr);  // a domain per program now
   network_symmetry_ = false;
 }
 
@@ -164,7 +164,7 @@ CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
   CallTime t;
   t.latency_s = e.protocol->base_latency_s();
   if (mode_ == FlowMode::kFast) {
-    t.latency_s += RunFast(e, progress);
+    t.latency_s += RunFast(e, progress, program);
   } else {
     RunPerStep(e);
   }
@@ -174,12 +174,12 @@ CollectiveEngine::CallTime CollectiveEngine::Run(const CollectiveCall& call,
 }
 void CollectiveEngine::SetNvlinkScale(double scale) {
   fabric_.SetNvlinkScale(scale, node_symmetry_);
-  if (lone_nvswitch_ != nullptr) lone_nvswitch_->Rescale(scale);
+  if (!lone_nvswitch_.empty()) lone_nvswitch_[0]->Rescale(scale);
 }
 
 void CollectiveEngine::SetNvlinkScale(double scale, int program) {
-  // No lone-stage replays with several programs (SetPrograms).
   fabric_.SetNvlinkScale(scale, programs_[program]);
+  if (!lone_nvswitch_.empty()) Nvswitch(program)->Rescale(scale);
 }
 
 void CollectiveEngine::Progress::AppendState(double now,
@@ -256,7 +256,8 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
 
 double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
                                   double floor, double floor_alpha,
-                                  Progress* progress, const Resume* resume) {
+                                  Progress* progress, int program,
+                                  const Resume* resume) {
   const StageFlows& stage = FlowsOf(e, hops);
   const double start =
       resume != nullptr ? resume->start : sg4::Engine::get_clock();
@@ -276,7 +277,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   } else if (stage.net.empty() || stage.local.empty()) {
     // Flows of one domain, alone in it or not.
     const bool on_tree = !stage.net.empty();
-    LoneStages* lone = on_tree ? lone_tree_.get() : lone_nvswitch_.get();
+    LoneStages* lone = on_tree ? lone_tree_.get() : Nvswitch(program);
     const std::vector<Flow>& mine = on_tree ? stage.net : stage.local;
     progress->net = &mine;  // RunLone points it at what it runs
     finish.clear();
@@ -286,8 +287,9 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
     // NVSwitch flows and fat-tree flows share no link: the former run for
     // real (the NVSwitch domain is busy meanwhile), the latter as a stage
     // of their own, alone on the tree or not.
-    lone_nvswitch_->Disturb();
-    lone_nvswitch_->Start();
+    LoneStages* ports = Nvswitch(program);
+    ports->Disturb();
+    ports->Start();
     local = stage.local;
     std::vector<double> net_finish;
     progress->flows = &local;
@@ -297,7 +299,7 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
     RunLone(lone_tree_.get(), &hops, start, stage.net, &net, &net_finish,
             progress, resume);
     Workers().Wait(&join);
-    lone_nvswitch_->Stop();
+    ports->Stop();
     progress->flows = nullptr;
     progress->net = nullptr;
     size_t l = 0;
@@ -322,29 +324,32 @@ double CollectiveEngine::RunFlows(const Entry& e, const std::vector<Hop>& hops,
   return latency;
 }
 
-double CollectiveEngine::RunFast(const Entry& e, Progress* progress) {
+double CollectiveEngine::RunFast(const Entry& e, Progress* progress,
+                                 int program) {
   double latency = 0;
   for (const Stage& stage : e.summary.stages) {
     if (stage.by_step.empty()) {
       double floor_alpha = 0;
       const double floor =
           StageFloor(stage, *e.protocol, fabric_.platform(), &floor_alpha);
-      latency += RunFlows(e, stage.hops, floor, floor_alpha, progress);
+      latency +=
+          RunFlows(e, stage.hops, floor, floor_alpha, progress, program);
     } else {
       // A chain takes the steps left whenever its domain is idle; one not
       // complete yet is not looked for again in this run.
       bool chains = lone_tree_ != nullptr;
       for (size_t k = 0; k < stage.by_step.size();) {
-        const LoneChain* chain = chains ? ChainOf(e, stage) : nullptr;
+        const LoneChain* chain =
+            chains ? ChainOf(e, stage, program) : nullptr;
         chains = chain != nullptr;
         if (chain != nullptr) {
           chain->lone->Disturb();
           if (chain->lone->Idle()) {
-            k = RunChain(e, stage, *chain, k, progress, &latency);
+            k = RunChain(e, stage, *chain, k, progress, program, &latency);
             continue;
           }
         }
-        latency += RunFlows(e, stage.by_step[k], 0, 0, progress);
+        latency += RunFlows(e, stage.by_step[k], 0, 0, progress, program);
         ++k;
       }
     }

@@ -68,8 +68,10 @@ class CollectiveEngine {
   // program, partitioning the mesh's. Before any Prepare, and once. Every
   // call then runs for one program's ranks, and what assumes that every
   // rank runs every call is off: node and network symmetry (UseSymmetry
-  // keeps every flow) and lone-stage replays (set_replay_stages must not
-  // turn them back on). NVSwitch ports slow per program (SetNvlinkScale).
+  // keeps every flow). NVSwitch ports slow per program (SetNvlinkScale),
+  // and each program's ports are a lone-stage domain of their own: a
+  // program's collectives keep to its ranks, so their NVSwitch flows cross
+  // only its ports (a GPU's port is its own link, fabric.h).
   void SetPrograms(std::vector<std::vector<int>> ranks);
   bool several_programs() const { return !programs_.empty(); }
 
@@ -150,9 +152,10 @@ class CollectiveEngine {
   // Nodes whose network flows run: the job's, or NetworkPeriod().
   int network_nodes() const { return net_period_; }
   // Stages of inter-node flows alone on the fat tree, and of NVSwitch
-  // flows alone on the NVSwitches, are replayed from their first lone run
-  // (lone_stages.h, LoneStages): the same times, without their
-  // flows. On by default; fast mode only.
+  // flows alone on the NVSwitch ports (of a program's ranks, with several
+  // programs), are replayed from their first lone run (lone_stages.h,
+  // LoneStages): the same times, without their flows. On by default; fast
+  // mode only.
   void set_replay_stages(bool on);
   // NVSwitch ports run at `scale` x their bandwidth from now (compute
   // slows them, docs/engine.md): node 0's alone under node symmetry.
@@ -179,7 +182,7 @@ class CollectiveEngine {
   void Use(const Entry* e);  // adds it to used_ once
   const Entry& entry(const CollectiveCall& call, int program = 0) const;
   // Returns the latency part of the run.
-  double RunFast(const Entry& e, Progress* progress);
+  double RunFast(const Entry& e, Progress* progress, int program);
   // A replay of a lone stage from `start`, disturbed `at` (an instant): its
   // flows not done by then run from there (RunRest).
   struct Resume {
@@ -193,7 +196,7 @@ class CollectiveEngine {
   // With `resume`, the stage (flows of one domain) began as that replay
   // and goes on from where it was disturbed.
   double RunFlows(const Entry& e, const std::vector<Hop>& hops, double floor,
-                  double floor_alpha, Progress* progress,
+                  double floor_alpha, Progress* progress, int program,
                   const Resume* resume = nullptr);
   // A stage's flows as RunFlows starts them, made on the stage's first run
   // (its hops never move): every group's, in group then hop order, each
@@ -230,12 +233,13 @@ class CollectiveEngine {
                Progress* progress);
   // A step-by-step stage's steps, if every one runs in one domain, the
   // same, and has a lone record (null otherwise); made once complete.
-  const LoneChain* ChainOf(const Entry& e, const Stage& stage);
+  const LoneChain* ChainOf(const Entry& e, const Stage& stage, int program);
   // From an idle domain: replays steps `first`.. of `stage` as one wait.
   // Returns the step to go on from: the last one, or the one after the
   // step a flow reaching the domain disturbed (which it finished).
   size_t RunChain(const Entry& e, const Stage& stage, const LoneChain& chain,
-                  size_t first, Progress* progress, double* latency);
+                  size_t first, Progress* progress, int program,
+                  double* latency);
   void RunPerStep(const Entry& e);
   // Hosts a hop's flow runs between, and its alpha per step.
   struct Route {
@@ -263,10 +267,14 @@ class CollectiveEngine {
   // The flow workers, created by the first call that needs them.
   FlowWorkers& Workers();
   std::unique_ptr<FlowWorkers> workers_;
-  // Null: no replays. Flows on the fat tree and on NVSwitch ports share
-  // no link: each is a domain of its own.
+  // Null (empty): no replays. Flows on the fat tree and on NVSwitch ports
+  // share no link: each is a domain of its own, and so are the ports of
+  // each program (one domain per program; one in all without programs).
   std::unique_ptr<LoneStages> lone_tree_;
-  std::unique_ptr<LoneStages> lone_nvswitch_;
+  std::vector<std::unique_ptr<LoneStages>> lone_nvswitch_;
+  LoneStages* Nvswitch(int program) const {
+    return lone_nvswitch_[programs_.empty() ? 0 : program].get();
+  }
   // Node-based: a call holds its stage's flows while others add theirs.
   absl::node_hash_map<const std::vector<Hop>*, StageFlows> stage_flows_;
   // Several programs (SetPrograms): each program's ranks; and per prepared

@@ -20,18 +20,24 @@ void CollectiveEngine::set_replay_stages(bool on) {
   const bool replays = on && mode_ == FlowMode::kFast;
   // The fat tree's links never change bandwidth.
   lone_tree_ = replays ? std::make_unique<LoneStages>(1) : nullptr;
-  lone_nvswitch_ =
-      replays ? std::make_unique<LoneStages>(fabric_.nvlink_scale()) : nullptr;
+  lone_nvswitch_.clear();
+  const size_t domains = std::max<size_t>(1, programs_.size());
+  for (size_t p = 0; replays && p < domains; ++p) {
+    lone_nvswitch_.push_back(
+        std::make_unique<LoneStages>(fabric_.nvlink_scale()));
+  }
   stage_flows_.clear();  // built to run together or apart (FlowsOf)
 }
 
 CollectiveEngine::ReplayCounts CollectiveEngine::replay_counts() const {
   if (lone_tree_ == nullptr) return ReplayCounts();
   ReplayCounts c = lone_tree_->counts();
-  const ReplayCounts& n = lone_nvswitch_->counts();
-  c.recorded += n.recorded;
-  c.replayed += n.replayed;
-  c.disturbed += n.disturbed;
+  for (const std::unique_ptr<LoneStages>& ports : lone_nvswitch_) {
+    const ReplayCounts& n = ports->counts();
+    c.recorded += n.recorded;
+    c.replayed += n.replayed;
+    c.disturbed += n.disturbed;
+  }
   return c;
 }
 
@@ -118,10 +124,10 @@ void CollectiveEngine::RunRest(LoneStages* lone, double start,
 }
 
 const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
-    const Entry& e, const Stage& stage) {
+    const Entry& e, const Stage& stage, int program) {
   // The domain of its first step's flows.
   const bool on_tree = !FlowsOf(e, stage.by_step[0]).net.empty();
-  LoneStages* lone = on_tree ? lone_tree_.get() : lone_nvswitch_.get();
+  LoneStages* lone = on_tree ? lone_tree_.get() : Nvswitch(program);
   if (const LoneChain* c = lone->FindChain(&stage); c != nullptr) {
     return c->chains ? c : nullptr;
   }
@@ -157,7 +163,8 @@ const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
 
 size_t CollectiveEngine::RunChain(const Entry& e, const Stage& stage,
                                   const LoneChain& chain, size_t first,
-                                  Progress* progress, double* latency) {
+                                  Progress* progress, int program,
+                                  double* latency) {
   const size_t steps = stage.by_step.size();
   ChainRun run{&chain, first, progress->part, {}};
   double t = sg4::Engine::get_clock();
@@ -181,7 +188,8 @@ size_t CollectiveEngine::RunChain(const Entry& e, const Stage& stage,
   const double start = run.starts[stop - first];
   if (r.disturbed_at >= 0) {
     const Resume resume{chain.records[stop], start, r.disturbed_at};
-    *latency += RunFlows(e, stage.by_step[stop], 0, 0, progress, &resume);
+    *latency +=
+        RunFlows(e, stage.by_step[stop], 0, 0, progress, program, &resume);
   } else {  // cut after this step's flows: its alphas run out
     progress->part += 2;
     progress->until = run.starts[stop - first + 1];

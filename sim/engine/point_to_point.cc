@@ -11,6 +11,7 @@
 
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/flow_workers.h"
+#include "sim/engine/lone_stages.h"
 #include "sim/engine/wire_bytes.h"
 
 namespace sg4 = simgrid::s4u;
@@ -69,9 +70,27 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
       alpha.push_back(proto.inter_alpha_s());
     }
   }
-  // Sends come with several programs only, where no lone stage is
-  // replayed (SetPrograms): no domain to tell.
+  // The domains the flows reach (lone_stages.h) run no replay meanwhile:
+  // the fat tree, and the NVSwitch ports of both programs inside a node.
+  std::vector<LoneStages*> domains;
+  if (lone_tree_ != nullptr) {
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (!flows[i].nvswitch) {
+        domains.push_back(lone_tree_.get());
+      } else {
+        domains.push_back(Nvswitch(program_of_[from[i]]));
+        domains.push_back(Nvswitch(program_of_[to[i]]));
+      }
+    }
+    std::sort(domains.begin(), domains.end());
+    domains.erase(std::unique(domains.begin(), domains.end()), domains.end());
+  }
+  for (LoneStages* d : domains) {
+    d->Disturb();
+    d->Start();
+  }
   Workers().Run(&flows);
+  for (LoneStages* d : domains) d->Stop();
   double end = sg4::Engine::get_clock();
   double step_alpha = 0;
   for (size_t i = 0; i < flows.size(); ++i) {
