@@ -18,10 +18,13 @@ namespace {
 
 // Per program, one actor for the host and one per stream: a stream's ops
 // run in order, each once its host has issued it and its deps are done
-// (a dep on another program's send: once the send's bytes arrived). Every
-// actor of every program waits on one condition variable, notified
-// whenever anything another actor waits for changes (an op issued or
-// done, a collective starting or ending).
+// (a dep on another program's send: once the send's bytes arrived). The
+// actors of a program wait on its condition variable, notified when one of
+// its ops is issued or done or a send it waits for is done; a compute op
+// in flight waits on another, notified when its rate changes (one of its
+// program's collectives starts or ends). Each is notified only if someone
+// waits on it: a 64-stage pipeline's actors are not all woken at every
+// op, nor a running kernel at every op issued beside it.
 class Replayer {
  public:
   // `watch`: op ids (ascending) at which to take a Snapshot (one program).
@@ -44,7 +47,13 @@ class Replayer {
         comm_sms_(programs.list.size(), 0),
         nvlink_scale_(programs.list.size(), 1),
         mutex_(sg4::Mutex::create()),
-        changed_(sg4::ConditionVariable::create()) {
+        waiters_(s.ops_size()),
+        waiting_(programs.list.size(), 0),
+        computing_(programs.list.size(), 0) {
+    for (size_t p = 0; p < programs.list.size(); ++p) {
+      changed_.push_back(sg4::ConditionVariable::create());
+      rate_changed_.push_back(sg4::ConditionVariable::create());
+    }
     for (int id : watch_) watched_[id] = true;
     const Platform& p = fabric_->platform();
     host_cost_ = HostCosts(s, p);
@@ -55,6 +64,15 @@ class Replayer {
     for (const Op& op : s.ops()) {
       by_stream_[op.program() * Stream_ARRAYSIZE + op.stream()].push_back(
           op.id());
+      auto waits_on = [&](int d) {
+        std::vector<int>& w = waiters_[d];
+        if (s.ops(d).program() != op.program() &&
+            std::find(w.begin(), w.end(), op.program()) == w.end()) {
+          w.push_back(op.program());
+        }
+      };
+      for (int d : op.deps()) waits_on(d);
+      for (int d : op.host_waits()) waits_on(d);
       if (op.has_compute()) {
         cost_[op.id()] = list_cost[op.compute().kernel_list()];
         times_[op.id()].base_s = cost_[op.id()].seconds;
@@ -117,7 +135,9 @@ class Replayer {
       if (!HostWaitsDone(op)) {
         std::unique_lock<sg4::Mutex> lock(*mutex_);
         for (int w : op.host_waits()) {
-          while (!done_[w]) changed_->wait(lock);
+          ++waiting_[p];
+          while (!done_[w]) changed_[p]->wait(lock);
+          --waiting_[p];
         }
       }
       OpTime& t = times_[op.id()];
@@ -137,8 +157,8 @@ class Replayer {
 
   void Issue(int id) {
     issued_[id] = true;
-    pending_.insert(id);
-    changed_->notify_all();
+    if (!watch_.empty()) pending_.insert(id);
+    Wake(schedule_.ops(id).program());
   }
 
   // Compute: seconds of work left; collectives: their progress; both as
@@ -207,7 +227,10 @@ class Replayer {
     for (int id : by_stream_[lane]) {
       if (!Ready(id)) {  // the lock only to wait, as the host's (Host)
         std::unique_lock<sg4::Mutex> lock(*mutex_);
-        while (!Ready(id)) changed_->wait(lock);
+        const int p = lane / Stream_ARRAYSIZE;
+        ++waiting_[p];
+        while (!Ready(id)) changed_[p]->wait(lock);
+        --waiting_[p];
       }
       Execute(id);
     }
@@ -239,14 +262,17 @@ class Replayer {
     SetComputeBusy(p, true);
     double remaining = c.seconds;  // seconds of work alone
     std::unique_lock<sg4::Mutex> lock(*mutex_);
+    ++computing_[p];
     while (remaining > kEps) {
       const double rate = 1 / (1 + Slowdown(c, p));
       const double t0 = Now();
       work_[id] = {remaining, t0, rate};
-      const std::cv_status s = changed_->wait_for(lock, remaining / rate);
+      const std::cv_status s =
+          rate_changed_[p]->wait_for(lock, remaining / rate);
       if (s == std::cv_status::timeout) break;
       remaining -= (Now() - t0) * rate;
     }
+    --computing_[p];
     lock.unlock();
     times_[id].gpu_s = Now() - times_[id].start;
     SetComputeBusy(p, false);
@@ -269,11 +295,12 @@ class Replayer {
       case Op::kCollective: {
         const int sms = fabric_->platform().interference().collective_sms();
         comm_sms_[op.program()] += sms;
-        changed_->notify_all();
+        WakeCompute(op.program());
         t.latency_s =
             collectives_->Run(op.collective(), &progress_[id], op.program())
                 .latency_s;
         comm_sms_[op.program()] -= sms;
+        WakeCompute(op.program());
         break;
       }
       case Op::kSend: {
@@ -281,13 +308,14 @@ class Replayer {
         const int sms = fabric_->platform().interference().collective_sms();
         const int peer = op.send().peer_program();
         comm_sms_[op.program()] += sms;
-        changed_->notify_all();
+        WakeCompute(op.program());
         t.latency_s =
             collectives_
                 ->RunSend(op.send(), programs_.list[op.program()].ranks,
                           programs_.list[peer].ranks)
                 .latency_s;
         comm_sms_[op.program()] -= sms;
+        WakeCompute(op.program());
         break;
       }
       default:  // memory bookkeeping takes no time
@@ -296,8 +324,17 @@ class Replayer {
     t.end = Now();
     ++completed_;
     done_[id] = true;
-    pending_.erase(id);
-    changed_->notify_all();
+    if (!watch_.empty()) pending_.erase(id);
+    Wake(op.program());
+    for (int q : waiters_[id]) Wake(q);
+  }
+
+  // Program p's actors waiting for an op; its compute op in flight.
+  void Wake(int p) {
+    if (waiting_[p] > 0) changed_[p]->notify_all();
+  }
+  void WakeCompute(int p) {
+    if (computing_[p] > 0) rate_changed_[p]->notify_all();
   }
 
   // A compute op's work left at `since`, done at `rate` from then on.
@@ -321,7 +358,7 @@ class Replayer {
   std::vector<OpTime> times_;
   std::vector<CollectiveEngine::Progress> progress_;
   std::vector<Work> work_;
-  std::set<int> pending_;  // issued, not done
+  std::set<int> pending_;  // issued, not done; kept for snapshots only
   std::vector<Snapshot> host_snaps_;
   std::vector<Snapshot> gpu_snaps_;
   int newest_started_ = -1;
@@ -333,7 +370,14 @@ class Replayer {
   std::vector<int> comm_sms_;
   std::vector<double> nvlink_scale_;
   sg4::MutexPtr mutex_;
-  sg4::ConditionVariablePtr changed_;
+  // Per program: ops issued or done, and the compute rate changed; and
+  // how many actors wait on each.
+  std::vector<sg4::ConditionVariablePtr> changed_;
+  std::vector<sg4::ConditionVariablePtr> rate_changed_;
+  // Per op: the other programs with an op that depends on it.
+  std::vector<std::vector<int>> waiters_;
+  std::vector<int> waiting_;
+  std::vector<int> computing_;
   int completed_ = 0;
 };
 
