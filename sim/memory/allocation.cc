@@ -81,6 +81,23 @@ absl::StatusOr<AllocationPlan> Walk(int n, const OpOf& op_of, const IdOf& id_of,
   return plan;
 }
 
+// The plan of program `program`, whose ops are schedule.ops(mine[i]).
+absl::StatusOr<AllocationPlan> WalkProgram(const Schedule& schedule,
+                                           int program,
+                                           const std::vector<int>& mine) {
+  absl::StatusOr<AllocationPlan> plan = Walk(
+      static_cast<int>(mine.size()),
+      [&](int i) -> const Op& { return schedule.ops(mine[i]); },
+      [&](int i) { return schedule.ops(mine[i]).id(); },
+      [&](int i) { return schedule.ops(mine[i]).memory().frees(); });
+  if (plan.ok() && program < schedule.programs_size() &&
+      schedule.programs_size() > 1) {
+    plan->program = program;
+    plan->program_role = schedule.programs(program).role();
+  }
+  return plan;
+}
+
 }  // namespace
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
@@ -91,9 +108,18 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
         [&](int i) { return schedule.ops(i).id(); },
         [&](int i) { return schedule.ops(i).memory().frees(); });
   }
+  // Each program's memory ops, found in one pass over the step.
+  std::vector<std::vector<int>> mine(schedule.programs_size());
+  for (int i = 0; i < schedule.ops_size(); ++i) {
+    const Op& op = schedule.ops(i);
+    if (op.has_memory() && op.program() >= 0 &&
+        op.program() < schedule.programs_size()) {
+      mine[op.program()].push_back(i);
+    }
+  }
   std::optional<AllocationPlan> highest;
   for (int p = 0; p < schedule.programs_size(); ++p) {
-    absl::StatusOr<AllocationPlan> plan = PlanAllocations(schedule, p);
+    absl::StatusOr<AllocationPlan> plan = WalkProgram(schedule, p, mine[p]);
     if (!plan.ok()) return plan.status();
     if (!highest || plan->peak_bytes > highest->peak_bytes) {
       highest = *std::move(plan);
@@ -108,17 +134,7 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
   for (int i = 0; i < schedule.ops_size(); ++i) {
     if (schedule.ops(i).program() == program) mine.push_back(i);
   }
-  absl::StatusOr<AllocationPlan> plan = Walk(
-      static_cast<int>(mine.size()),
-      [&](int i) -> const Op& { return schedule.ops(mine[i]); },
-      [&](int i) { return schedule.ops(mine[i]).id(); },
-      [&](int i) { return schedule.ops(mine[i]).memory().frees(); });
-  if (plan.ok() && program < schedule.programs_size() &&
-      schedule.programs_size() > 1) {
-    plan->program = program;
-    plan->program_role = schedule.programs(program).role();
-  }
-  return plan;
+  return WalkProgram(schedule, program, mine);
 }
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {

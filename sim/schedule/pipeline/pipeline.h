@@ -32,8 +32,9 @@ absl::StatusOr<std::vector<std::vector<int>>> VirtualStageLayers(
     int blocks, int stages, int chunks, const std::vector<int>& stage_layers);
 
 // The step of `layout.pp()` stages, one program each, into `out` (whose
-// strategy, gpus and tokens the caller sets). `strategy` shards over
-// layout.DpMesh() within each stage.
+// strategy, gpus and tokens the caller sets), which must be on an arena
+// (OwnedSchedule's): the stages are lowered there and their ops moved in.
+// `strategy` shards over layout.DpMesh() within each stage.
 absl::Status LowerPipeline(const std::vector<Layer>& layers,
                            const Strategy& strategy, const Layout& layout,
                            const Scenario& scenario, Schedule* out);
