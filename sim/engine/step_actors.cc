@@ -224,15 +224,25 @@ class Replayer {
 
   // `lane`: a program's stream (program x Stream_ARRAYSIZE + stream).
   void RunStream(int lane) {
-    for (int id : by_stream_[lane]) {
+    const std::vector<int>& ops = by_stream_[lane];
+    const int p = lane / Stream_ARRAYSIZE;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const int id = ops[k];
       if (!Ready(id)) {  // the lock only to wait, as the host's (Host)
         std::unique_lock<sg4::Mutex> lock(*mutex_);
-        const int p = lane / Stream_ARRAYSIZE;
         ++waiting_[p];
         while (!Ready(id)) changed_[p]->wait(lock);
         --waiting_[p];
       }
       Execute(id);
+      // A kernel followed on its stream by a kernel ready now leaves the
+      // ports slowed: no instant passes between the two, and each change
+      // of their bandwidth costs SimGrid a new share of every port.
+      if (schedule_.ops(id).has_compute() &&
+          !(k + 1 < ops.size() && schedule_.ops(ops[k + 1]).has_compute() &&
+            Ready(ops[k + 1]))) {
+        SetComputeBusy(p, false);
+      }
     }
   }
 
@@ -275,10 +285,12 @@ class Replayer {
     --computing_[p];
     lock.unlock();
     times_[id].gpu_s = Now() - times_[id].start;
-    SetComputeBusy(p, false);
-    // The host may still be launching its last kernels.
-    if (Now() < times_[id].host_end)
+    // The host may still be launching its last kernels: the GPU idles.
+    // (Else RunStream lets the ports go once no kernel follows at once.)
+    if (Now() < times_[id].host_end) {
+      SetComputeBusy(p, false);
       sg4::this_actor::sleep_until(times_[id].host_end);
+    }
   }
 
   void Execute(int id) {
