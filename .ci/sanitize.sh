@@ -16,11 +16,16 @@
 # compare (Search.WithEveryAlgorithmToo, Search.TheBestIsRankedFirstAndNo
 # PresetBeatsIt, Search.WhereTwoGpusShareANic, Search.TheBoundIsSoundAnd
 # PruningKeepsTheAnswer, Search.StartingPointsAheadChangesNothing,
-# Search.PruningKeepsTheAnswerAcrossLayouts: the same
-# code as the smaller searches, minutes under ASan),
+# Search.PruningKeepsTheAnswerAcrossLayouts, Search.PointsOfOneSchedule
+# ShareOneSimulation, Deployable.EveryRowMarkedAndTheBestDeployableIsExact,
+# TimeLimit.GivesTheBestSoFar: the same code as the smaller searches,
+# 30 s to minutes each under ASan), the traffic property at 1024 GPUs
+# (Traffic.ZeroPlusPlusSendsLessBetweenNodesThanZero3: the counter the
+# other traffic tests reach, at scale),
 # the docs' regenerated outputs and the history grep (text checks), the
-# command-line scripts cli and inputs (whole runs of the same code the
-# sanitized unit tests and fuzzers reach: 200 and 110 s under ASan), and
+# command-line scripts cli, inputs and limits (whole runs of the same code
+# the sanitized unit tests and fuzzers reach: 200, 110 and 60 s under
+# ASan), and
 # mpi_sweep (shardsim itself under mpirun: Open MPI's leaks would need the
 # slow unwinder below in every simulation child).
 set -euo pipefail
@@ -36,7 +41,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-san
 ctest --output-on-failure -j "$(nproc)" -E \
-  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|^docs$|^history$|^reports$|^cli$|^inputs$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|PointsOfOneScheduleShareOneSimulation|^Deployable\.EveryRowMarked|^TimeLimit\.|ZeroPlusPlusSendsLessBetweenNodesThanZero3|^docs$|^history$|^reports$|^cli$|^inputs$|^limits$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
 # shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
 # Its components are unloaded before the leak check, so the fast unwinder
 # stops at an unknown module; the slow one (DWARF) reaches libmpi and
