@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/step_order.h"
@@ -47,7 +48,6 @@ class Replayer {
         comm_sms_(programs.list.size(), 0),
         nvlink_scale_(programs.list.size(), 1),
         mutex_(sg4::Mutex::create()),
-        waiters_(s.ops_size()),
         waiting_(programs.list.size(), 0),
         computing_(programs.list.size(), 0) {
     for (size_t p = 0; p < programs.list.size(); ++p) {
@@ -65,9 +65,9 @@ class Replayer {
       by_stream_[op.program() * Stream_ARRAYSIZE + op.stream()].push_back(
           op.id());
       auto waits_on = [&](int d) {
+        if (s.ops(d).program() == op.program()) return;
         std::vector<int>& w = waiters_[d];
-        if (s.ops(d).program() != op.program() &&
-            std::find(w.begin(), w.end(), op.program()) == w.end()) {
+        if (std::find(w.begin(), w.end(), op.program()) == w.end()) {
           w.push_back(op.program());
         }
       };
@@ -338,7 +338,9 @@ class Replayer {
     done_[id] = true;
     if (!watch_.empty()) pending_.erase(id);
     Wake(op.program());
-    for (int q : waiters_[id]) Wake(q);
+    if (auto it = waiters_.find(id); it != waiters_.end()) {
+      for (int q : it->second) Wake(q);
+    }
   }
 
   // Program p's actors waiting for an op; its compute op in flight.
@@ -387,7 +389,8 @@ class Replayer {
   std::vector<sg4::ConditionVariablePtr> changed_;
   std::vector<sg4::ConditionVariablePtr> rate_changed_;
   // Per op: the other programs with an op that depends on it.
-  std::vector<std::vector<int>> waiters_;
+  // (Sends only, in a pipeline: a map, not a list per op.)
+  absl::flat_hash_map<int, std::vector<int>> waiters_;
   std::vector<int> waiting_;
   std::vector<int> computing_;
   int completed_ = 0;
