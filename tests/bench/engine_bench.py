@@ -4,6 +4,7 @@
 usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
                                          [--with-reports] [--with-16k]
                                          [--with-plan] [--with-3d]
+                                         [--with-3d-plan]
 
 Prints one markdown row per benchmark: wall seconds and peak resident memory
 of the largest process (shardsim runs each simulation in a child process).
@@ -139,6 +140,17 @@ def main():
                         "GPUs",
                         [shardsim, "plan", lins, "--gpus", "1024",
                          "--deployable"]))
+    if "--with-3d-plan" in sys.argv:
+        # The layouts searched with the strategies (tp, pp, vpp, cp, each
+        # with what its framework runs in it), deployable points only, on
+        # both cores: about 40 minutes.
+        benches.append(("plan --search-parallelism --deployable, Llama-2-70B "
+                        "(scenarios/llama2_70b_3d.textproto), 256 dgx_h100 "
+                        "GPUs",
+                        [shardsim, "plan", "scenarios/llama2_70b_3d.textproto",
+                         "--search-parallelism", "--deployable",
+                         "--noalgorithms", "--nosettings", "--jobs", "2",
+                         "--time-limit", "3600"]))
     if "--with-plan" in sys.argv and shutil.which("mpirun"):
         # Each wave spread over 2 ranks of one simulation each, against the
         # serial search one simulation at a time: the same JSON.
