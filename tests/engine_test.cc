@@ -1294,6 +1294,73 @@ TEST(EngineLoneStages, NvswitchReplayDisturbedByComputeAsIfRun) {
   }
 }
 
+// With several programs a send disturbs the replays of the ports it
+// reaches. One node of 4 GPUs, 100e9 B/s ports, 5 us per NVSwitch step:
+// program 0 is GPUs 0, 1 and program 1 GPUs 2, 3. Program 1 runs a ring
+// all-gather of S = 4e8 B over its pair three times: 2e8 B each way, 2 ms,
+// then 5 us (2.005 ms). Run 1 is recorded, run 2 replays it. 1 ms into
+// run 3, program 0 sends 1e8 B from GPU 0 to 2 and from 1 to 3: each send
+// shares a receiving port with a ring flow that has 1e8 B left, at 50e9
+// B/s each, so both end 2 ms later. The ring takes 3.005 ms, the send
+// 2.005 ms (no base latency), with replays and without; a replay the send
+// did not disturb would end the ring at 2.005 ms and the send at 1.005.
+TEST(EngineLoneStages, ASendDisturbsTheReplayOfItsPeersPorts) {
+  Knobs k;
+  k.gpus_per_node = 4;
+  k.nics_per_node = 1;
+  const Platform p = TestPlatform(k);
+  const Mesh mesh{4, 1};
+  for (bool replay : {true, false}) {
+    SCOPED_TRACE(replay ? "replays" : "no replays");
+    absl::StatusOr<std::string> r =
+        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+          CollectiveEngine engine(f, FlowMode::kFast, 1);
+          engine.set_replay_stages(replay);
+          engine.SetPrograms({{0, 1}, {2, 3}});
+          Group pair;
+          pair.set_intra_size(2);
+          pair.set_intra_stride(1);
+          pair.set_inter_size(1);
+          pair.set_inter_stride(1);
+          const CollectiveCall call = Call(ALL_GATHER, RING, 400'000'000, pair);
+          if (absl::Status s = engine.Prepare(call, 1); !s.ok()) return s;
+          engine.UseSymmetry();
+          PointToPoint send;
+          send.set_bytes(100'000'000);
+          send.set_peer_program(1);
+          std::vector<double> t(4);
+          sg4::Actor::create("x", f.gpu(2), [&] {
+            for (int run = 0; run < 3; ++run) {
+              const double start = sg4::Engine::get_clock();
+              if (run == 2) {
+                sg4::Actor::create("send", f.gpu(0), [&, start] {
+                  sg4::this_actor::sleep_until(start + 1e-3);
+                  t[3] = engine.RunSend(send, {0, 1}, {2, 3}).seconds;
+                });
+              }
+              engine.Run(call, nullptr, 1);
+              t[run] = sg4::Engine::get_clock() - start;
+            }
+          });
+          sg4::Engine::get_instance()->run();
+          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+          return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
+                                 t[2], t[3], c.recorded, c.replayed,
+                                 c.disturbed);
+        });
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<double> v = ParseDoubles(*r);
+    ASSERT_EQ(v.size(), 7u);
+    EXPECT_NEAR(v[0], 2.005e-3, 1e-9);
+    EXPECT_NEAR(v[1], 2.005e-3, 1e-9);
+    EXPECT_NEAR(v[2], 3.005e-3, 1e-9);
+    EXPECT_NEAR(v[3], 2.005e-3, 1e-9);
+    EXPECT_EQ(v[4], replay ? 1 : 0);
+    EXPECT_EQ(v[5], replay ? 2 : 0);
+    EXPECT_EQ(v[6], replay ? 1 : 0);
+  }
+}
+
 // A direct all-gather (ThirdRunDisturbed): 3 steps, in step t member m
 // sends its 1e8 B to m + t, each flow alone on its NIC pair: 10 ms, then
 // 20 us of alpha, 30.06 ms in all. Run 1 records the 3 steps, run 2

@@ -332,15 +332,13 @@ double CollectiveEngine::RunFast(const Entry& e, Progress* progress,
       double floor_alpha = 0;
       const double floor =
           StageFloor(stage, *e.protocol, fabric_.platform(), &floor_alpha);
-      latency +=
-          RunFlows(e, stage.hops, floor, floor_alpha, progress, program);
+      latency += RunFlows(e, stage.hops, floor, floor_alpha, progress, program);
     } else {
       // A chain takes the steps left whenever its domain is idle; one not
       // complete yet is not looked for again in this run.
       bool chains = lone_tree_ != nullptr;
       for (size_t k = 0; k < stage.by_step.size();) {
-        const LoneChain* chain =
-            chains ? ChainOf(e, stage, program) : nullptr;
+        const LoneChain* chain = chains ? ChainOf(e, stage, program) : nullptr;
         chains = chain != nullptr;
         if (chain != nullptr) {
           chain->lone->Disturb();

@@ -123,8 +123,9 @@ void CollectiveEngine::RunRest(LoneStages* lone, double start,
   }
 }
 
-const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(
-    const Entry& e, const Stage& stage, int program) {
+const CollectiveEngine::LoneChain* CollectiveEngine::ChainOf(const Entry& e,
+                                                             const Stage& stage,
+                                                             int program) {
   // The domain of its first step's flows.
   const bool on_tree = !FlowsOf(e, stage.by_step[0]).net.empty();
   LoneStages* lone = on_tree ? lone_tree_.get() : Nvswitch(program);

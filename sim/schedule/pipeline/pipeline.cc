@@ -132,8 +132,7 @@ absl::Status Merge(const std::vector<StageSchedule>& stages,
     for (const KernelList& l : s.kernel_lists()) *out->add_kernel_lists() = l;
     id[p].assign(s.ops_size(), -1);
     ops[p].resize(s.ops_size());
-    s.mutable_ops()->UnsafeArenaExtractSubrange(0, s.ops_size(),
-                                                ops[p].data());
+    s.mutable_ops()->UnsafeArenaExtractSubrange(0, s.ops_size(), ops[p].data());
   }
   // cross_of[p][i]: index into cross[p] of op i's waits (-1: none).
   auto ready = [&](int p, int i) {
