@@ -1243,113 +1243,103 @@ TEST(EngineLoneStages, ReplayedAndDisturbedAsIfRun) {
   }
 }
 
-// NVSwitch stages are replayed too, and a change of the ports' speed
-// disturbs a replay as flows would. A ring all-gather of S = 4e8 B over
-// the 2 GPUs of one node, 100e9 B/s ports: 2e8 B each way, 2 ms, then 5 us
-// of alpha. Run 1 is recorded, run 2 replays it; compute slows the ports
-// to half 1 ms into run 3: the last 1e8 B take 2 ms, 3.005 ms in all.
-TEST(EngineLoneStages, NvswitchReplayDisturbedByComputeAsIfRun) {
+// An all-gather of S = 4e8 B (ring) over `group` (of `program`, with
+// `programs`; none: one program) on one node of `gpus` GPUs, 100e9 B/s
+// ports, 5 us per step, run three times in a row, with or without replays;
+// `disturb` starts 1 ms into the third run and returns seconds of its own
+// (or 0). The three runs' times, the disturber's, then the replays'
+// counts: recorded, replayed, disturbed.
+absl::StatusOr<std::vector<double>> ThirdNvswitchRunDisturbed(
+    int gpus, bool replay, std::vector<std::vector<int>> programs,
+    const Group& group, int program,
+    const std::function<double(CollectiveEngine&)>& disturb) {
   Knobs k;
-  k.gpus_per_node = 2;
+  k.gpus_per_node = gpus;
   k.nics_per_node = 1;
   const Platform p = TestPlatform(k);
-  const Mesh mesh{2, 1};
+  const Mesh mesh{gpus, 1};
+  absl::StatusOr<std::string> r =
+      OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
+        CollectiveEngine engine(f, FlowMode::kFast, 1);
+        engine.set_replay_stages(replay);
+        if (!programs.empty()) engine.SetPrograms(programs);
+        const CollectiveCall call = Call(ALL_GATHER, RING, 400'000'000, group);
+        if (absl::Status s = engine.Prepare(call, program); !s.ok()) return s;
+        engine.UseSymmetry();
+        std::vector<double> t(4);
+        sg4::Actor::create("x", f.gpu(gpus - 1), [&] {
+          for (int run = 0; run < 3; ++run) {
+            const double start = sg4::Engine::get_clock();
+            if (run == 2) {
+              sg4::Actor::create("disturb", f.gpu(0), [&, start] {
+                sg4::this_actor::sleep_until(start + 1e-3);
+                t[3] = disturb(engine);
+              });
+            }
+            engine.Run(call, nullptr, program);
+            t[run] = sg4::Engine::get_clock() - start;
+          }
+        });
+        sg4::Engine::get_instance()->run();
+        const CollectiveEngine::ReplayCounts c = engine.replay_counts();
+        return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
+                               t[2], t[3], c.recorded, c.replayed, c.disturbed);
+      });
+  if (!r.ok()) return r.status();
+  return ParseDoubles(*r);
+}
+
+// NVSwitch stages are replayed too, and a change of the ports' speed
+// disturbs a replay as flows would. A ring all-gather of S = 4e8 B over
+// the 2 GPUs of one node: 2e8 B each way, 2 ms, then 5 us of alpha. Run 1
+// is recorded, run 2 replays it; compute slows the ports to half 1 ms
+// into run 3: the last 1e8 B take 2 ms, 3.005 ms in all.
+TEST(EngineLoneStages, NvswitchReplayDisturbedByComputeAsIfRun) {
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    absl::StatusOr<std::string> r =
-        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
-          CollectiveEngine engine(f, FlowMode::kFast, 1);
-          engine.set_replay_stages(replay);
-          const CollectiveCall call =
-              Call(ALL_GATHER, RING, 400'000'000, GlobalGroup(mesh));
-          if (absl::Status s = engine.Prepare(call); !s.ok()) return s;
-          std::vector<double> t(3);
-          sg4::Actor::create("x", f.gpu(0), [&] {
-            for (double& out : t) {
-              const double start = sg4::Engine::get_clock();
-              if (&out == &t[2]) {
-                sg4::Actor::create("compute", f.gpu(0), [&, start] {
-                  sg4::this_actor::sleep_until(start + 1e-3);
-                  engine.SetNvlinkScale(0.5);
-                });
-              }
-              engine.Run(call);
-              out = sg4::Engine::get_clock() - start;
-            }
-          });
-          sg4::Engine::get_instance()->run();
-          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
-          return absl::StrFormat("%.17g %.17g %.17g %d %d %d", t[0], t[1], t[2],
-                                 c.recorded, c.replayed, c.disturbed);
+    absl::StatusOr<std::vector<double>> r = ThirdNvswitchRunDisturbed(
+        2, replay, {}, GlobalGroup(Mesh{2, 1}), 0, [](CollectiveEngine& e) {
+          e.SetNvlinkScale(0.5);
+          return 0.0;
         });
     ASSERT_TRUE(r.ok()) << r.status();
-    const std::vector<double> v = ParseDoubles(*r);
-    ASSERT_EQ(v.size(), 6u);
+    const std::vector<double>& v = *r;
+    ASSERT_EQ(v.size(), 7u);
     EXPECT_NEAR(v[0], 2.005e-3, 1e-9);
     EXPECT_NEAR(v[1], 2.005e-3, 1e-9);
     EXPECT_NEAR(v[2], 3.005e-3, 1e-9);
-    EXPECT_EQ(v[3], replay ? 1 : 0);
-    EXPECT_EQ(v[4], replay ? 2 : 0);
-    EXPECT_EQ(v[5], replay ? 1 : 0);
+    EXPECT_EQ(v[4], replay ? 1 : 0);
+    EXPECT_EQ(v[5], replay ? 2 : 0);
+    EXPECT_EQ(v[6], replay ? 1 : 0);
   }
 }
 
 // With several programs a send disturbs the replays of the ports it
-// reaches. One node of 4 GPUs, 100e9 B/s ports, 5 us per NVSwitch step:
-// program 0 is GPUs 0, 1 and program 1 GPUs 2, 3. Program 1 runs a ring
-// all-gather of S = 4e8 B over its pair three times: 2e8 B each way, 2 ms,
-// then 5 us (2.005 ms). Run 1 is recorded, run 2 replays it. 1 ms into
-// run 3, program 0 sends 1e8 B from GPU 0 to 2 and from 1 to 3: each send
-// shares a receiving port with a ring flow that has 1e8 B left, at 50e9
-// B/s each, so both end 2 ms later. The ring takes 3.005 ms, the send
-// 2.005 ms (no base latency), with replays and without; a replay the send
-// did not disturb would end the ring at 2.005 ms and the send at 1.005.
+// reaches. One node of 4 GPUs: program 0 is GPUs 0, 1 and program 1 GPUs
+// 2, 3, whose pair runs the all-gather (ThirdNvswitchRunDisturbed: 2.005
+// ms alone). 1 ms into run 3, program 0 sends 1e8 B from GPU 0 to 2 and
+// from 1 to 3: each send shares a receiving port with a ring flow that has
+// 1e8 B left, at 50e9 B/s each, so both end 2 ms later. The ring takes
+// 3.005 ms, the send 2.005 ms (no base latency), with replays and without;
+// a replay the send did not disturb would end the ring at 2.005 ms and the
+// send at 1.005.
 TEST(EngineLoneStages, ASendDisturbsTheReplayOfItsPeersPorts) {
-  Knobs k;
-  k.gpus_per_node = 4;
-  k.nics_per_node = 1;
-  const Platform p = TestPlatform(k);
-  const Mesh mesh{4, 1};
+  Group pair;
+  pair.set_intra_size(2);
+  pair.set_intra_stride(1);
+  pair.set_inter_size(1);
+  pair.set_inter_stride(1);
+  PointToPoint send;
+  send.set_bytes(100'000'000);
+  send.set_peer_program(1);
   for (bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replays" : "no replays");
-    absl::StatusOr<std::string> r =
-        OnFabric(p, mesh, [&](Fabric& f) -> absl::StatusOr<std::string> {
-          CollectiveEngine engine(f, FlowMode::kFast, 1);
-          engine.set_replay_stages(replay);
-          engine.SetPrograms({{0, 1}, {2, 3}});
-          Group pair;
-          pair.set_intra_size(2);
-          pair.set_intra_stride(1);
-          pair.set_inter_size(1);
-          pair.set_inter_stride(1);
-          const CollectiveCall call = Call(ALL_GATHER, RING, 400'000'000, pair);
-          if (absl::Status s = engine.Prepare(call, 1); !s.ok()) return s;
-          engine.UseSymmetry();
-          PointToPoint send;
-          send.set_bytes(100'000'000);
-          send.set_peer_program(1);
-          std::vector<double> t(4);
-          sg4::Actor::create("x", f.gpu(2), [&] {
-            for (int run = 0; run < 3; ++run) {
-              const double start = sg4::Engine::get_clock();
-              if (run == 2) {
-                sg4::Actor::create("send", f.gpu(0), [&, start] {
-                  sg4::this_actor::sleep_until(start + 1e-3);
-                  t[3] = engine.RunSend(send, {0, 1}, {2, 3}).seconds;
-                });
-              }
-              engine.Run(call, nullptr, 1);
-              t[run] = sg4::Engine::get_clock() - start;
-            }
-          });
-          sg4::Engine::get_instance()->run();
-          const CollectiveEngine::ReplayCounts c = engine.replay_counts();
-          return absl::StrFormat("%.17g %.17g %.17g %.17g %d %d %d", t[0], t[1],
-                                 t[2], t[3], c.recorded, c.replayed,
-                                 c.disturbed);
+    absl::StatusOr<std::vector<double>> r = ThirdNvswitchRunDisturbed(
+        4, replay, {{0, 1}, {2, 3}}, pair, 1, [&](CollectiveEngine& e) {
+          return e.RunSend(send, {0, 1}, {2, 3}).seconds;
         });
     ASSERT_TRUE(r.ok()) << r.status();
-    const std::vector<double> v = ParseDoubles(*r);
+    const std::vector<double>& v = *r;
     ASSERT_EQ(v.size(), 7u);
     EXPECT_NEAR(v[0], 2.005e-3, 1e-9);
     EXPECT_NEAR(v[1], 2.005e-3, 1e-9);
