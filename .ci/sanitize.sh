@@ -7,8 +7,12 @@
 # Left out here (they run unsanitized in the main job, and sanitized they
 # would push CI past its 30 minutes on 2 cores): the large-shape plan
 # proofs (FlatRing/FlatDirect.AllOpsLargeShapes), the engine's mode and
-# determinism comparisons (EngineModes.*, EngineDeterminism.*), the
-# 16,384-GPU fabric build, reports/regenerate, the hw_cpu sweep, the
+# determinism comparisons (EngineModes.*, EngineDeterminism.*), the whole
+# steps compared with and without node symmetry or collapse
+# (EngineNetworkSymmetry.StepsAreTheSameOnEveryNode, Collapse.EveryStrategy
+# MatchesTheFullReplay: every strategy simulated twice), the memory
+# properties (Memory.*: hundreds of plans of the memory model that the
+# sanitized unit tests walk), the 16,384-GPU fabric build, reports/regenerate, the hw_cpu sweep, the
 # install and package tests (what they check is the layout), the golden
 # outputs (they run unsanitized), the property tests that simulate
 # hundreds of steps and plans (Hardware.*, Consistency.*, Plan.*), the
@@ -41,7 +45,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-san
 ctest --output-on-failure -j "$(nproc)" -E \
-  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|PointsOfOneScheduleShareOneSimulation|^Deployable\.EveryRowMarked|^TimeLimit\.|ZeroPlusPlusSendsLessBetweenNodesThanZero3|^docs$|^history$|^reports$|^cli$|^inputs$|^limits$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
+  'AllOpsLargeShapes|EngineModes\.|EngineDeterminism\.|StepsAreTheSameOnEveryNode|EveryStrategyMatchesTheFullReplay|^Memory\.(MoreGpusNever|RecomputationAndFlash|PartsSumToThePeak)|DgxA100BuildsAt16384Gpus|^Hardware\.|^Consistency\.|^Plan\.|WithEveryAlgorithmToo|TheBestIsRankedFirstAndNoPresetBeatsIt|WhereTwoGpusShareANic|TheBoundIsSoundAndPruningKeepsTheAnswer|StartingPointsAheadChangesNothing|PruningKeepsTheAnswerAcrossLayouts|PointsOfOneScheduleShareOneSimulation|^Deployable\.EveryRowMarked|^TimeLimit\.|ZeroPlusPlusSendsLessBetweenNodesThanZero3|^docs$|^history$|^reports$|^cli$|^inputs$|^limits$|^hw_|^mpi_sweep$|^install$|^package$|^golden$'
 # shardsim-hw under MPI: Open MPI's own leaks are suppressed by library.
 # Its components are unloaded before the leak check, so the fast unwinder
 # stops at an unknown module; the slow one (DWARF) reaches libmpi and
