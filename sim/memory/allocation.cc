@@ -81,7 +81,7 @@ absl::StatusOr<AllocationPlan> Walk(int n, const OpOf& op_of, const IdOf& id_of,
   return plan;
 }
 
-// The plan of program `program`, whose ops are schedule.ops(mine[i]).
+// The plan of program `program`, whose memory ops are schedule.ops(mine[i]).
 absl::StatusOr<AllocationPlan> WalkProgram(const Schedule& schedule,
                                            int program,
                                            const std::vector<int>& mine) {
@@ -130,9 +130,10 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
                                                int program) {
-  std::vector<int> mine;  // indices of the program's ops, in order
+  std::vector<int> mine;  // indices of the program's memory ops, in order
   for (int i = 0; i < schedule.ops_size(); ++i) {
-    if (schedule.ops(i).program() == program) mine.push_back(i);
+    const Op& op = schedule.ops(i);
+    if (op.has_memory() && op.program() == program) mine.push_back(i);
   }
   return WalkProgram(schedule, program, mine);
 }
