@@ -106,6 +106,77 @@ TEST(KernelTime, MemoryKernelsMoveTheirBytesAtTwoSpeeds) {
   EXPECT_NEAR(KernelSeconds(adam, Gpu()), 2.8e9 / 2.25e12 + 1e-6, 1e-12);
 }
 
+TEST(KernelTime, Fp8GemmRunsAtTheFp8RateOnOneByteOperands) {
+  // FP8 tensor cores at 2e15 FLOP/s and e = 0.7 (against bf16's 1e15 and
+  // 0.8). 4096 x 8192 x 4096 fills every SM and whole tiles as in
+  // LargeGemmRunsAtTheEfficiencyOfItsDepth; depth 4096 keeps 4096 / 4352:
+  //   2.748779e11 FLOPs / (2e15 x 0.7 x 4096 / 4352) = 208.6127 us;
+  // its operands: 1 byte each, (4096 x 4096 + 4096 x 8192) = 50.33 MB,
+  // and the bf16 output 2 x 4096 x 8192 = 67.11 MB, 43.5 us at 2.7e12:
+  // bound by math. Plus 1 us: 209.6127 us against bf16's 366.072 us.
+  Platform p = Gpu();
+  p.mutable_gpu()->set_fp8_peak_flops(2e15);
+  p.mutable_kernels()->set_fp8_gemm_efficiency(0.7);
+  Kernel g = G(4096, 8192, 4096);
+  g.mutable_gemm()->set_fp8(true);
+  const double flops = 2.0 * 4096 * 8192 * 4096;
+  EXPECT_NEAR(KernelSeconds(g, p), flops / (2e15 * 0.7 * 4096 / 4352) + 1e-6,
+              1e-12);
+  EXPECT_NEAR(KernelSeconds(g, p), 209.6127e-6, 1e-10);
+  EXPECT_EQ(KernelBytes(g), 4096 * 4096 + 4096 * 8192 + 2 * 4096 * 8192);
+  // A thin FP8 GEMM is bound by its bytes: m = 100 as in
+  // ThinGemmLosesTilesAndSmsThenHbmBindsIt, operands of one byte:
+  //   100 x 4096 + 4096 x 8192 + 2 x 100 x 8192 = 35,602,432 bytes.
+  Kernel thin = G(100, 8192, 4096);
+  thin.mutable_gemm()->set_fp8(true);
+  EXPECT_NEAR(KernelSeconds(thin, p), 35'602'432 / 2.7e12 + 1e-6, 1e-12);
+}
+
+TEST(LayerKernels, Fp8LinearCastsEachOperandWhereItIsUsed) {
+  // torchao's roofline of a compiled tensorwise Float8Linear, per linear of
+  // W (out x in) on T tokens: the input's amax (2 bytes an element) and
+  // one cast to both layouts (2 + 1 + 1) forward; the weight's amax (2) and
+  // cast (3) forward and another cast (3) backward; the output gradient's
+  // amax (2) and cast to both layouts (4) backward. LLaMA-7B's block at
+  // T = 1024: q/k/v/o (4096 x 4096), gate/up (11008 x 4096), down
+  // (4096 x 11008); its GEMMs are FP8, lm_head's not.
+  const Model m = *BuiltinModel("llama-7b");
+  Batch batch = test::Sequences(1, 1024);
+  batch.flash_attention = true;
+  batch.kernels.mutable_float8()->set_enabled(true);
+  Batch bf16 = batch;
+  bf16.kernels.clear_float8();
+  constexpr int64_t T = 1024, H = 4096, F = 11008;
+  struct Linear {
+    int64_t out, in;
+  };
+  const Linear linears[] = {{H, H}, {H, H}, {H, H}, {H, H},
+                            {F, H}, {F, H}, {H, F}};
+  int64_t fwd = 0, bwd = 0;
+  for (const Linear& l : linears) {
+    fwd += 6 * T * l.in + 5 * l.out * l.in;
+    bwd += 6 * T * l.out + 3 * l.out * l.in;
+  }
+  auto cast_bytes = [](const std::vector<Unit>& units, bool backward) {
+    int64_t bytes = 0, gemms = 0;
+    for (const Unit& u : units) {
+      for (const Kernel& k : backward ? u.backward : u.forward) {
+        if (k.has_gemm()) gemms += k.gemm().fp8();
+        if (k.has_memory()) bytes += k.memory().vector_bytes();
+      }
+    }
+    return std::pair<int64_t, int64_t>(bytes, gemms);
+  };
+  const auto f8 = BlockUnits(m, batch), b16 = BlockUnits(m, bf16);
+  EXPECT_EQ(cast_bytes(f8, false).first - cast_bytes(b16, false).first, fwd);
+  EXPECT_EQ(cast_bytes(f8, true).first - cast_bytes(b16, true).first, bwd);
+  EXPECT_EQ(cast_bytes(f8, false).second, 7);
+  EXPECT_EQ(cast_bytes(f8, true).second, 14);
+  for (const Unit& u : HeadUnits(m, batch)) {
+    for (const Kernel& k : u.forward) EXPECT_FALSE(k.gemm().fp8()) << k.name();
+  }
+}
+
 TEST(LayerKernels, EagerLlamaBlockForwardFromItsKernels) {
   // LLaMA-7B, micro-batch 4 x 512: T = 2048 tokens, h = 4096, ffn 11008,
   // E = T h = 8,388,608 and F = T ffn = 22,544,384 elements; q, k, v

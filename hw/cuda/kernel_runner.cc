@@ -129,6 +129,11 @@ absl::Status KernelRunner::Run(const Kernel& kernel) {
 //           operands are the same sizes, and PyTorch's bmm picks the
 //           layout by strides, not by cost).
 absl::Status KernelRunner::RunGemm(const Gemm& g) {
+  if (g.fp8()) {
+    return absl::UnimplementedError(
+        "FP8 GEMMs (kernels.float8) are simulated only: shardsim-hw runs "
+        "bf16 GEMMs");
+  }
   const int64_t batch = std::max<int64_t>(1, g.batch());
   char* p[3];
   const std::vector<int64_t> ops = KernelOperands([&] {

@@ -22,8 +22,9 @@ struct Roofline {
   double memory_s = 0;
 };
 
-Roofline GemmRoofline(const Gemm& g, const Platform& p) {
+Roofline GemmRoofline(const Kernel& kernel, const Platform& p) {
   const KernelModel& km = p.kernels();
+  const Gemm& g = kernel.gemm();
   const int64_t batch = std::max<int64_t>(1, g.batch());
   const int64_t tm = CeilDiv(g.m(), km.gemm_tile_m());
   const int64_t tn = CeilDiv(g.n(), km.gemm_tile_n());
@@ -40,15 +41,13 @@ Roofline GemmRoofline(const Gemm& g, const Platform& p) {
   const double grid_fill =
       std::min(1.0, static_cast<double>(tiles * splits) / sms);
   const double depth = static_cast<double>(g.k()) / splits;
-  const double efficiency = km.gemm_efficiency() * tile_fill * grid_fill *
-                            depth / (depth + km.gemm_k_overhead());
+  const double peak = g.fp8() ? p.gpu().fp8_peak_flops() : p.gpu().peak_flops();
+  const double e = g.fp8() ? km.fp8_gemm_efficiency() : km.gemm_efficiency();
+  const double efficiency =
+      e * tile_fill * grid_fill * depth / (depth + km.gemm_k_overhead());
   Roofline r;
-  r.math_s =
-      2.0 * batch * g.m() * g.n() * g.k() / (p.gpu().peak_flops() * efficiency);
-  double bytes =
-      2.0 * batch *
-      (static_cast<double>(g.m()) * g.k() + static_cast<double>(g.k()) * g.n() +
-       static_cast<double>(g.m()) * g.n());
+  r.math_s = KernelFlops(kernel) / (peak * efficiency);
+  double bytes = static_cast<double>(KernelBytes(kernel));
   // Split-K writes fp32 partial tiles and reads them back to reduce.
   if (splits > 1) bytes += 2.0 * 4 * g.m() * g.n() * splits;
   r.memory_s = bytes / (Hbm(p) * km.vector_fraction());
@@ -74,7 +73,7 @@ std::pair<double, bool> Body(const Kernel& kernel, const Platform& p) {
   const KernelModel& km = p.kernels();
   switch (kernel.body_case()) {
     case Kernel::kGemm: {
-      const Roofline r = GemmRoofline(kernel.gemm(), p);
+      const Roofline r = GemmRoofline(kernel, p);
       return {std::max(r.math_s, r.memory_s), r.memory_s > r.math_s};
     }
     case Kernel::kAttention: {

@@ -9,6 +9,7 @@
 namespace shardsim {
 namespace {
 
+constexpr int64_t kFp8 = 1;
 constexpr int64_t kBf16 = 2;
 constexpr int64_t kFp32 = 4;
 
@@ -60,6 +61,7 @@ struct Shape {
   bool sp;          // Megatron's sequence parallelism
   bool gather_qkv;  // fewer kv heads than tp (KvHeadsPerGpu)
   bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary;
+  bool fp8;       // linear layers as torchao's Float8Linear (Float8 message)
   bool bias;      // on every linear layer
   bool qkv_bias;  // on the q, k and v projections (bias implies it)
 };
@@ -96,6 +98,7 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
   sh.vocab = (m.vocab() + sh.tp - 1) / sh.tp;
   sh.eager = batch.kernels.style() != KernelOptions::FUSED;
   sh.fused_qkv = batch.kernels.fused_qkv();
+  sh.fp8 = batch.kernels.float8().enabled();
   sh.flash = batch.flash_attention;
   sh.rmsnorm = m.norm() == Model::RMSNORM;
   sh.swiglu = m.mlp() == Model::SWIGLU;
@@ -107,15 +110,65 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
 
 // ---- linear layers: y = x W^T, W is out x in ----
 
-Kernel LinearForward(const std::string& name, const Shape& sh, int64_t out,
-                     int64_t in) {
-  return GemmKernel(name, sh.tokens, out, in, Gemm::FORWARD);
+void LinearForward(const std::string& name, const Shape& sh, int64_t out,
+                   int64_t in, std::vector<Kernel>* k) {
+  k->push_back(GemmKernel(name, sh.tokens, out, in, Gemm::FORWARD));
 }
 
 void LinearBackward(const std::string& name, const Shape& sh, int64_t out,
                     int64_t in, std::vector<Kernel>* k) {
   k->push_back(GemmKernel(name + " dgrad", sh.tokens, in, out, Gemm::DGRAD));
   k->push_back(GemmKernel(name + " wgrad", out, in, sh.tokens, Gemm::WGRAD));
+}
+
+// ---- FP8 linear layers (torchao's Float8Linear, tensorwise dynamic) ----
+//
+// torchao/float8/float8_linear.py (matmul_with_hp_or_float8_args) casts
+// every GEMM operand from bf16 to FP8 with a scale from the tensor's
+// absolute maximum: the input and the weight for the forward GEMM, the
+// output gradient and the weight for dgrad, the output gradient and the
+// input in the transposed layout for wgrad. Compiled, as torchtitan runs it
+// (torch.compile fuses the scaling and casting), the casts are the kernels
+// of torchao's own roofline (torchao/testing/training/roofline_utils.py,
+// get_tensor_memory_traffic_ovhd_s, tensorwise, at 36027d8): per tensor an
+// amax in two stages (the first reads it, the second a few partials), then
+//  - input, output gradient: one cast writing both layouts (reads 2 bytes
+//    an element, writes 1 + 1);
+//  - weight: one cast for forward, another for backward (2 + 1 each).
+// The GEMMs run on FP8 operands, their outputs in bf16.
+
+void Fp8Amax(const std::string& tensor, int64_t elements,
+             std::vector<Kernel>* k) {
+  k->push_back(Streaming(tensor + " amax", elements, kBf16, 0, 2));
+}
+
+Kernel Fp8Gemm(Kernel gemm) {
+  gemm.mutable_gemm()->set_fp8(true);
+  return gemm;
+}
+
+void Fp8LinearForward(const std::string& name, const Shape& sh, int64_t out,
+                      int64_t in, std::vector<Kernel>* k) {
+  Fp8Amax(name + " input", sh.tokens * in, k);
+  k->push_back(Streaming(name + " input to fp8", sh.tokens * in,
+                         kBf16 + 2 * kFp8, 0, 1));
+  Fp8Amax(name + " weight", out * in, k);
+  k->push_back(
+      Streaming(name + " weight to fp8", out * in, kBf16 + kFp8, 0, 1));
+  k->push_back(Fp8Gemm(GemmKernel(name, sh.tokens, out, in, Gemm::FORWARD)));
+}
+
+void Fp8LinearBackward(const std::string& name, const Shape& sh, int64_t out,
+                       int64_t in, std::vector<Kernel>* k) {
+  Fp8Amax(name + " output grad", sh.tokens * out, k);
+  k->push_back(Streaming(name + " output grad to fp8", sh.tokens * out,
+                         kBf16 + 2 * kFp8, 0, 1));
+  k->push_back(
+      Streaming(name + " weight to fp8 t", out * in, kBf16 + kFp8, 0, 1));
+  k->push_back(
+      Fp8Gemm(GemmKernel(name + " dgrad", sh.tokens, in, out, Gemm::DGRAD)));
+  k->push_back(
+      Fp8Gemm(GemmKernel(name + " wgrad", out, in, sh.tokens, Gemm::WGRAD)));
 }
 
 // ---- normalisation over `x` = T x h elements ----
@@ -287,8 +340,13 @@ Unit LinearUnit(const std::string& name, const Shape& sh, int64_t out,
                 int64_t in, bool bias) {
   Unit u = MakeUnit(name, out * in + (bias ? out : 0));
   if (bias) u.vectors = {out};
-  u.forward.push_back(LinearForward(name, sh, out, in));
-  LinearBackward(name, sh, out, in, &u.backward);
+  if (sh.fp8) {
+    Fp8LinearForward(name, sh, out, in, &u.forward);
+    Fp8LinearBackward(name, sh, out, in, &u.backward);
+  } else {
+    LinearForward(name, sh, out, in, &u.forward);
+    LinearBackward(name, sh, out, in, &u.backward);
+  }
   return u;
 }
 
@@ -648,7 +706,11 @@ std::vector<Unit> HeadUnits(const Model& model, const Batch& batch) {
   // No bias even where the blocks' linear layers have one (HF's
   // GPT2LMHeadModel: nn.Linear(n_embd, vocab_size, bias=False)), as
   // model.cc's HeadParams counts it.
-  Unit head = LinearUnit("lm_head", sh, sh.vocab, sh.h, /*bias=*/false);
+  // torchtitan's float8 converter leaves it in bf16 (its filter_fqns
+  // default, ["output"]).
+  Shape head_sh = sh;
+  head_sh.fp8 = false;
+  Unit head = LinearUnit("lm_head", head_sh, sh.vocab, sh.h, /*bias=*/false);
   if (model.tied_embeddings()) {
     head.params = 0;
     head.vectors.clear();
@@ -730,8 +792,10 @@ int64_t KernelBytes(const Kernel& kernel) {
   switch (kernel.body_case()) {
     case Kernel::kGemm: {
       const Gemm& g = kernel.gemm();
-      return kBf16 * std::max<int64_t>(1, g.batch()) *
-             (g.m() * g.k() + g.k() * g.n() + g.m() * g.n());
+      // FP8 operands are one byte; the output is bf16 either way.
+      const int64_t in = g.fp8() ? kFp8 : kBf16;
+      return std::max<int64_t>(1, g.batch()) *
+             (in * (g.m() * g.k() + g.k() * g.n()) + kBf16 * g.m() * g.n());
     }
     case Kernel::kAttention: {
       const Attention& a = kernel.attention();

@@ -224,6 +224,15 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
     }
     job.platform = *std::move(platform);
   }
+  if (s.kernels().float8().enabled() &&
+      job.platform.gpu().fp8_peak_flops() <= 0) {
+    return FieldError(
+        path, "kernels.float8.enabled",
+        absl::StrCat("FP8 training needs FP8 tensor cores, which the ",
+                     job.platform.gpu().name(), " of platform \"",
+                     job.platform.name(),
+                     "\" lacks (its gpu.fp8_peak_flops is 0)"));
+  }
   for (int gpus : s.gpus()) {
     if (absl::Status v = CheckGpuCount(job, gpus); !v.ok()) return v;
   }

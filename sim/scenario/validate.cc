@@ -18,7 +18,8 @@ void CheckGpu(const Gpu& g, FieldCheck& c) {
       .Real("gpu.hbm_bytes_per_s", g.hbm_bytes_per_s(), kMinBandwidth,
             kMaxBandwidth)
       .Count("gpu.reserved_bytes", g.reserved_bytes(), 0, g.memory_bytes())
-      .Count("gpu.sms", g.sms(), 1, 1024);
+      .Count("gpu.sms", g.sms(), 1, 1024)
+      .Real("gpu.fp8_peak_flops", g.fp8_peak_flops(), 0, kMaxFlops);
 }
 
 void CheckNetwork(const Platform& p, FieldCheck& c) {
@@ -76,7 +77,8 @@ void CheckKernels(const KernelModel& k, FieldCheck& c) {
       .Real("kernels.launch_s", k.launch_s(), 0, kMaxLatencyS)
       .Real("kernels.host_launch_s", k.host_launch_s(), 0, kMaxLatencyS)
       .Count("kernels.gemm_tile_m", k.gemm_tile_m(), 1, 4096)
-      .Count("kernels.gemm_tile_n", k.gemm_tile_n(), 1, 4096);
+      .Count("kernels.gemm_tile_n", k.gemm_tile_n(), 1, 4096)
+      .Real("kernels.fp8_gemm_efficiency", k.fp8_gemm_efficiency(), 0, 1);
 }
 
 void CheckInterference(const Interference& in, int sms, FieldCheck& c) {
@@ -104,6 +106,11 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
   CheckProtocols(p, c);
   CheckEfficiency(p.efficiency(), c);
   CheckKernels(p.kernels(), c);
+  c.Rule(
+      "kernels.fp8_gemm_efficiency",
+      (p.gpu().fp8_peak_flops() > 0) == (p.kernels().fp8_gemm_efficiency() > 0),
+      "is given with gpu.fp8_peak_flops, and only with it (a GPU with FP8 "
+      "tensor cores has both)");
   CheckInterference(p.interference(), p.gpu().sms(), c);
   return c.status();
 }
@@ -174,6 +181,10 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   // attention is a flash-attention path (HF's eager attention has no cp),
   // and the load-balanced causal split cuts every sequence into 2 x cp
   // chunks (megatron/core/utils.py, get_batch_on_this_cp_rank).
+  c.Rule("kernels.float8.enabled",
+         !s.kernels().float8().enabled() || std::max(1, p.tp()) == 1,
+         "FP8 linear layers under tensor parallelism (torchao's "
+         "Float8ColwiseParallel) are not modelled: tp must be 1");
   const int cp = std::max(1, p.cp());
   c.Rule("flash_attention", cp == 1 || s.flash_attention(),
          "context parallelism (parallelism.cp > 1) runs Transformer Engine's "
