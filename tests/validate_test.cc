@@ -1,13 +1,14 @@
 // validate/: measurement parsing, calibration recovery, validation.
 #include "validate/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <algorithm>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@
 #include "validate/cli.h"
 #include "validate/kernels.h"
 #include "validate/measurements.h"
+#include "validate/published.h"
 
 namespace shardsim {
 namespace {
@@ -503,6 +505,113 @@ TEST(ValidateKernels, A100GemmsAreTheFitOfTwentyFivePublishedShapes) {
   for (const KernelCheck& c : CheckKernels(*a100, *held_out)) {
     EXPECT_LT(std::abs(c.error), 0.10) << c.sample->what;
   }
+}
+
+}  // namespace
+}  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+std::string WriteRun(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(TempDir(), "/", name, ".textproto");
+  std::ofstream(path) << text;
+  return path;
+}
+
+constexpr char kRunHead[] =
+    "name: \"r\" source: \"https://example.org\" framework: \"f\"\n";
+
+std::string LinsFile() {
+  return absl::StrCat(SHARDSIM_SOURCE_DIR,
+                      "/scenarios/paper/lins_7b_8gpus.textproto");
+}
+
+TEST(ValidatePublished, ARunNamesTheFieldItLacks) {
+  const struct {
+    const char* name;
+    std::string text;
+    const char* field;
+  } cases[] = {
+      {"no_measure",
+       absl::StrCat(kRunHead, "scenario_file: \"", LinsFile(),
+                    "\" strategy: \"zero1\" gpus: 8"),
+       "field measured"},
+      {"two_strategies",
+       absl::StrCat(kRunHead,
+                    "mfu: 0.5 scenario { strategies: \"zero1\" "
+                    "strategies: \"zero3\" gpus: 8 }"),
+       "field scenario.strategies"},
+      {"no_gpus",
+       absl::StrCat(kRunHead, "mfu: 0.5 scenario_file: \"", LinsFile(),
+                    "\" strategy: \"zero1\""),
+       "field gpus"},
+      {"no_source",
+       "name: \"r\" framework: \"f\" mfu: 0.5 scenario { strategies: \"z\" "
+       "gpus: 8 }",
+       "field source"},
+      {"mfu_over_one",
+       absl::StrCat(kRunHead, "mfu: 50 scenario_file: \"", LinsFile(),
+                    "\" strategy: \"zero1\" gpus: 8"),
+       "field mfu"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = WriteRun(c.name, c.text);
+    absl::StatusOr<std::vector<PublishedCheck>> r =
+        CheckPublished({path}, EngineOptions());
+    ASSERT_FALSE(r.ok()) << c.name;
+    const std::string m(r.status().message());
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+    EXPECT_NE(m.find(c.field), std::string::npos) << m;
+  }
+}
+
+TEST(ValidatePublished, AMeasuredStepTwiceTheSimulatedIsHalfTheTokens) {
+  // The same point twice: once measured as an MFU, which the report takes
+  // as is, and once as a step time twice the simulated one, whose tokens
+  // per GPU per second are then half the simulated: error +100%.
+  const std::string mfu_run = WriteRun(
+      "mfu", absl::StrCat(kRunHead, "mfu: 0.5 scenario_file: \"", LinsFile(),
+                          "\" strategy: \"zero1\" gpus: 8"));
+  absl::StatusOr<std::vector<PublishedCheck>> first =
+      CheckPublished({mfu_run}, EngineOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  const PublishedCheck& a = (*first)[0];
+  EXPECT_EQ(a.metric, "MFU");
+  EXPECT_EQ(a.gpus, 8);
+  EXPECT_EQ(a.strategy, "zero1");
+  EXPECT_DOUBLE_EQ(a.error, (a.simulated - 0.5) / 0.5);
+  EXPECT_DOUBLE_EQ(a.simulated, a.mfu);
+  const std::string step_run =
+      WriteRun("step", absl::StrCat(kRunHead, "step_time_s: ",
+                                    absl::StrFormat("%.17g", 2 * a.step_time_s),
+                                    " scenario_file: \"", LinsFile(),
+                                    "\" strategy: \"zero1\" gpus: 8"));
+  absl::StatusOr<std::vector<PublishedCheck>> second =
+      CheckPublished({step_run}, EngineOptions());
+  ASSERT_TRUE(second.ok()) << second.status();
+  const PublishedCheck& b = (*second)[0];
+  EXPECT_EQ(b.metric, "tokens/s/GPU");
+  EXPECT_NEAR(b.measured, b.simulated / 2, 1e-9 * b.simulated);
+  EXPECT_NEAR(b.error, 1.0, 1e-9);
+  EXPECT_NEAR(MedianAbsError(*second), 1.0, 1e-9);
+}
+
+TEST(ValidatePublished, ShippedRunsCoverTwoGpuTypes) {
+  absl::StatusOr<std::vector<std::string>> files = PublishedFiles(
+      {absl::StrCat(SHARDSIM_SOURCE_DIR, "/validate/published")});
+  ASSERT_TRUE(files.ok()) << files.status();
+  absl::StatusOr<std::vector<PublishedCheck>> checks =
+      CheckPublished(*files, EngineOptions());
+  ASSERT_TRUE(checks.ok()) << checks.status();
+  std::set<std::string> gpus;
+  for (const PublishedCheck& c : *checks) {
+    EXPECT_FALSE(c.oom) << c.run.name();
+    EXPECT_GT(c.simulated, 0) << c.run.name();
+    gpus.insert(c.gpu.substr(0, 4));
+  }
+  EXPECT_GE(checks->size(), 8u);
+  EXPECT_EQ(gpus, (std::set<std::string>{"A100", "H100"}));
 }
 
 }  // namespace

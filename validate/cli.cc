@@ -12,6 +12,7 @@
 #include "validate/calibrate.h"
 #include "validate/kernels.h"
 #include "validate/measurements.h"
+#include "validate/published.h"
 #include "validate/validate.h"
 
 namespace shardsim {
@@ -151,6 +152,36 @@ absl::Status RunValidateCommand(const std::string& platform,
             "%s: median relative error %.3g exceeds --max-median-error %.3g",
             e.file, e.median_relative_error, max_median_error));
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunPublishedCommand(const std::vector<std::string>& paths,
+                                 const EngineOptions& options,
+                                 double max_median_error,
+                                 const std::string& json_path) {
+  absl::StatusOr<std::vector<std::string>> files = PublishedFiles(paths);
+  if (!files.ok()) return files.status();
+  absl::StatusOr<std::vector<PublishedCheck>> checks =
+      CheckPublished(*files, options);
+  if (!checks.ok()) return checks.status();
+  std::cout << PublishedTable(*checks);
+  absl::StatusOr<std::string> json = PublishedJson(*checks);
+  if (!json.ok()) return json.status();
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << *json;
+    if (!out)
+      return absl::UnavailableError(absl::StrCat(json_path, ": cannot write"));
+  }
+  if (max_median_error >= 0) {
+    const double median = MedianAbsError(*checks);
+    if (!(median <= max_median_error)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "published runs: median |error| %.3g exceeds --max-median-error "
+          "%.3g",
+          median, max_median_error));
     }
   }
   return absl::OkStatus();

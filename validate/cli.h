@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/simulate/simulate.h"
 
 namespace shardsim {
 
@@ -24,6 +25,15 @@ absl::Status RunValidateCommand(const std::string& platform,
                                 const std::vector<std::string>& files,
                                 double max_median_error,
                                 const std::string& json_path);
+
+// `validate --published`: the runs of `paths` (files or directories,
+// validate/published.h) simulated and compared, a table on stdout and JSON
+// to `json_path` if set. Non-OK when the median |error| exceeds
+// `max_median_error` (>= 0).
+absl::Status RunPublishedCommand(const std::vector<std::string>& paths,
+                                 const EngineOptions& options,
+                                 double max_median_error,
+                                 const std::string& json_path);
 
 }  // namespace shardsim
 

@@ -121,9 +121,13 @@ const std::vector<Command>& Commands() {
        {"platform", "measurements", "out"},
        CalibrateMain},
       {"validate",
-       "validate --platform P --measurements F1,F2",
-       "predicted against measured, per file, with the median error.",
-       {"platform", "measurements", "max_median_error", "json"},
+       "validate --platform P --measurements F1,F2 | validate --published "
+       "[FILE|DIR ...]",
+       "predicted against measured, per file, with the median error: "
+       "collectives and kernels on a platform, or published training runs "
+       "(--published).",
+       {"platform", "measurements", "max_median_error", "json", "published",
+        "jobs"},
        ValidateMain},
       {"platform",
        "platform NAME|FILE",

@@ -74,6 +74,10 @@ ABSL_FLAG(std::string, measurements, "",
 ABSL_FLAG(std::string, out, "", "calibrate: the calibrated platform file");
 ABSL_FLAG(double, max_median_error, -1,
           "validate: exit non-zero when a file's median error exceeds this");
+ABSL_FLAG(bool, published, false,
+          "validate: simulate published training runs (the files or "
+          "directories given, else the shipped validate/published/) and "
+          "compare their measured throughput");
 
 namespace shardsim {
 namespace {

@@ -33,6 +33,7 @@ ABSL_DECLARE_FLAG(bool, deployable);
 ABSL_DECLARE_FLAG(std::string, measurements);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(double, max_median_error);
+ABSL_DECLARE_FLAG(bool, published);
 
 namespace shardsim {
 
