@@ -113,25 +113,45 @@ TEST(DeepSpeedConfig, AKeyAndItsAliasAreOneKey) {
   EXPECT_EQ(c->execution.prefetch_bucket_elements(), 50000000);
 }
 
-TEST(DeepSpeedConfig, OffloadIsReportedUnlessItsDeviceIsNone) {
+TEST(DeepSpeedConfig, OptimizerOffloadToCpuIsZeroOffloadAndNvmeIsRefused) {
+  auto read = [](const std::string& name, const std::string& device,
+                 int stage) {
+    return ReadDeepSpeedConfig(
+        Config(name, absl::StrCat("{", kBf16, R"("zero_optimization": {)",
+                                  "\"stage\": ", stage,
+                                  R"(, "offload_optimizer": {"device": )",
+                                  device, R"(, "pin_memory": true}}})")),
+        "");
+  };
+  absl::StatusOr<DeepSpeedZero> cpu = read("cpu.json", "\"cpu\"", 2);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_TRUE(cpu->unmodelled.empty());
+  EXPECT_TRUE(cpu->execution.offload_optimizer());
+  absl::StatusOr<DeepSpeedZero> none = read("none.json", "\"none\"", 3);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->execution.offload_optimizer());
+  EXPECT_THAT(ErrorOf(Config("nvme.json",
+                             absl::StrCat("{", kBf16,
+                                          R"("zero_optimization": {"stage": 3,
+                             "offload_optimizer": {"device": "nvme"}}})"))),
+              HasSubstr("offload_optimizer.device \"nvme\""));
+  EXPECT_THAT(ErrorOf(Config("disk.json",
+                             absl::StrCat("{", kBf16,
+                                          R"("zero_optimization": {"stage": 3,
+                             "offload_optimizer": {"device": "disk"}}})"))),
+              HasSubstr("must be \"none\", \"cpu\" or \"nvme\""));
+}
+
+TEST(DeepSpeedConfig, ParameterOffloadIsReportedUnlessItsDeviceIsNone) {
   absl::StatusOr<DeepSpeedZero> cpu = ReadDeepSpeedConfig(
-      Config("cpu.json", absl::StrCat("{", kBf16,
-                                      R"("zero_optimization": {"stage": 3,
-                             "offload_optimizer": {"device": "cpu",
-                                                   "pin_memory": true}}})")),
+      Config("param_cpu.json",
+             absl::StrCat("{", kBf16, R"("zero_optimization": {"stage": 3,
+                             "offload_param": {"device": "cpu"}}})")),
       "");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_EQ(cpu->unmodelled.size(), 1u);
   EXPECT_THAT(cpu->unmodelled[0],
-              HasSubstr("zero_optimization.offload_optimizer.device = "
-                        "\"cpu\""));
-  absl::StatusOr<DeepSpeedZero> none = ReadDeepSpeedConfig(
-      Config("none.json", absl::StrCat("{", kBf16,
-                                       R"("zero_optimization": {"stage": 3,
-                             "offload_optimizer": {"device": "none"}}})")),
-      "");
-  ASSERT_TRUE(none.ok()) << none.status();
-  EXPECT_TRUE(none->unmodelled.empty());
+              HasSubstr("zero_optimization.offload_param.device = \"cpu\""));
 }
 
 TEST(DeepSpeedConfig, Fp32TrainingAndOtherOptimizersAreReported) {
@@ -221,10 +241,10 @@ TEST(DeepSpeedCheck, UnmodelledKeysAreErrorsOrWithLeaveWarnings) {
   const std::string config =
       Config("offload.json", absl::StrCat("{", kBf16,
                                           R"("zero_optimization": {"stage": 3,
-                      "offload_optimizer": {"device": "cpu"}}})"));
+                      "offload_param": {"device": "cpu"}}})"));
   const std::string error = JobError(config);
   EXPECT_THAT(error, HasSubstr("not modelled: "
-                               "zero_optimization.offload_optimizer.device"));
+                               "zero_optimization.offload_param.device"));
   EXPECT_THAT(error, HasSubstr("--allow-unmodelled"));
   absl::StatusOr<Job> job = JobWith(config, /*allow=*/true);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -232,7 +252,7 @@ TEST(DeepSpeedCheck, UnmodelledKeysAreErrorsOrWithLeaveWarnings) {
   EXPECT_THAT(job->warnings[0],
               HasSubstr(absl::StrCat("DeepSpeed config ", config,
                                      ": not modelled: zero_optimization."
-                                     "offload_optimizer.device = \"cpu\"")));
+                                     "offload_param.device = \"cpu\"")));
 }
 
 TEST(DidYouMean, NearNamesOnly) {

@@ -985,11 +985,12 @@ TEST(EngineStep, BreakdownAddsUpToTheStep) {
       SCOPED_TRACE(
           absl::StrCat(row.strategy(), " pp ", pp, " tp ", tp, " cp ", cp));
       const Breakdown& b = row.breakdown();
-      const double parts =
-          b.compute_s() + b.compute_slowdown_s() + b.optimizer_s() +
-          b.bandwidth_s() + b.latency_s() + b.launch_overhead_s() +
-          b.prefetch_wait_s() + b.prefetch_depth_s() + b.pipeline_bubble_s() +
-          b.point_to_point_s() + b.tensor_parallel_s() + b.context_parallel_s();
+      const double parts = b.compute_s() + b.compute_slowdown_s() +
+                           b.optimizer_s() + b.bandwidth_s() + b.latency_s() +
+                           b.launch_overhead_s() + b.prefetch_wait_s() +
+                           b.prefetch_depth_s() + b.pipeline_bubble_s() +
+                           b.point_to_point_s() + b.tensor_parallel_s() +
+                           b.context_parallel_s() + b.offload_s();
       EXPECT_NEAR(parts, row.step_time_s(), 1e-9 * row.step_time_s());
       double exposed = 0;
       for (const ExposedCollective& e : b.by_collective()) {

@@ -79,6 +79,12 @@ absl::StatusOr<std::vector<Stream>> StreamsById(const Schedule& schedule) {
       return absl::InvalidArgumentError(
           absl::StrCat("schedule: negative op id ", op.id()));
     }
+    if (op.stream() == OFFLOAD || op.stream() == HOST) {
+      return absl::UnimplementedError(absl::StrCat(
+          "schedule: op ", op.id(), " (", op.label(),
+          ") is ZeRO-Offload's host side (offload_optimizer), which "
+          "shardsim simulates but shardsim-hw does not run"));
+    }
     if (op.id() >= static_cast<int>(stream_of.size())) {
       stream_of.resize(op.id() + 1, STREAM_UNSPECIFIED);
     }

@@ -87,6 +87,19 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
     return absl::InvalidArgumentError(absl::StrCat(
         job.path, ": field ", s.message(), " (strategy \"", spec, "\")"));
   }
+  if (strategy->execution().offload_optimizer()) {
+    const Host& host = job.platform.host();
+    const char* missing = host.pcie_bytes_per_s() <= 0 ? "pcie_bytes_per_s"
+                          : host.cpu_adam_params_per_s() <= 0
+                              ? "cpu_adam_params_per_s"
+                              : nullptr;
+    if (missing != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          PointName(job, spec, gpus), "offload_optimizer needs platform \"",
+          job.platform.name(), "\"'s host.", missing,
+          " (the host side of ZeRO-Offload), which it does not give"));
+    }
+  }
   absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
   if (!scenario.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -88,12 +88,21 @@ std::pair<double, bool> Body(const Kernel& kernel, const Platform& p) {
     }
     case Kernel::kOptimizer:
       return {KernelBytes(kernel) / (Hbm(p) * km.optimizer_fraction()), true};
+    case Kernel::kHostCopy:
+      return {kernel.host_copy().bytes() / p.host().pcie_bytes_per_s(), false};
+    case Kernel::kHostOptimizer:
+      // The node's CPU Adam rate, shared by its GPUs' ranks.
+      return {kernel.host_optimizer().params() * p.gpus_per_node() /
+                  p.host().cpu_adam_params_per_s(),
+              false};
     default:
       return {0, true};
   }
 }
 
+// A copy is one cudaMemcpyAsync; the host's optimizer launches nothing.
 int Launches(const Kernel& kernel) {
+  if (kernel.has_host_optimizer()) return 0;
   return kernel.has_memory() ? std::max(1, kernel.memory().launches()) : 1;
 }
 
@@ -108,13 +117,21 @@ bool KernelMemoryBound(const Kernel& kernel, const Platform& platform) {
   return Body(kernel, platform).second;
 }
 
+bool HostKernel(const Kernel& kernel) {
+  return kernel.has_host_copy() || kernel.has_host_optimizer();
+}
+
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform) {
   OpCost cost;
   for (const Kernel& k : kernels.kernels()) {
     const double t = KernelSeconds(k, platform);
     cost.seconds += t;
-    (KernelMemoryBound(k, platform) ? cost.memory_bound_s
-                                    : cost.compute_bound_s) += t;
+    if (HostKernel(k)) {
+      cost.host_s += t;
+    } else {
+      (KernelMemoryBound(k, platform) ? cost.memory_bound_s
+                                      : cost.compute_bound_s) += t;
+    }
   }
   return cost;
 }

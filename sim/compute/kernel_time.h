@@ -17,6 +17,9 @@
 //  - Memory-bound: vector bytes at the vectorized rate plus general bytes at
 //    the general-path rate (kernel.proto), each a share of HBM bandwidth.
 //  - Optimizer: its bytes at the optimizer's share of HBM bandwidth.
+//  - Host side (ZeRO-Offload): a copy's bytes at the platform's PCIe rate;
+//    the CPU's Adam at the node's rate shared by its GPUs. Neither holds
+//    SMs or HBM bandwidth the model counts, so collectives do not slow them.
 //  Every launch adds launch_s (the GPU-side gap between back-to-back
 //  kernels).
 #ifndef SHARDSIM_SIM_COMPUTE_KERNEL_TIME_H_
@@ -44,7 +47,11 @@ struct OpCost {
   double seconds = 0;
   double compute_bound_s = 0;  // GEMMs and attention bound by their math
   double memory_bound_s = 0;   // everything bound by HBM bandwidth
+  double host_s = 0;           // PCIe copies and the CPU's work
 };
+
+// A kernel of the host side (kernel.proto's HostCopy, HostOptimizer).
+bool HostKernel(const Kernel& kernel);
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform);
 
 // How much longer a compute op of cost `c` takes while collectives hold

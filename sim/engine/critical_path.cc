@@ -211,6 +211,11 @@ class PathWalk {
       Mark(id, "pipeline bubble");
       return;
     }
+    if (op.has_compute() && (op.stream() == OFFLOAD || op.stream() == HOST)) {
+      b_.set_offload_s(b_.offload_s() + d);
+      Mark(id, "offload");
+      return;
+    }
     if (op.has_compute()) {
       const double whole = ot.end - ot.start;
       const double scale = whole > 0 ? d / whole : 0;

@@ -238,12 +238,27 @@ class Replayer {
       // A kernel followed on its stream by a kernel ready now leaves the
       // ports slowed: no instant passes between the two, and each change
       // of their bandwidth costs SimGrid a new share of every port.
-      if (schedule_.ops(id).has_compute() &&
-          !(k + 1 < ops.size() && schedule_.ops(ops[k + 1]).has_compute() &&
+      if (OnGpu(schedule_.ops(id)) &&
+          !(k + 1 < ops.size() && OnGpu(schedule_.ops(ops[k + 1])) &&
             Ready(ops[k + 1]))) {
         SetComputeBusy(p, false);
       }
     }
+  }
+
+  // A compute op that runs kernels on the GPU's SMs: not ZeRO-Offload's
+  // host side (its copies by the copy engines, its CPU step).
+  static bool OnGpu(const Op& op) {
+    return op.has_compute() && op.stream() != OFFLOAD && op.stream() != HOST;
+  }
+
+  // ZeRO-Offload's host side takes its time whatever the GPU does: no SMs
+  // held, no ports slowed, nothing that collectives slow.
+  void RunHostSide(int id) {
+    const double seconds = cost_[id].seconds;
+    work_[id] = {seconds, Now(), 1};
+    sg4::this_actor::sleep_for(seconds);
+    times_[id].gpu_s = Now() - times_[id].start;
   }
 
   // Collectives hold SMs; a compute op slows by the share they hold.
@@ -302,7 +317,11 @@ class Replayer {
     newest_started_ = std::max(newest_started_, id);
     switch (op.body_case()) {
       case Op::kCompute:
-        RunCompute(id);
+        if (OnGpu(op)) {
+          RunCompute(id);
+        } else {
+          RunHostSide(id);
+        }
         break;
       case Op::kCollective: {
         const int sms = fabric_->platform().interference().collective_sms();

@@ -23,7 +23,8 @@ constexpr std::string_view kCauses[] = {"",
                                         "pipeline bubble",
                                         "point-to-point",
                                         "tensor parallel",
-                                        "context parallel"};
+                                        "context parallel",
+                                        "offload"};
 
 }  // namespace
 

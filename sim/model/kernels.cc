@@ -754,6 +754,28 @@ std::vector<Kernel> OptimizerKernels(int64_t params) {
           Streaming("weights to bf16", params, kFp32 + kBf16, 0, 1)};
 }
 
+std::vector<Kernel> OffloadGradientKernels(int64_t params) {
+  Kernel copy;
+  copy.set_name("gradient to host");
+  copy.mutable_host_copy()->set_bytes(kFp32 * params);
+  copy.mutable_host_copy()->set_to_host(true);
+  return {Streaming("gradient to fp32", params, kBf16 + kFp32, 0, 1), copy};
+}
+
+Kernel HostOptimizerKernel(int64_t params) {
+  Kernel adam;
+  adam.set_name("cpu adam");
+  adam.mutable_host_optimizer()->set_params(params);
+  return adam;
+}
+
+Kernel OffloadParamsKernel(int64_t params) {
+  Kernel copy;
+  copy.set_name("weights to gpu");
+  copy.mutable_host_copy()->set_bytes(kBf16 * params);
+  return copy;
+}
+
 Kernel AccumulateKernel(int64_t elements) {
   return Streaming("gradient accumulate", elements, 3 * kBf16, 0, 1);
 }

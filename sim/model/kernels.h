@@ -100,6 +100,14 @@ int KvHeadsPerGpu(int kv_heads, int tp);
 // and the updated weights cast back to bf16 for the next forward.
 std::vector<Kernel> OptimizerKernels(int64_t params);
 
+// ZeRO-Offload (sim/schedule/lower/offload.h): a reduced bf16 gradient
+// shard of `params` cast to fp32 on the GPU and copied to the host (4 bytes
+// a parameter); Adam over them on the host's CPU; the updated shard copied
+// back in bf16 (2 bytes a parameter).
+std::vector<Kernel> OffloadGradientKernels(int64_t params);
+Kernel HostOptimizerKernel(int64_t params);
+Kernel OffloadParamsKernel(int64_t params);
+
 // Adds a micro-batch's bf16 gradients of `elements` into the accumulated
 // ones (PyTorch's .grad accumulation, or into a reduced shard).
 Kernel AccumulateKernel(int64_t elements);

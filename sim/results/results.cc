@@ -219,19 +219,22 @@ std::string FormatPlanTable(const SearchResults& plan) {
 std::string FormatBreakdownTable(const Results& results) {
   // Pipelines add their bubble and point-to-point columns, tensor and
   // context parallelism theirs.
-  bool piped = false, split = false;
+  bool piped = false, split = false, offload = false;
   for (const ResultRow& r : results.rows()) {
     const Breakdown& b = r.breakdown();
     piped = piped || b.pipeline_bubble_s() > 0 || b.point_to_point_s() > 0;
     split = split || b.tensor_parallel_s() > 0 || b.context_parallel_s() > 0;
+    offload = offload || b.offload_s() > 0;
   }
   std::string out = absl::StrFormat(
       "why: the critical path of each step, seconds per cause (they add up "
-      "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | %s%s",
+      "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | "
+      "%s%s%s",
       "strategy", "gpus", "step s", "compute", "slowdown", "optim", "bandwdth",
       "latency", "launch", "prefetch", "mem-lim",
       piped ? absl::StrFormat("%8s %8s | ", "bubble", "p2p") : "",
-      split ? absl::StrFormat("%8s %8s | ", "tp comm", "cp comm") : "");
+      split ? absl::StrFormat("%8s %8s | ", "tp comm", "cp comm") : "",
+      offload ? absl::StrFormat("%8s | ", "offload") : "");
   absl::StrAppend(&out, "most exposed collectives\n");
   for (const ResultRow& r : results.rows()) {
     if (!r.has_breakdown()) continue;
@@ -250,7 +253,7 @@ std::string FormatBreakdownTable(const Results& results) {
     absl::StrAppendFormat(
         &out,
         "%-34s %6d %8.4f | %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
-        "%s%s%s\n",
+        "%s%s%s%s\n",
         r.strategy(), r.gpus(), r.step_time_s(), b.compute_s(),
         b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(), b.latency_s(),
         b.launch_overhead_s(), b.prefetch_wait_s(), b.prefetch_depth_s(),
@@ -260,7 +263,7 @@ std::string FormatBreakdownTable(const Results& results) {
         split ? absl::StrFormat("%8.4f %8.4f | ", b.tensor_parallel_s(),
                                 b.context_parallel_s())
               : "",
-        exposed);
+        offload ? absl::StrFormat("%8.4f | ", b.offload_s()) : "", exposed);
   }
   return out;
 }

@@ -81,6 +81,11 @@ void CheckKernels(const KernelModel& k, FieldCheck& c) {
       .Real("kernels.fp8_gemm_efficiency", k.fp8_gemm_efficiency(), 0, 1);
 }
 
+void CheckHost(const Host& h, FieldCheck& c) {
+  c.Real("host.pcie_bytes_per_s", h.pcie_bytes_per_s(), 0, kMaxBandwidth)
+      .Real("host.cpu_adam_params_per_s", h.cpu_adam_params_per_s(), 0, 1e15);
+}
+
 void CheckInterference(const Interference& in, int sms, FieldCheck& c) {
   c.Count("interference.collective_sms", in.collective_sms(), 0, sms)
       .Real("interference.compute_slowdown", in.compute_slowdown(), 0, 100)
@@ -112,6 +117,7 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
       "is given with gpu.fp8_peak_flops, and only with it (a GPU with FP8 "
       "tensor cores has both)");
   CheckInterference(p.interference(), p.gpu().sms(), c);
+  CheckHost(p.host(), c);
   return c.status();
 }
 

@@ -255,6 +255,26 @@ absl::Status ReadExecutionKeys(const Json& zero, Execution* e) {
     return s;
   }
   if (!reduce_scatter) e->set_all_reduce_buckets(true);
+  // offload_optimizer.device (runtime/zero/offload_config.py,
+  // OffloadDeviceEnum): "cpu" is ZeRO-Offload; NVMe (ZeRO-Infinity) swaps
+  // the states out through files, which is not modelled.
+  if (zero.contains("offload_optimizer") &&
+      zero["offload_optimizer"].is_object() &&
+      zero["offload_optimizer"].contains("device")) {
+    const Json& device = zero["offload_optimizer"]["device"];
+    if (device == "cpu") {
+      e->set_offload_optimizer(true);
+    } else if (device == "nvme") {
+      return Invalid(
+          "zero_optimization.offload_optimizer.device \"nvme\": NVMe "
+          "offload (ZeRO-Infinity) is not modelled; \"cpu\" is");
+    } else if (device != "none" && !device.is_null()) {
+      return Invalid(absl::StrCat(
+          "zero_optimization.offload_optimizer.device must be \"none\", "
+          "\"cpu\" or \"nvme\", got ",
+          device.dump()));
+    }
+  }
   return absl::OkStatus();
 }
 

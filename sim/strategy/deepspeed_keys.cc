@@ -12,8 +12,8 @@ using K = DeepSpeedKeyKind;
 // carry DeepSpeed's default (kUnmodelled) and what shardsim leaves out.
 std::vector<DeepSpeedKey> MakeKeys() {
   const char* const kOffload =
-      "offloads to CPU or NVMe (host copies and the CPU optimizer step are "
-      "not simulated)";
+      "offloads parameters to CPU or NVMe (their host copies are not "
+      "simulated)";
   return {
       // Batch: checked against the scenario (deepspeed_check.h).
       {"train_batch_size", K::kModelled, "", ""},
@@ -171,8 +171,8 @@ std::vector<DeepSpeedKey> MakeKeys() {
       {"zero_optimization.offload_param.max_in_cpu", K::kNoCost, "", ""},
       {"zero_optimization.offload_param.pin_memory", K::kNoCost, "", ""},
       {"zero_optimization.offload_optimizer", K::kSection, "", ""},
-      {"zero_optimization.offload_optimizer.device", K::kUnmodelled, "\"none\"",
-       kOffload},
+      // "cpu": ZeRO-Offload (Execution.offload_optimizer); "nvme" is refused.
+      {"zero_optimization.offload_optimizer.device", K::kModelled, "", ""},
       {"zero_optimization.offload_optimizer.nvme_path", K::kNoCost, "", ""},
       {"zero_optimization.offload_optimizer.buffer_count", K::kNoCost, "", ""},
       {"zero_optimization.offload_optimizer.pin_memory", K::kNoCost, "", ""},

@@ -59,6 +59,7 @@ Execution DeepSpeed(int stage) {
   // all_gather_into_tensor of the whole flat group (runtime/utils.py
   // L1005-1018; allgather_bucket_size no longer splits it).
   e.set_rebuild_per_layer(false);
+  e.set_offload_optimizer(false);  // offload_optimizer.device "none"
   return e;
 }
 
@@ -89,6 +90,7 @@ Execution Fsdp() {
   e.set_sync_after_backward(false);
   e.set_max_inflight_fetches(0);
   e.set_rebuild_per_layer(true);
+  e.set_offload_optimizer(false);
   return e;
 }
 
@@ -215,7 +217,12 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden, Strategy* s) {
       .Count("max_inflight_fetches", e.max_inflight_fetches(), 0,
              limits::kMaxLayers + 2)
       .Real("launch_overhead_s", e.launch_overhead_s(), 0, kMaxLatencyS)
-      .Real("fetch_overhead_s", e.fetch_overhead_s(), 0, kMaxLatencyS);
+      .Real("fetch_overhead_s", e.fetch_overhead_s(), 0, kMaxLatencyS)
+      .Rule("offload_optimizer",
+            !e.offload_optimizer() || framework == DEEPSPEED,
+            absl::StrCat("ZeRO-Offload is DeepSpeed's; ",
+                         FrameworkName(framework),
+                         " does not offload the optimizer this way"));
   if (!c.ok()) return c.status();
   *s->mutable_execution() = e;
   return absl::OkStatus();

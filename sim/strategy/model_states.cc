@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "sim/strategy/strategy.h"
 
@@ -41,6 +42,9 @@ ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
   states.grads = ShardBytes(psi, kHalfBytes, Shards(strategy.g()));
   states.optimizer =
       ShardBytes(psi, optimizer_bytes_per_param, Shards(strategy.os()));
+  if (strategy.execution().offload_optimizer()) {
+    std::swap(states.optimizer, states.host_optimizer);
+  }
   return states;
 }
 

@@ -16,7 +16,10 @@ struct ModelStates {
   int64_t params = 0;     // 2 psi / s_p, plus the hpZ secondary copy
   int64_t secondary = 0;  // of params: the hpZ secondary copy alone
   int64_t grads = 0;      // 2 psi / s_g
-  int64_t optimizer = 0;  // K psi / s_os
+  int64_t optimizer = 0;  // K psi / s_os; 0 under ZeRO-Offload
+  // Under ZeRO-Offload (Execution.offload_optimizer) the K psi / s_os bytes
+  // live in the host's memory instead.
+  int64_t host_optimizer = 0;
 };
 
 // Model states of `psi` parameters with K optimizer bytes per parameter.

@@ -322,6 +322,13 @@ absl::StatusOr<Strategy> FromZeroKeys(const DeepSpeedZero& k,
     }
     s = MicsStrategy(*f, k.mics_hierarchical);
   } else {
+    // The optimizers that offload are ZeRO's (stage_1_and_2.py, stage3.py):
+    // at stage 0 DeepSpeed builds none, and the key would do nothing.
+    if (k.stage == 0 && k.execution.offload_optimizer()) {
+      return Invalid(
+          "zero_optimization.offload_optimizer needs stage 1, 2 or 3, got "
+          "stage 0");
+    }
     // Stage 0 is plain data parallelism; stages 1-3 are the ZeRO presets.
     s = *PlainPreset(k.stage == 0 ? "ddp" : absl::StrCat("zero", k.stage),
                      mesh);

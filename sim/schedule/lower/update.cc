@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "sim/model/kernels.h"
+#include "sim/schedule/lower/offload.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -25,8 +26,12 @@ void UpdatePass::End() {
   const Group g = RatioGroup(strategy.os(), strategy.p());
   int64_t rebuild = 0;
   int last_update = -1;
+  // ZeRO-Offload updates the whole shard on the host: every layer's
+  // rebuild waits for its copy back.
+  const int offloaded =
+      step_.ex().offload_optimizer() ? OffloadedUpdate(&step_) : -1;
   for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
-    const int update = Optimizer(i);
+    const int update = offloaded >= 0 ? offloaded : Optimizer(i);
     last_update = update;
     GatherPersistent(i, update);
     if (os == p) continue;

@@ -1,0 +1,122 @@
+// ZeRO-Offload (Execution.offload_optimizer, sim/schedule/lower/offload.h):
+// its update's time derived by hand, its memory, and what it refuses.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/compute/kernel_time.h"
+#include "sim/model/kernels.h"
+#include "sim/model/model.h"
+#include "sim/scenario/scenario.h"
+#include "sim/simulate/simulate.h"
+
+namespace shardsim {
+namespace {
+
+// Round numbers for the host side: 10 GB/s of PCIe per GPU, a node's CPUs
+// updating 1e9 parameters a second for its 8 GPUs.
+constexpr double kPcie = 10e9;
+constexpr double kCpuAdam = 1e9;
+
+Scenario Tiny(const std::string& strategy) {
+  Scenario s;
+  Model* m = s.mutable_model_def();
+  m->set_name("tiny");
+  m->set_layers(2);
+  m->set_hidden(1024);
+  m->set_heads(8);
+  m->set_ffn_hidden(4096);
+  m->set_vocab(32000);
+  m->set_mlp(Model::SWIGLU);
+  m->set_norm(Model::RMSNORM);
+  absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
+  EXPECT_TRUE(p.ok()) << p.status();
+  p->mutable_host()->set_pcie_bytes_per_s(kPcie);
+  p->mutable_host()->set_cpu_adam_params_per_s(kCpuAdam);
+  *s.mutable_platform_def() = *p;
+  s.add_strategies(strategy);
+  s.add_gpus(8);
+  s.set_micro_batch_size(1);
+  s.set_micro_batches(1);
+  s.set_seq_len(512);
+  s.set_flash_attention(true);
+  s.set_optimizer_bytes_per_param(12);
+  return s;
+}
+
+absl::StatusOr<ResultRow> Step(const Scenario& s) {
+  absl::StatusOr<Job> job = ResolveJob("offload.textproto", s);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
+  if (!r.ok()) return r.status();
+  return r->rows(0);
+}
+
+TEST(Offload, TheUpdateIsTheCopiesOutTheCpuStepAndTheCopyBack) {
+  // ZeRO-1 on one node of 8: every layer's optimizer shard is 1/8 of it,
+  // and its one gradient bucket (5e8 elements) holds the whole model, so
+  // every layer is reduced by the same all-reduce. After it, in a row on
+  // the path: each layer's shard cast to fp32 (6 bytes a parameter at the
+  // vectorized HBM rate, one launch) and copied out (4 bytes a parameter
+  // at 10 GB/s, one launch); Adam over the whole shard S on the CPU
+  // (S x 8 GPUs / 1e9 a second); the bf16 shard copied back (2 S bytes,
+  // one launch). Then the parameters are rebuilt as without offload.
+  Scenario s = Tiny("zero1");
+  s.mutable_execution()->set_offload_optimizer(true);
+  absl::StatusOr<ResultRow> row = Step(s);
+  ASSERT_TRUE(row.ok()) << row.status();
+  const Platform& p = s.platform_def();
+  const double launch = p.kernels().launch_s();
+  const double vector =
+      p.gpu().hbm_bytes_per_s() * p.kernels().vector_fraction();
+  double want = 0;
+  int64_t shard = 0;
+  for (const Layer& l : ModelLayers(s.model_def(), ScenarioBatch(s))) {
+    const int64_t part = (l.params + 7) / 8;
+    shard += part;
+    want += 6.0 * part / vector + launch + 4.0 * part / kPcie + launch;
+  }
+  want += shard * 8 / kCpuAdam + 2.0 * shard / kPcie + launch;
+  EXPECT_NEAR(row->breakdown().offload_s(), want, 1e-9 * want);
+  EXPECT_EQ(row->breakdown().optimizer_s(), 0);  // no Adam on the GPU
+  // The CPU's step is most of it.
+  EXPECT_GT(row->breakdown().offload_s(), shard * 8 / kCpuAdam);
+}
+
+TEST(Offload, TheGpuKeepsNoOptimizerStates) {
+  // K = 12 bytes a parameter of the OS shard leave the GPU.
+  Scenario s = Tiny("zero2");
+  absl::StatusOr<ResultRow> on_gpu = Step(s);
+  s.mutable_execution()->set_offload_optimizer(true);
+  absl::StatusOr<ResultRow> offloaded = Step(s);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  ASSERT_TRUE(offloaded.ok()) << offloaded.status();
+  int64_t psi = 0;
+  for (const Layer& l : ModelLayers(s.model_def(), ScenarioBatch(s))) {
+    psi += l.params;
+  }
+  EXPECT_EQ(on_gpu->optimizer_bytes(), (12 * psi + 7) / 8);
+  EXPECT_EQ(offloaded->optimizer_bytes(), 0);
+  EXPECT_LT(offloaded->peak_memory_bytes(), on_gpu->peak_memory_bytes());
+}
+
+TEST(Offload, WhatItRefusesIsNamed) {
+  // FSDP's CPU offload is another design: refused, not simulated as this.
+  Scenario fsdp = Tiny("fsdp:FULL_SHARD");
+  fsdp.mutable_execution()->set_offload_optimizer(true);
+  absl::StatusOr<ResultRow> r = Step(fsdp);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("offload_optimizer"), std::string::npos)
+      << r.status();
+  // A platform that does not give its host side.
+  Scenario bare = Tiny("zero1");
+  bare.mutable_execution()->set_offload_optimizer(true);
+  bare.mutable_platform_def()->mutable_host()->set_pcie_bytes_per_s(0);
+  r = Step(bare);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("host.pcie_bytes_per_s"),
+            std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace shardsim
