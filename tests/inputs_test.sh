@@ -54,16 +54,22 @@ expect 0 "zero3" "yes (80.0)" "taken as --micro-batch-size 1" -- \
   memory --model llama-7b --platform dgx_a100 --gpus 16 --strategy zero3 --seq-len 2048 --micro-batches 4
 
 expect 0 "best first" -- plan --model llama-7b --platform dgx_a100 --gpus 16 --seq-len 2048 --micro-batches 4 --noalgorithms --nosettings --top 2
-# DeepSpeed keys: unknown, not modelled, allowed.
-cat >"$tmp/offload.json" <<'JSON'
+# DeepSpeed keys: modelled (ZeRO-Offload keeps no optimizer states on the
+# GPU), not modelled, allowed.
+cat >"$tmp/optimizer_offload.json" <<'JSON'
 {"bf16": {"enabled": true},
  "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}
 JSON
-expect 1 "not modelled: zero_optimization.offload_optimizer.device" -- memory "$quick" --strategy "$tmp/offload.json"
+expect 0 "0.39     0.39     0.00" -- memory "$quick" --strategy "$tmp/optimizer_offload.json"
+cat >"$tmp/offload.json" <<'JSON'
+{"bf16": {"enabled": true},
+ "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+JSON
+expect 1 "not modelled: zero_optimization.offload_param.device" -- memory "$quick" --strategy "$tmp/offload.json"
 "$bin" memory "$quick" --strategy "$tmp/offload.json" --allow-unmodelled --json "$tmp/w.json" >/dev/null 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 0 ] && grep -qF "warning: DeepSpeed config" "$tmp/err" &&
-   python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["warnings"]; sys.exit(0 if len(w)==1 and "offload_optimizer.device" in w[0] else 1)' "$tmp/w.json"; then
+   python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["warnings"]; sys.exit(0 if len(w)==1 and "offload_param.device" in w[0] else 1)' "$tmp/w.json"; then
   ok
 else
   fail "--allow-unmodelled: exit $rc, stderr $(cat "$tmp/err")"
