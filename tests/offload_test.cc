@@ -82,6 +82,55 @@ TEST(Offload, TheUpdateIsTheCopiesOutTheCpuStepAndTheCopyBack) {
   EXPECT_GT(row->breakdown().offload_s(), shard * 8 / kCpuAdam);
 }
 
+TEST(Offload, AJobOfOneGpuHasItsNodesCpusToItself) {
+  // On one GPU the node's CPUs update its whole shard (every parameter) at
+  // the node's rate; on 8 GPUs each rank has an eighth of the CPUs for an
+  // eighth of the parameters: the CPU's step takes the same time.
+  Scenario one = Tiny("zero1");
+  one.set_gpus(0, 1);
+  one.mutable_execution()->set_offload_optimizer(true);
+  Scenario eight = one;
+  eight.set_gpus(0, 8);
+  absl::StatusOr<ResultRow> a = Step(one);
+  absl::StatusOr<ResultRow> b = Step(eight);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  int64_t psi = 0;
+  for (const Layer& l : ModelLayers(one.model_def(), ScenarioBatch(one))) {
+    psi += l.params;
+  }
+  // Alone: on the path after backward at least the CPU's step over psi at
+  // 1e9 a second and the copy back (2 bytes a parameter); at most those
+  // and all the copies out (4 bytes a parameter, and their casts).
+  EXPECT_GT(a->breakdown().offload_s(), psi / kCpuAdam + 2.0 * psi / kPcie);
+  EXPECT_LT(a->breakdown().offload_s(),
+            1.01 * (psi / kCpuAdam + 6.0 * psi / kPcie) + 1e-3);
+  EXPECT_LT(b->breakdown().offload_s(), a->breakdown().offload_s());
+}
+
+TEST(Offload, WhereGradientsMoveEveryMicroBatchItIsRefused) {
+  // ZeRO-3 moves each micro-batch's gradient partition to the host and
+  // back; stage 2 accumulates them there through the GPU.
+  Scenario stage3 = Tiny("zero3");
+  stage3.mutable_execution()->set_offload_optimizer(true);
+  absl::StatusOr<ResultRow> r = Step(stage3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("stage 3"), std::string::npos)
+      << r.status();
+  Scenario stage2 = Tiny("zero2");
+  stage2.mutable_execution()->set_offload_optimizer(true);
+  stage2.set_micro_batches(2);
+  r = Step(stage2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("2 micro-batches"), std::string::npos)
+      << r.status();
+  // Stage 1 reduces once, at the last micro-batch: modelled.
+  Scenario stage1 = Tiny("zero1");
+  stage1.mutable_execution()->set_offload_optimizer(true);
+  stage1.set_micro_batches(2);
+  EXPECT_TRUE(Step(stage1).ok());
+}
+
 TEST(Offload, TheGpuKeepsNoOptimizerStates) {
   // K = 12 bytes a parameter of the OS shard leave the GPU.
   Scenario s = Tiny("zero2");

@@ -520,7 +520,8 @@ std::string WriteRun(const std::string& name, const std::string& text) {
 }
 
 constexpr char kRunHead[] =
-    "name: \"r\" source: \"https://example.org\" framework: \"f\"\n";
+    "name: \"r\" source: \"https://example.org\" quote: \"q\" "
+    "framework: \"f\"\n";
 
 std::string LinsFile() {
   return absl::StrCat(SHARDSIM_SOURCE_DIR,
@@ -550,6 +551,10 @@ TEST(ValidatePublished, ARunNamesTheFieldItLacks) {
        "name: \"r\" framework: \"f\" mfu: 0.5 scenario { strategies: \"z\" "
        "gpus: 8 }",
        "field source"},
+      {"no_quote",
+       "name: \"r\" source: \"s\" framework: \"f\" mfu: 0.5 scenario { "
+       "strategies: \"z\" gpus: 8 }",
+       "field quote"},
       {"mfu_over_one",
        absl::StrCat(kRunHead, "mfu: 50 scenario_file: \"", LinsFile(),
                     "\" strategy: \"zero1\" gpus: 8"),

@@ -175,6 +175,13 @@ absl::Status RunPublishedCommand(const std::vector<std::string>& paths,
     if (!out)
       return absl::UnavailableError(absl::StrCat(json_path, ": cannot write"));
   }
+  bool compared = false;
+  for (const PublishedCheck& c : *checks) compared = compared || !c.oom;
+  if (!compared) {
+    return absl::FailedPreconditionError(
+        "published runs: none fits in memory as simulated, so none was "
+        "compared");
+  }
   if (max_median_error >= 0) {
     const double median = MedianAbsError(*checks);
     if (!(median <= max_median_error)) {

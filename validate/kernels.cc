@@ -128,8 +128,8 @@ double AttentionSeconds(const Value* kernels) {
 }
 
 // validate/reference/h100_calibration.json and torch_reference.py's output.
-void ReadReference(const std::string& path, const Struct& root,
-                   std::vector<KernelSample>* out) {
+absl::Status ReadReference(const std::string& path, const Struct& root,
+                           std::vector<KernelSample>* out) {
   auto add = [&](std::string what, std::string family,
                  std::vector<Kernel> kernels, double seconds) {
     if (seconds > 0) {
@@ -147,9 +147,13 @@ void ReadReference(const std::string& path, const Struct& root,
             {Gemm(m, n, k, Gemm::FORWARD)}, Num(r, "s"));
       } else if (Has(r, "tflops")) {
         // Published tables give the rate: 2mnk FLOPs over their seconds.
+        const double tflops = Num(r, "tflops");
+        if (!(tflops > 0 && std::isfinite(tflops))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": gemm ", shape, ": tflops must be a number > 0"));
+        }
         add(absl::StrCat("gemm ", shape), "gemm",
-            {Gemm(m, n, k, Gemm::FORWARD)},
-            2.0 * m * n * k / (Num(r, "tflops") * 1e12));
+            {Gemm(m, n, k, Gemm::FORWARD)}, 2.0 * m * n * k / (tflops * 1e12));
       }
       add(absl::StrCat("gemm ", shape), "gemm", {Gemm(m, n, k, Gemm::FORWARD)},
           Num(r, "fwd_s"));
@@ -259,6 +263,7 @@ void ReadReference(const std::string& path, const Struct& root,
           Num(r, "fwdbwd_fresh_s") - Num(r, "fwd_s"));
     }
   }
+  return absl::OkStatus();
 }
 
 // A Chrome trace whose X events carry "kernels" (shardsim-hw run --trace).
@@ -457,8 +462,17 @@ bool MovesGeneralBytes(const KernelSample& s) {
 bool IsKernelFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return false;
-  return absl::StrContains(*text, "\"kernel_list\"") ||
-         absl::StrContains(*text, "\"gemm\"");
+  if (absl::StrContains(*text, "\"kernel_list\"")) return true;
+  // A reference file: a top-level list of GEMMs (or of blocks, layers).
+  Struct root;
+  if (!google::protobuf::util::JsonStringToMessage(*text, &root).ok()) {
+    return false;
+  }
+  for (const char* key : {"gemm", "layers", "blocks"}) {
+    const Value* v = Field(root, key);
+    if (v != nullptr && v->has_list_value()) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
@@ -496,7 +510,9 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
   if (Has(root, "traceEvents")) {
     if (absl::Status s = ReadTrace(path, root, &samples); !s.ok()) return s;
   } else {
-    ReadReference(path, root, &samples);
+    if (absl::Status s = ReadReference(path, root, &samples); !s.ok()) {
+      return s;
+    }
   }
   if (!only.empty()) {
     samples.erase(std::remove_if(samples.begin(), samples.end(),

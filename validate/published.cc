@@ -13,6 +13,7 @@
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/text_proto.h"
 #include "sim/schema/limits.h"
+#include "validate/validate.h"
 
 namespace shardsim {
 namespace {
@@ -40,6 +41,9 @@ absl::StatusOr<PublishedRun> ReadRun(const std::string& file) {
     return RunError(file, "source", "required: where the number is");
   }
   if (run.framework().empty()) return RunError(file, "framework", "required");
+  if (run.quote().empty()) {
+    return RunError(file, "quote", "required: the source's own words");
+  }
   if (!run.scenario_file().empty()) {
     if (run.has_scenario()) {
       return RunError(file, "scenario_file",
@@ -99,13 +103,6 @@ absl::StatusOr<PublishedRun> ReadRun(const std::string& file) {
                       "give tokens_per_gpu_per_s, step_time_s or mfu");
   }
   return run;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::vector<double> AbsErrors(const std::vector<PublishedCheck>& checks) {
@@ -194,8 +191,9 @@ absl::StatusOr<std::vector<PublishedCheck>> CheckPublished(
       c.measured = c.run.tokens_per_gpu_per_s();
     } else if (c.run.measured_case() == PublishedRun::kMfu) {
       c.measured = c.run.mfu();
-    } else {
-      // Tokens per step over the GPUs, as the simulator counts them.
+    } else if (!c.oom) {
+      // Tokens per step over the GPUs, as the simulator counts them (an
+      // out-of-memory point has no step: its measurement stays 0, "-").
       c.measured =
           row.tokens_per_gpu_per_s() * row.step_time_s() / c.run.step_time_s();
     }
@@ -215,9 +213,11 @@ std::string PublishedTable(const std::vector<PublishedCheck>& checks) {
       "gpu", "gpus", "strategy", "metric", "measured", "simulated", "error",
       "mfu", "step s", "compute", "slowdown", "exposed");
   auto value = [](const PublishedCheck& c, double v) {
+    if (v <= 0) return std::string("-");
     return c.metric == "MFU" ? absl::StrFormat("%.1f%%", 100 * v)
                              : absl::StrFormat("%.0f", v);
   };
+
   for (const PublishedCheck& c : checks) {
     const std::string head =
         absl::StrFormat("%-33s %-14s %5d %-24s %-12s %9s", c.run.name(), c.gpu,
@@ -259,6 +259,10 @@ absl::StatusOr<std::string> PublishedJson(
     f["name"].set_string_value(c.run.name());
     f["source"].set_string_value(c.run.source());
     f["framework"].set_string_value(c.run.framework());
+    f["quote"].set_string_value(c.run.quote());
+    for (const std::string& a : c.run.assumptions()) {
+      f["assumptions"].mutable_list_value()->add_values()->set_string_value(a);
+    }
     f["gpu"].set_string_value(c.gpu);
     f["gpus"].set_number_value(c.gpus);
     f["strategy"].set_string_value(c.strategy);

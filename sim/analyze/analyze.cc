@@ -55,6 +55,43 @@ struct Resolved {
   std::vector<Layer> layers;
 };
 
+// ZeRO-Offload (sim/schedule/lower/offload.h) as modelled: the platform
+// gives its host side, and DeepSpeed moves each gradient to the host once a
+// step. Where it moves them every micro-batch it is refused, not
+// simulated short.
+absl::Status CheckOffload(const Job& job, const std::string& spec, int gpus,
+                          const Strategy& strategy, const Scenario& at) {
+  if (!strategy.execution().offload_optimizer()) return absl::OkStatus();
+  const std::string where = PointName(job, spec, gpus);
+  const Host& host = job.platform.host();
+  const char* missing = host.pcie_bytes_per_s() <= 0 ? "pcie_bytes_per_s"
+                        : host.cpu_adam_params_per_s() <= 0
+                            ? "cpu_adam_params_per_s"
+                            : nullptr;
+  if (missing != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_optimizer needs platform \"", job.platform.name(),
+        "\"'s host.", missing,
+        " (the host side of ZeRO-Offload), which it does not give"));
+  }
+  if (FactorSize(strategy.p()) > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        "offload_optimizer with sharded parameters (stage 3, MiCS, ZeRO++) "
+        "is not modelled: DeepSpeed moves each micro-batch's gradient "
+        "partition to the host and back (stage3.py, partition_grads)"));
+  }
+  if (strategy.execution().reduce_every_micro_batch() &&
+      at.micro_batches() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "offload_optimizer at ", at.micro_batches(),
+        " micro-batches is not modelled for stage 2: DeepSpeed accumulates "
+        "each micro-batch's gradients in host memory through the GPU "
+        "(stage_1_and_2.py, async_accumulate_grad_in_cpu_via_gpu)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
                                  int gpus) {
   absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
@@ -87,24 +124,15 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
     return absl::InvalidArgumentError(absl::StrCat(
         job.path, ": field ", s.message(), " (strategy \"", spec, "\")"));
   }
-  if (strategy->execution().offload_optimizer()) {
-    const Host& host = job.platform.host();
-    const char* missing = host.pcie_bytes_per_s() <= 0 ? "pcie_bytes_per_s"
-                          : host.cpu_adam_params_per_s() <= 0
-                              ? "cpu_adam_params_per_s"
-                              : nullptr;
-    if (missing != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          PointName(job, spec, gpus), "offload_optimizer needs platform \"",
-          job.platform.name(), "\"'s host.", missing,
-          " (the host side of ZeRO-Offload), which it does not give"));
-    }
-  }
   absl::StatusOr<Scenario> scenario = ScenarioAt(job.scenario, gpus);
   if (!scenario.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         job.path,
         ": field global_batch_tokens: ", scenario.status().message()));
+  }
+  if (absl::Status s = CheckOffload(job, spec, gpus, *strategy, *scenario);
+      !s.ok()) {
+    return s;
   }
   return Resolved{*scenario, *strategy, *mesh,
                   ModelLayers(job.model, ScenarioBatch(*scenario))};

@@ -90,27 +90,23 @@ std::pair<double, bool> Body(const Kernel& kernel, const Platform& p) {
       return {KernelBytes(kernel) / (Hbm(p) * km.optimizer_fraction()), true};
     case Kernel::kHostCopy:
       return {kernel.host_copy().bytes() / p.host().pcie_bytes_per_s(), false};
-    case Kernel::kHostOptimizer:
-      // The node's CPU Adam rate, shared by its GPUs' ranks.
-      return {kernel.host_optimizer().params() * p.gpus_per_node() /
+    case Kernel::kHostOptimizer: {
+      // The node's CPU Adam rate, shared by the job's ranks on it.
+      const HostOptimizer& h = kernel.host_optimizer();
+      return {static_cast<double>(h.params()) * std::max(1, h.sharers()) /
                   p.host().cpu_adam_params_per_s(),
               false};
+    }
     default:
       return {0, true};
   }
-}
-
-// A copy is one cudaMemcpyAsync; the host's optimizer launches nothing.
-int Launches(const Kernel& kernel) {
-  if (kernel.has_host_optimizer()) return 0;
-  return kernel.has_memory() ? std::max(1, kernel.memory().launches()) : 1;
 }
 
 }  // namespace
 
 double KernelSeconds(const Kernel& kernel, const Platform& platform) {
   return Body(kernel, platform).first +
-         Launches(kernel) * platform.kernels().launch_s();
+         KernelLaunches(kernel) * platform.kernels().launch_s();
 }
 
 bool KernelMemoryBound(const Kernel& kernel, const Platform& platform) {

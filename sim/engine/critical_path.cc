@@ -14,6 +14,7 @@
 #include "google/protobuf/message.h"
 #include "sim/engine/replay.h"
 #include "sim/engine/step_order.h"
+#include "sim/schedule/lower.h"
 
 namespace shardsim {
 namespace {
@@ -211,7 +212,7 @@ class PathWalk {
       Mark(id, "pipeline bubble");
       return;
     }
-    if (op.has_compute() && (op.stream() == OFFLOAD || op.stream() == HOST)) {
+    if (op.has_compute() && OnHostSide(op)) {
       b_.set_offload_s(b_.offload_s() + d);
       Mark(id, "offload");
       return;

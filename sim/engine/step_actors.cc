@@ -11,6 +11,7 @@
 #include "sim/compute/kernel_time.h"
 #include "sim/engine/step_order.h"
 #include "sim/schedule/host_cost.h"
+#include "sim/schedule/lower.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -249,7 +250,7 @@ class Replayer {
   // A compute op that runs kernels on the GPU's SMs: not ZeRO-Offload's
   // host side (its copies by the copy engines, its CPU step).
   static bool OnGpu(const Op& op) {
-    return op.has_compute() && op.stream() != OFFLOAD && op.stream() != HOST;
+    return op.has_compute() && !OnHostSide(op);
   }
 
   // ZeRO-Offload's host side takes its time whatever the GPU does: no SMs
@@ -259,6 +260,10 @@ class Replayer {
     work_[id] = {seconds, Now(), 1};
     sg4::this_actor::sleep_for(seconds);
     times_[id].gpu_s = Now() - times_[id].start;
+    // Not done before the host has issued it (as RunCompute).
+    if (Now() < times_[id].host_end) {
+      sg4::this_actor::sleep_until(times_[id].host_end);
+    }
   }
 
   // Collectives hold SMs; a compute op slows by the share they hold.

@@ -762,10 +762,11 @@ std::vector<Kernel> OffloadGradientKernels(int64_t params) {
   return {Streaming("gradient to fp32", params, kBf16 + kFp32, 0, 1), copy};
 }
 
-Kernel HostOptimizerKernel(int64_t params) {
+Kernel HostOptimizerKernel(int64_t params, int sharers) {
   Kernel adam;
   adam.set_name("cpu adam");
   adam.mutable_host_optimizer()->set_params(params);
+  adam.mutable_host_optimizer()->set_sharers(sharers);
   return adam;
 }
 
@@ -789,6 +790,11 @@ int64_t KvSeq(const Attention& a) {
 }
 
 }  // namespace
+
+int KernelLaunches(const Kernel& kernel) {
+  if (kernel.has_host_optimizer()) return 0;
+  return kernel.has_memory() ? std::max(1, kernel.memory().launches()) : 1;
+}
 
 double KernelFlops(const Kernel& kernel) {
   switch (kernel.body_case()) {

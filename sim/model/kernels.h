@@ -105,12 +105,16 @@ std::vector<Kernel> OptimizerKernels(int64_t params);
 // a parameter); Adam over them on the host's CPU; the updated shard copied
 // back in bf16 (2 bytes a parameter).
 std::vector<Kernel> OffloadGradientKernels(int64_t params);
-Kernel HostOptimizerKernel(int64_t params);
+Kernel HostOptimizerKernel(int64_t params, int sharers);
 Kernel OffloadParamsKernel(int64_t params);
 
 // Adds a micro-batch's bf16 gradients of `elements` into the accumulated
 // ones (PyTorch's .grad accumulation, or into a reduced shard).
 Kernel AccumulateKernel(int64_t elements);
+
+// Launches a kernel takes: a memory-bound op's kernels, one for any other
+// GPU kernel or copy, none for the host's own optimizer step.
+int KernelLaunches(const Kernel& kernel);
 
 // FLOPs a kernel executes (GEMMs 2mnk per product; attention the score and
 // context products it computes: half of them under a causal mask, 2.5x

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/model/kernels.h"
 #include "sim/schedule/lower.h"
 
 namespace shardsim {
@@ -9,9 +10,7 @@ namespace {
 
 int Launches(const KernelList& kernels) {
   int n = 0;
-  for (const Kernel& k : kernels.kernels()) {
-    n += k.has_memory() ? std::max(1, k.memory().launches()) : 1;
-  }
+  for (const Kernel& k : kernels.kernels()) n += KernelLaunches(k);
   return n;
 }
 

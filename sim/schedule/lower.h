@@ -83,6 +83,12 @@ void UseAlgorithms(const Strategy& strategy, Schedule* schedule);
 // a schedule built wrong (LowerStep never does): it aborts, naming it.
 const KernelList& KernelsOf(const Schedule& schedule, const ComputeOp& op);
 
+// ZeRO-Offload's host side (the OFFLOAD and HOST streams): copies by the
+// copy engines and the CPU's optimizer step, which hold no SMs.
+inline bool OnHostSide(const Op& op) {
+  return op.stream() == OFFLOAD || op.stream() == HOST;
+}
+
 // One line per op, for `shardsim schedule`.
 std::string FormatSchedule(const Schedule& schedule);
 

@@ -37,6 +37,7 @@ int OffloadedUpdate(Step* step) {
   int64_t shard = 0;
   for (int i : order) {
     const int64_t params = CeilDiv(layers[i].params, os);
+    if (params == 0) continue;  // a tied head: its matrix is the embedding's
     shard += params;
     const int list =
         step->KernelListOf({"offload out", i, false, 0}, [&](KernelList* l) {
@@ -47,9 +48,13 @@ int OffloadedUpdate(Step* step) {
     out.push_back(HostOp(step, OFFLOAD, i, "offload", layers[i].name, list,
                          {step->reduced[i]}));
   }
-  const int adam = step->KernelListOf(
-      {"cpu optimizer", -1, false, 0},
-      [&](KernelList* l) { *l->add_kernels() = HostOptimizerKernel(shard); });
+  const int adam =
+      step->KernelListOf({"cpu optimizer", -1, false, 0},
+                         // The job's ranks on a node share its CPUs.
+                         [&](KernelList* l) {
+                           *l->add_kernels() = HostOptimizerKernel(
+                               shard, step->layout().mesh().gpus_per_node);
+                         });
   const int update =
       HostOp(step, HOST, -1, "cpu optimizer", "shard", adam, out);
   // The host thread runs the CPU's step: it issues nothing until it ends.
