@@ -102,6 +102,11 @@ std::pair<double, bool> Body(const Kernel& kernel, const Platform& p) {
   }
 }
 
+// A kernel of the host side (kernel.proto's HostCopy, HostOptimizer).
+bool HostKernel(const Kernel& kernel) {
+  return kernel.has_host_copy() || kernel.has_host_optimizer();
+}
+
 }  // namespace
 
 double KernelSeconds(const Kernel& kernel, const Platform& platform) {
@@ -111,10 +116,6 @@ double KernelSeconds(const Kernel& kernel, const Platform& platform) {
 
 bool KernelMemoryBound(const Kernel& kernel, const Platform& platform) {
   return Body(kernel, platform).second;
-}
-
-bool HostKernel(const Kernel& kernel) {
-  return kernel.has_host_copy() || kernel.has_host_optimizer();
 }
 
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform) {

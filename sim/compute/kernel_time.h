@@ -47,11 +47,9 @@ struct OpCost {
   double seconds = 0;
   double compute_bound_s = 0;  // GEMMs and attention bound by their math
   double memory_bound_s = 0;   // everything bound by HBM bandwidth
-  double host_s = 0;           // PCIe copies and the CPU's work
+  double host_s = 0;  // PCIe copies and the CPU's work: so the parts sum up
 };
 
-// A kernel of the host side (kernel.proto's HostCopy, HostOptimizer).
-bool HostKernel(const Kernel& kernel);
 OpCost ComputeOpCost(const KernelList& kernels, const Platform& platform);
 
 // How much longer a compute op of cost `c` takes while collectives hold
