@@ -14,6 +14,7 @@
 #include "sim/scenario/deepspeed_check.h"
 #include "sim/scenario/scenario.h"
 #include "sim/strategy/deepspeed_keys.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -22,7 +23,7 @@ using ::testing::HasSubstr;
 
 // Writes `text` to a file of its own under the test's temporary folder.
 std::string Config(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const std::string path = absl::StrCat(test::TestTempDir(), "/", name);
   std::ofstream(path) << text;
   return path;
 }
@@ -197,7 +198,7 @@ absl::StatusOr<Job> JobWith(const std::string& config, bool allow = false) {
   s.set_seq_len(2048);
   s.set_optimizer_bytes_per_param(12);
   s.set_allow_unmodelled(allow);
-  return ResolveJob(absl::StrCat(::testing::TempDir(), "/job.textproto"), s);
+  return ResolveJob(absl::StrCat(test::TestTempDir(), "/job.textproto"), s);
 }
 
 std::string JobError(const std::string& config) {

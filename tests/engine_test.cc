@@ -38,6 +38,7 @@
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
 #include "tests/util/replay.h"
+#include "tests/util/test_util.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -1984,7 +1985,7 @@ TEST(EnginePrograms, TheTraceHasAProcessPerProgramWithItsOps) {
       procs[p].times.push_back({id * 1e-3, (id + 1) * 1e-3});
     }
   }
-  const std::string path = ::testing::TempDir() + "/programs_trace.json";
+  const std::string path = test::TestTempDir() + "/programs_trace.json";
   ASSERT_TRUE(WriteChromeTrace(s, procs, "test", path).ok());
   std::ifstream in(path);
   const std::string json((std::istreambuf_iterator<char>(in)),

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/scenario/framework_inputs.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -23,7 +24,7 @@ using ::testing::IsEmpty;
 const std::string kData = absl::StrCat(SHARDSIM_SOURCE_DIR, "/tests/data");
 
 std::string Write(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const std::string path = absl::StrCat(test::TestTempDir(), "/", name);
   std::ofstream(path) << text;
   return path;
 }

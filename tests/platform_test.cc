@@ -309,7 +309,7 @@ TEST(PlatformMesh, UserPlatformWithTwoNodesRefuses32Gpus) {
   Platform p = test::ShippedPlatform("dgx_a100");
   p.set_name("two_node_lab");
   p.set_nodes(2);
-  const std::string path = testing::TempDir() + "/two_node_lab.textproto";
+  const std::string path = test::TestTempDir() + "/two_node_lab.textproto";
   {
     std::ofstream out(path);
     out << p.DebugString();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -31,7 +32,7 @@ seq_len = 128
 )";
 
 std::string Write(const std::string& text) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/t.toml");
+  const std::string path = absl::StrCat(test::TestTempDir(), "/t.toml");
   std::ofstream(path) << text;
   return path;
 }

@@ -36,11 +36,7 @@ std::string Data(const std::string& name) {
   return absl::StrCat(SHARDSIM_SOURCE_DIR, "/tests/data/nccl_tests/", name);
 }
 
-std::string TempDir() {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "validate_test");
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string TempDir() { return test::TestTempDir(); }
 
 Platform DgxA100() {
   absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", SHARDSIM_SOURCE_DIR);

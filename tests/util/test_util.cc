@@ -1,5 +1,7 @@
 #include "tests/util/test_util.h"
 
+#include <filesystem>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -9,6 +11,18 @@ namespace shardsim::test {
 
 std::string SourcePath(absl::string_view relative) {
   return absl::StrCat(SHARDSIM_SOURCE_DIR, "/", relative);
+}
+
+std::string TestTempDir() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir =
+      info == nullptr
+          ? ::testing::TempDir()
+          : absl::StrCat(::testing::TempDir(), "/", info->test_suite_name(),
+                         ".", info->name());
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 std::string TinyModelPath() {

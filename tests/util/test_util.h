@@ -17,6 +17,11 @@ namespace shardsim::test {
 // `relative` under the checkout's root (the sources the tests read).
 std::string SourcePath(absl::string_view relative);
 
+// A folder of the running test's own under gtest's temporary folder,
+// created: ctest runs tests in parallel processes, so a fixed file name in
+// the shared folder would be written by two tests at once.
+std::string TestTempDir();
+
 // tests/data/tiny_model.textproto: a model small enough to lower and
 // simulate in milliseconds.
 std::string TinyModelPath();
