@@ -136,7 +136,10 @@ void ExpectSameTimes(const Replayed& fast, const Replayed& full) {
   const google::protobuf::Reflection* fields = Breakdown::GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
-    if (f->is_repeated()) continue;
+    if (f->is_repeated() ||
+        f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+      continue;
+    }
     EXPECT_NEAR(fields->GetDouble(fast.breakdown, f),
                 fields->GetDouble(full.breakdown, f), 1e-9 * full.step)
         << f->name();
@@ -148,6 +151,32 @@ void ExpectSameTimes(const Replayed& fast, const Replayed& full) {
     const ExposedCollective& b = full.breakdown.by_collective(i);
     EXPECT_EQ(a.collective(), b.collective());
     EXPECT_NEAR(a.seconds(), b.seconds(), 1e-9 * full.step) << b.collective();
+  }
+  const Stragglers& a = fast.breakdown.waited_on();
+  const Stragglers& b = full.breakdown.waited_on();
+  ASSERT_EQ(a.waits_size(), b.waits_size());
+  for (int i = 0; i < b.waits_size(); ++i) {
+    EXPECT_EQ(a.waits(i).rank(), b.waits(i).rank());
+    EXPECT_NEAR(a.waits(i).seconds(), b.waits(i).seconds(), 1e-9 * full.step);
+  }
+}
+
+// With a slow GPU (platform.proto Degraded: its class replayed alone), the
+// collapsed step is the full one too, its wait on the straggler included.
+TEST(Collapse, AStepWithASlowGpuMatchesTheFullReplay) {
+  Job job = SmallJob(17);
+  Degraded::Gpus* slow = job.platform.mutable_degraded()->add_gpus();
+  slow->add_ranks(9);
+  slow->set_speed(0.7);
+  for (const std::string spec : {"zero2", "zero3"}) {
+    SCOPED_TRACE(spec);
+    const Replayed full = ReplayPoint(job, spec, /*collapse=*/false);
+    const Replayed fast = ReplayPoint(job, spec, /*collapse=*/true);
+    EXPECT_TRUE(fast.collapsed) << fast.full_because;
+    ExpectSameTimes(fast, full);
+    EXPECT_GT(full.breakdown.straggler_s(), 0);
+    ASSERT_EQ(full.breakdown.waited_on().waits_size(), 1);
+    EXPECT_EQ(full.breakdown.waited_on().waits(0).rank(), 9);
   }
 }
 

@@ -48,18 +48,8 @@ namespace {
 using test::Replay;
 using test::Replayed;
 
-// A platform written in the test, so that every number below is in sight:
-// efficiencies 1, one wire protocol with payload fraction 1.
-struct Knobs {
-  int gpus_per_node = 8;
-  int nics_per_node = 8;
-  double nvlink = 100e9;       // B/s per GPU per direction
-  double nic = 10e9;           // B/s per NIC per direction
-  double base = 0;             // s, once per call
-  double alpha_intra = 5e-6;   // s per step over NVSwitch
-  double alpha_inter = 20e-6;  // s per step over the network
-  int channels = 1;
-};
+using test::Knobs;
+using test::TestPlatform;
 
 // dgx_a100's link rates and NCCL's Simple latencies with efficiencies 1:
 // NVSwitch 300e9, NIC 25e9 B/s; base 8.4 us, 3.4 us per NVSwitch step,
@@ -72,48 +62,6 @@ Knobs DgxLike() {
   k.alpha_intra = 3.4e-6;
   k.alpha_inter = 9.6e-6;
   return k;
-}
-
-Platform TestPlatform(const Knobs& k) {
-  Platform p;
-  p.set_name("test");
-  p.set_gpus_per_node(k.gpus_per_node);
-  p.set_nodes(0);
-  p.mutable_gpu()->set_name("test-gpu");
-  p.mutable_gpu()->set_peak_flops(1e15);
-  p.mutable_gpu()->set_memory_bytes(int64_t{80} << 30);
-  p.mutable_gpu()->set_hbm_bytes_per_s(2e12);
-  p.mutable_nvswitch()->set_bandwidth(k.nvlink);
-  Network* n = p.mutable_network();
-  n->set_nics_per_node(k.nics_per_node);
-  n->set_nic_bandwidth(k.nic);
-  n->set_nics_per_leaf(0);  // one switch for every NIC
-  n->set_oversubscription(1);
-  Protocol* proto = p.add_protocols();
-  proto->set_name("Only");
-  proto->set_base_latency_s(k.base);
-  proto->set_intra_alpha_s(k.alpha_intra);
-  proto->set_inter_alpha_s(k.alpha_inter);
-  proto->set_bandwidth_fraction(1.0);
-  Efficiency* e = p.mutable_efficiency();
-  e->set_nvlink_fraction(1);
-  e->set_network_fraction(1);
-  e->set_nvlink_direct_fraction(1);
-  p.set_channels(k.channels);
-  // Kernels at peak, no launch costs, no interference: the engine's
-  // collectives alone.
-  p.mutable_gpu()->set_sms(100);
-  KernelModel* km = p.mutable_kernels();
-  km->set_gemm_efficiency(1);
-  km->set_gemm_tile_m(1);
-  km->set_gemm_tile_n(1);
-  km->set_attention_fwd_efficiency(1);
-  km->set_attention_bwd_efficiency(1);
-  km->set_vector_fraction(1);
-  km->set_general_fraction(1);
-  km->set_optimizer_fraction(1);
-  p.mutable_interference()->set_nvlink_under_compute(1);
-  return p;
 }
 
 // Four nodes of one GPU and one 10 GB/s NIC each (the rest TestPlatform's).

@@ -35,9 +35,9 @@ const std::vector<const char*> kScenario = {"model",
                                             "recompute_granularity",
                                             "megatron_args",
                                             "torchtitan_config"};
-const std::vector<const char*> kEngine = {"jobs",          "collapse",
-                                          "replay_stages", "network_symmetry",
-                                          "mode",          "time_limit"};
+const std::vector<const char*> kEngine = {
+    "jobs", "collapse",  "drop_dominated", "replay_stages", "network_symmetry",
+    "mode", "time_limit"};
 
 std::vector<const char*> Join(std::vector<std::vector<const char*>> parts) {
   std::vector<const char*> all;

@@ -20,6 +20,10 @@ ABSL_FLAG(bool, breakdown, false,
 ABSL_FLAG(bool, collapse, true,
           "run: simulate repeating micro-batches until their state repeats, "
           "then extrapolate exactly (false: every micro-batch)");
+ABSL_FLAG(bool, drop_dominated, true,
+          "run: of GPUs that compute alike but slower (platform degraded), "
+          "replay only the slowest class of each GPU model, exactly (false: "
+          "every class)");
 ABSL_FLAG(int, jobs, 2, "simulations run at once (1..256)");
 
 // run and collective: the engine
@@ -105,6 +109,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(SweepRanks* ranks) {
   if (!options.ok()) return options;
   options->jobs = absl::GetFlag(FLAGS_jobs);
   options->collapse = absl::GetFlag(FLAGS_collapse);
+  options->drop_dominated = absl::GetFlag(FLAGS_drop_dominated);
   options->trace_path = absl::GetFlag(FLAGS_trace);
   if (ranks != nullptr) {
     options->ranks = ranks->size();

@@ -65,6 +65,11 @@ class PathWalk {
       e->set_collective(name);
       e->set_seconds(seconds);
     }
+    for (const auto& [rank, seconds] : by_straggler_) {
+      Stragglers::Wait* w = b_.mutable_waited_on()->add_waits();
+      w->set_rank(rank);
+      w->set_seconds(seconds);
+    }
     return b_;
   }
 
@@ -76,6 +81,7 @@ class PathWalk {
     double t = 0;   // the time, from the block's period
     Breakdown b;    // charged so far
     std::map<std::string, double> by_collective;
+    std::map<int, double> by_straggler;
     size_t marks = 0;  // Mark calls so far
   };
 
@@ -105,6 +111,7 @@ class PathWalk {
               *t - shift * r->period_s,
               b_,
               by_collective_,
+              by_straggler_,
               marks_.size()};
     // The lowest op read since the last entry, and so in the blocks
     // below by each crossing like it.
@@ -151,6 +158,12 @@ class PathWalk {
       seconds +=
           n * (seconds -
                (before == from.by_collective.end() ? 0.0 : before->second));
+    }
+    for (auto& [rank, seconds] : by_straggler_) {
+      const auto before = from.by_straggler.find(rank);
+      seconds +=
+          n * (seconds -
+               (before == from.by_straggler.end() ? 0.0 : before->second));
     }
   }
 
@@ -220,9 +233,18 @@ class PathWalk {
     if (op.has_compute()) {
       const double whole = ot.end - ot.start;
       const double scale = whole > 0 ? d / whole : 0;
-      const double base = ot.base_s * scale;
+      // A degraded GPU's kernels: what the platform's own GPU would take
+      // is compute, the rest the straggler's.
+      const double extra =
+          ot.straggler_rank >= 0 ? std::max(0.0, ot.base_s - ot.nominal_s) : 0;
+      const double base = (ot.base_s - extra) * scale;
+      const double straggler = extra * scale;
       const double slow = std::max(0.0, ot.gpu_s - ot.base_s) * scale;
-      const double host = std::max(0.0, d - base - slow);
+      const double host = std::max(0.0, d - base - straggler - slow);
+      if (straggler > 0) {
+        b_.set_straggler_s(b_.straggler_s() + straggler);
+        by_straggler_[ot.straggler_rank] += straggler;
+      }
       if (op.compute().kind() == "optimizer") {
         b_.set_optimizer_s(b_.optimizer_s() + base);
         Mark(id, "optimizer");
@@ -291,6 +313,7 @@ class PathWalk {
   const int busiest_;
   Breakdown b_;
   std::map<std::string, double> by_collective_;
+  std::map<int, double> by_straggler_;  // Stragglers, by rank
   // For SkipRepeats: the last far block entered, the lowest op read since,
   // and every Mark call, in order, until it skips.
   std::optional<Entry> entered_;

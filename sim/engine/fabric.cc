@@ -36,8 +36,7 @@ void Fabric::SetNvlinkScale(double scale, const std::vector<int>& ranks) {
   if (rank_scale_.empty()) rank_scale_.assign(ports_.size(), 1);
   for (int r : ranks) rank_scale_[r] = scale;
   if (nvlink_open_ > 0) return;  // CloseNvlink applies it
-  const double bw = NvlinkBandwidth() * scale;
-  for (int r : ranks) ports_[r]->set_bandwidth(bw);
+  for (int r : ranks) ports_[r]->set_bandwidth(PortBandwidth(r) * scale);
 }
 
 void Fabric::OpenNvlink() {
@@ -59,17 +58,17 @@ void Fabric::CloseNvlink() {
 }
 
 void Fabric::RankPorts(bool full) {
-  const double bw = NvlinkBandwidth();
   for (size_t i = 0; i < ports_.size(); ++i) {
     if (rank_scale_[i] != 1) {
-      ports_[i]->set_bandwidth(full ? bw : bw * rank_scale_[i]);
+      ports_[i]->set_bandwidth(PortBandwidth(i) * (full ? 1 : rank_scale_[i]));
     }
   }
 }
 
 void Fabric::ScalePorts(double scale) {
-  const double bw = NvlinkBandwidth() * scale;
-  for (size_t i = 0; i < scaled_ports_; ++i) ports_[i]->set_bandwidth(bw);
+  for (size_t i = 0; i < scaled_ports_; ++i) {
+    ports_[i]->set_bandwidth(PortBandwidth(i) * scale);
+  }
 }
 
 double Fabric::NicBandwidth() const {
@@ -79,9 +78,17 @@ double Fabric::NicBandwidth() const {
 absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
                                                       const Mesh& mesh) {
   std::unique_ptr<Fabric> f(new Fabric(platform, mesh));
+  absl::StatusOr<std::vector<RankClass>> classes =
+      ComputeClasses(platform, mesh, /*drop_dominated=*/true);
+  if (!classes.ok()) return classes.status();
+  f->classes_ = *std::move(classes);
+  absl::StatusOr<LinkShares> shares = ComputeLinkShares(platform, mesh);
+  if (!shares.ok()) return shares.status();
+  f->shares_ = *std::move(shares);
   sg4::create_full_zone("cluster");
   if (absl::Status s = f->BuildNodes(); !s.ok()) return s;
   if (absl::Status s = f->BuildNetwork(); !s.ok()) return s;
+  if (absl::Status s = f->DegradeNics(); !s.ok()) return s;
   f->BuildNicHalves();
   sg4::Engine::get_instance()->get_netzone_root()->seal();
   return f;
@@ -95,11 +102,11 @@ absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
 absl::Status Fabric::BuildNodes() {
   sg4::NetZone* zone = sg4::create_star_zone("nvswitch");
   zone->set_parent(sg4::Engine::get_instance()->get_netzone_root());
-  const double bw = NvlinkBandwidth();
   for (int rank = 0; rank < mesh_.gpus(); ++rank) {
     sg4::Host* host = zone->create_host(absl::StrCat("gpu", rank), 1)->seal();
     sg4::Link* port =
-        zone->create_split_duplex_link(absl::StrCat("nvswitch", rank), bw)
+        zone->create_split_duplex_link(absl::StrCat("nvswitch", rank),
+                                       PortBandwidth(rank))
             ->set_latency(0)
             ->seal();
     ports_.push_back(port);
@@ -185,6 +192,28 @@ absl::Status Fabric::BuildNetwork() {
       return absl::InternalError(
           absl::StrCat("network: NIC ", i, " not placed"));
     }
+  }
+  return absl::OkStatus();
+}
+
+// A degraded NIC's own link, both ways, at its share: the first link of a
+// route out of it and the last of a route into it.
+absl::Status Fabric::DegradeNics() {
+  const int nics = static_cast<int>(nics_.size());
+  for (int i = 0; i < nics; ++i) {
+    const double share = shares_.nic[i];
+    if (share == 1) continue;
+    if (nics < 2) break;  // one NIC carries nothing
+    sg4::Host* other = nics_[i == 0 ? 1 : 0];
+    std::vector<sg4::Link*> out, in;
+    nics_[i]->route_to(other, out, nullptr);
+    other->route_to(nics_[i], in, nullptr);
+    if (out.empty() || in.empty()) {
+      return absl::InternalError(
+          absl::StrCat("network: NIC ", i, " has no route to degrade"));
+    }
+    out.front()->set_bandwidth(NicBandwidth() * share);
+    in.back()->set_bandwidth(NicBandwidth() * share);
   }
   return absl::OkStatus();
 }

@@ -11,11 +11,13 @@
 #define SHARDSIM_SIM_ENGINE_FABRIC_H_
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/base/fat_tree.h"
 #include "sim/base/group.h"
+#include "sim/engine/degraded.h"
 #include "sim/schema/platform.pb.h"
 
 namespace simgrid::s4u {
@@ -57,9 +59,20 @@ class Fabric {
   simgrid::s4u::Host* nic_out(int nic) const { return nic_halves_[2 * nic]; }
   simgrid::s4u::Host* nic_in(int nic) const { return nic_halves_[2 * nic + 1]; }
 
-  // Bytes/s a flow can reach on one NVSwitch port and on one NIC.
+  // Bytes/s a flow can reach on one NVSwitch port and on one NIC, as the
+  // platform gives them; a degraded one (platform.proto Degraded) reaches
+  // its share of that.
   double NvlinkBandwidth() const;
   double NicBandwidth() const;
+
+  // The classes of ranks that compute alike (degraded.h), those replayed:
+  // one class of every rank where no GPU is degraded.
+  const std::vector<RankClass>& classes() const { return classes_; }
+  // Tests: replay the dominated classes too.
+  void set_classes(std::vector<RankClass> c) { classes_ = std::move(c); }
+  // Degraded links: every NVSwitch port, and every NIC, at one speed.
+  bool ports_alike() const { return shares_.ports_alike; }
+  bool nics_alike() const { return shares_.nics_alike; }
 
   // From a SimGrid actor: every NVSwitch port (or node 0's only) runs at
   // `scale` x NvlinkBandwidth(): NCCL's copies slow while compute runs.
@@ -86,6 +99,7 @@ class Fabric {
   absl::Status BuildNodes();
   absl::Status BuildNetwork();
   void BuildNicHalves();
+  absl::Status DegradeNics();
 
   const Platform platform_;
   const Mesh mesh_;
@@ -94,9 +108,14 @@ class Fabric {
   std::vector<simgrid::s4u::Host*> nics_;        // by NIC index node*nics + i
   std::vector<simgrid::s4u::Host*> nic_halves_;  // out, in, by NIC index
   std::vector<simgrid::s4u::Link*> ports_;       // NVSwitch port of each GPU
-  double nvlink_scale_ = 1;                      // SetNvlinkScale's
-  size_t scaled_ports_ = 0;                      // ports it scaled
-  int nvlink_open_ = 0;                          // OpenNvlink()s not closed
+  std::vector<RankClass> classes_;
+  LinkShares shares_;  // each port's and NIC's share of its bandwidth
+  double PortBandwidth(size_t rank) const {
+    return NvlinkBandwidth() * shares_.port[rank];
+  }
+  double nvlink_scale_ = 1;  // SetNvlinkScale's
+  size_t scaled_ports_ = 0;  // ports it scaled
+  int nvlink_open_ = 0;      // OpenNvlink()s not closed
   void ScalePorts(double scale);
   // Per port, once the per-rank SetNvlinkScale is used (else empty).
   std::vector<double> rank_scale_;

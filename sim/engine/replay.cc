@@ -75,6 +75,12 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
   absl::StatusOr<Programs> programs = ReadPrograms(step.base(), fabric->mesh());
   if (!programs.ok()) return programs.status();
   if (programs->several()) {
+    const Degraded& d = fabric->platform().degraded();
+    if (d.gpus_size() > 0 || d.drawn().gpu_speed_sigma() > 0) {
+      return absl::InvalidArgumentError(
+          "platform field degraded: slow GPUs with several programs (a "
+          "pipeline's stages) are not modelled; degrade links only");
+    }
     return ReplayPrograms(step, *programs, fabric, collectives);
   }
   // Copies of a block make no call the base does not.
@@ -95,8 +101,14 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
   std::optional<StepTimes> times;
   std::string why;
   std::optional<Repeats> r;
+  const int classes = static_cast<int>(fabric->classes().size());
   if (!collapse) {
     out.replay.set_full_because("collapsing was turned off");
+  } else if (classes > 1) {
+    out.replay.set_full_because(absl::StrCat(
+        classes,
+        " classes of ranks that compute apart (platform degraded): "
+        "replayed in full"));
   } else if (collectives->mode() != FlowMode::kFast) {
     out.replay.set_full_because("per-step flows");
   } else if (r = FindRepeats(step, &why); !r) {

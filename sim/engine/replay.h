@@ -57,6 +57,12 @@ struct OpTime {
   double base_s = 0;      // compute: its kernels alone on the GPU
   double gpu_s = 0;       // compute: on the GPU, interference included
   double latency_s = 0;   // collective: its latency part
+  // Compute: its kernels alone on the platform's own GPU at full speed;
+  // base_s is longer on a slow or older GPU (platform.proto Degraded).
+  double nominal_s = 0;
+  // Compute run by a class of degraded GPUs: that class's first rank
+  // (what the breakdown says the step waited on); else -1.
+  int straggler_rank = -1;
   // On the critical path: the cause its time was charged to ("compute",
   // "bandwidth", ...: a literal); empty if it is not on the path.
   std::string_view cause;

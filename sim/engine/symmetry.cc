@@ -23,6 +23,9 @@ bool CollectiveEngine::AllIntraSymmetric() const {
 
 int CollectiveEngine::NetworkPeriod() const {
   const int nodes = fabric_.mesh().nodes;
+  // NICs at different speeds (platform.proto Degraded): the twins of a
+  // flow would not run alike.
+  if (!fabric_.nics_alike()) return nodes;
   const int per_node = fabric_.platform().network().nics_per_node();
   const int nics = nodes * per_node;
   // A flow as the network sees it from its sending node n: the NIC it
@@ -104,7 +107,9 @@ int CollectiveEngine::NetworkPeriod() const {
 
 void CollectiveEngine::UseSymmetry() {
   // Several programs: every rank does not run every call.
-  node_symmetry_ = programs_.empty() && AllIntraSymmetric();
+  // Ports at different speeds: node 0's flows stand for no other node's.
+  node_symmetry_ =
+      programs_.empty() && AllIntraSymmetric() && fabric_.ports_alike();
   net_period_ = network_symmetry_ && mode_ == FlowMode::kFast
                     ? NetworkPeriod()
                     : fabric_.mesh().nodes;

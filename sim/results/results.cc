@@ -219,19 +219,21 @@ std::string FormatPlanTable(const SearchResults& plan) {
 std::string FormatBreakdownTable(const Results& results) {
   // Pipelines add their bubble and point-to-point columns, tensor and
   // context parallelism theirs.
-  bool piped = false, split = false, offload = false;
+  bool piped = false, split = false, offload = false, straggler = false;
   for (const ResultRow& r : results.rows()) {
     const Breakdown& b = r.breakdown();
     piped = piped || b.pipeline_bubble_s() > 0 || b.point_to_point_s() > 0;
     split = split || b.tensor_parallel_s() > 0 || b.context_parallel_s() > 0;
     offload = offload || b.offload_s() > 0;
+    straggler = straggler || b.straggler_s() > 0;
   }
   std::string out = absl::StrFormat(
       "why: the critical path of each step, seconds per cause (they add up "
       "to the step)\n%-34s %6s %8s | %8s %8s %8s | %8s %8s %8s %8s %8s | "
-      "%s%s%s",
+      "%s%s%s%s",
       "strategy", "gpus", "step s", "compute", "slowdown", "optim", "bandwdth",
       "latency", "launch", "prefetch", "mem-lim",
+      straggler ? absl::StrFormat("%8s | ", "straggle") : "",
       piped ? absl::StrFormat("%8s %8s | ", "bubble", "p2p") : "",
       split ? absl::StrFormat("%8s %8s | ", "tp comm", "cp comm") : "",
       offload ? absl::StrFormat("%8s | ", "offload") : "");
@@ -250,13 +252,26 @@ std::string FormatBreakdownTable(const Results& results) {
       absl::StrAppendFormat(&exposed, "%s%s %.3f", i ? ", " : "",
                             top[i].collective(), top[i].seconds());
     }
+    // The ranks the step waited on, the longest wait first.
+    std::vector<Stragglers::Wait> waits(b.waited_on().waits().begin(),
+                                        b.waited_on().waits().end());
+    std::sort(waits.begin(), waits.end(), [](const auto& x, const auto& y) {
+      return x.seconds() > y.seconds() ||
+             (x.seconds() == y.seconds() && x.rank() < y.rank());
+    });
+    for (size_t i = 0; i < waits.size() && i < 3; ++i) {
+      absl::StrAppendFormat(&exposed, "%swaiting on rank %d %.3f",
+                            exposed.empty() ? "" : ", ", waits[i].rank(),
+                            waits[i].seconds());
+    }
     absl::StrAppendFormat(
         &out,
         "%-34s %6d %8.4f | %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
-        "%s%s%s%s\n",
+        "%s%s%s%s%s\n",
         r.strategy(), r.gpus(), r.step_time_s(), b.compute_s(),
         b.compute_slowdown_s(), b.optimizer_s(), b.bandwidth_s(), b.latency_s(),
         b.launch_overhead_s(), b.prefetch_wait_s(), b.prefetch_depth_s(),
+        straggler ? absl::StrFormat("%8.4f | ", b.straggler_s()) : "",
         piped ? absl::StrFormat("%8.4f %8.4f | ", b.pipeline_bubble_s(),
                                 b.point_to_point_s())
               : "",

@@ -184,16 +184,22 @@ absl::Status ReadWithBase(const std::string& path, const BaseKind& kind,
 }
 
 absl::Status ReadPlatformWithBase(const std::string& path, Platform* out) {
-  const auto absolute_paths = [](const std::string& dir, Message* m) {
-    Platform* p = static_cast<Platform*>(m);
-    if (!absl::EndsWith(p->gpu_model(), ".textproto") ||
-        absl::StartsWith(p->gpu_model(), "/")) {
+  // A GPU model's path is relative to the file that names it.
+  const auto absolute_path = [](const std::string& dir, std::string* path) {
+    if (!absl::EndsWith(*path, ".textproto") || absl::StartsWith(*path, "/")) {
       return;
     }
     std::error_code error;
     const std::filesystem::path absolute =
-        std::filesystem::absolute(JoinPath(dir, p->gpu_model()), error);
-    if (!error) p->set_gpu_model(absolute.lexically_normal().string());
+        std::filesystem::absolute(JoinPath(dir, *path), error);
+    if (!error) *path = absolute.lexically_normal().string();
+  };
+  const auto absolute_paths = [&](const std::string& dir, Message* m) {
+    Platform* p = static_cast<Platform*>(m);
+    absolute_path(dir, p->mutable_gpu_model());
+    for (Degraded::Gpus& g : *p->mutable_degraded()->mutable_gpus()) {
+      absolute_path(dir, g.mutable_gpu_model());
+    }
   };
   return ReadWithBase(path, BaseKind{"platform", "platforms"}, absolute_paths,
                       out);

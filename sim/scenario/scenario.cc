@@ -46,6 +46,41 @@ absl::Status FieldError(absl::string_view file, absl::string_view field,
       absl::StrCat(file, ": field ", field, ": ", why));
 }
 
+// Reads GPU model `name` (shipped, or a .textproto path from `base_dir`);
+// errors name `field` of `file`.
+absl::StatusOr<GpuModel> ReadNamedGpuModel(absl::string_view name,
+                                           absl::string_view base_dir,
+                                           absl::string_view file,
+                                           absl::string_view field) {
+  const bool is_path = absl::EndsWith(name, ".textproto");
+  std::string path;
+  if (is_path) {
+    path = Join(base_dir, name);
+  } else {
+    absl::StatusOr<std::string> data = DataDir();
+    if (!data.ok()) {
+      return FieldError(
+          file, field,
+          absl::StrCat("\"", name, "\": ", data.status().message()));
+    }
+    path = absl::StrCat(*data, "/platforms/gpus/", name, ".textproto");
+    if (!std::ifstream(path)) {
+      const std::vector<std::string> names = ShippedNames("platforms/gpus");
+      return FieldError(
+          file, field,
+          absl::StrCat("\"", name, "\": no such shipped GPU model",
+                       DidYouMean(name, names), " (", path,
+                       "; shipped: ", absl::StrJoin(names, ", "), ")"));
+    }
+  }
+  GpuModel read;
+  if (absl::Status s = ReadGpuModelWithBase(path, &read); !s.ok()) {
+    return FieldError(file, field,
+                      absl::StrCat("\"", name, "\": ", s.message()));
+  }
+  return read;
+}
+
 // Fills gpu, kernels and interference from the platform's GPU model (its
 // bases merged, sim/scenario/platform_file.h); the platform's own fields
 // win.
@@ -60,35 +95,24 @@ absl::Status ResolveGpuModel(Platform* p, absl::string_view base_dir,
                      "\": read in platform files only (give the file as "
                      "`platform`), not in platform_def"));
   }
+  // Each degraded GPU set's own model, for the engine's classes.
+  Degraded* degraded = p->mutable_degraded();
+  for (int i = 0; i < degraded->gpus_size(); ++i) {
+    Degraded::Gpus* g = degraded->mutable_gpus(i);
+    if (g->gpu_model().empty()) continue;
+    absl::StatusOr<GpuModel> m =
+        ReadNamedGpuModel(g->gpu_model(), base_dir, file,
+                          absl::StrCat("degraded.gpus[", i, "].gpu_model"));
+    if (!m.ok()) return m.status();
+    GpuModel model = *std::move(m);
+    model.MergeFrom(g->model());
+    *g->mutable_model() = std::move(model);
+  }
   if (p->gpu_model().empty()) return absl::OkStatus();
-  const bool is_path = absl::EndsWith(p->gpu_model(), ".textproto");
-  std::string path;
-  if (is_path) {
-    path = Join(base_dir, p->gpu_model());
-  } else {
-    absl::StatusOr<std::string> data = DataDir();
-    if (!data.ok()) {
-      return FieldError(
-          file, "gpu_model",
-          absl::StrCat("\"", p->gpu_model(), "\": ", data.status().message()));
-    }
-    path =
-        absl::StrCat(*data, "/platforms/gpus/", p->gpu_model(), ".textproto");
-    if (!std::ifstream(path)) {
-      const std::vector<std::string> names = ShippedNames("platforms/gpus");
-      return FieldError(
-          file, "gpu_model",
-          absl::StrCat("\"", p->gpu_model(), "\": no such shipped GPU model",
-                       DidYouMean(p->gpu_model(), names), " (", path,
-                       "; shipped: ", absl::StrJoin(names, ", "), ")"));
-    }
-  }
-  GpuModel read;
-  if (absl::Status s = ReadGpuModelWithBase(path, &read); !s.ok()) {
-    return FieldError(file, "gpu_model",
-                      absl::StrCat("\"", p->gpu_model(), "\": ", s.message()));
-  }
-  const GpuModel* model = &read;
+  absl::StatusOr<GpuModel> read =
+      ReadNamedGpuModel(p->gpu_model(), base_dir, file, "gpu_model");
+  if (!read.ok()) return read.status();
+  const GpuModel* model = &*read;
   Gpu gpu = model->gpu();
   gpu.MergeFrom(p->gpu());
   *p->mutable_gpu() = gpu;

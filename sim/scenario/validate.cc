@@ -1,6 +1,8 @@
 // Every numeric field of a platform and a scenario, checked in one place
 // per message against sim/schema/limits.h.
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "sim/scenario/scenario.h"
@@ -93,6 +95,58 @@ void CheckInterference(const Interference& in, int sms, FieldCheck& c) {
       .Share("interference.nvlink_under_compute", in.nvlink_under_compute());
 }
 
+// The numbers of Degraded; ranks and nodes against the job's are checked
+// when the engine builds its classes (sim/engine/degraded.h).
+absl::Status CheckDegraded(const Degraded& d, absl::string_view where) {
+  FieldCheck c(where, "degraded.");
+  for (int i = 0; i < d.gpus_size(); ++i) {
+    const Degraded::Gpus& g = d.gpus(i);
+    const std::string at = absl::StrCat("gpus[", i, "].");
+    c.Real(at + "speed", g.speed(), 0, 1)
+        .Rule(at + "speed", g.speed() > 0 || g.has_model(),
+              "must be > 0 (a share of the GPU's speed), or give gpu_model")
+        .Rule(at + "ranks", !g.ranks().empty() || !g.nodes().empty(),
+              "give the ranks or nodes these GPUs are");
+    for (int r : g.ranks()) c.Count(at + "ranks", r, 0, kMaxGpus - 1);
+    for (int n : g.nodes()) c.Count(at + "nodes", n, 0, kMaxGpus - 1);
+    if (!c.ok() || !g.has_model()) continue;
+    FieldCheck m(where, absl::StrCat("degraded.", at, "model."));
+    CheckGpu(g.model().gpu(), m);
+    CheckKernels(g.model().kernels(), m);
+    CheckInterference(g.model().interference(), g.model().gpu().sms(), m);
+    if (!m.ok()) return m.status();
+  }
+  for (const char* kind : {"nvlink", "nics"}) {
+    const auto& links =
+        std::string_view(kind) == "nvlink" ? d.nvlink() : d.nics();
+    for (int i = 0; i < links.size(); ++i) {
+      const Degraded::Links& l = links[i];
+      const std::string at = absl::StrCat(kind, "[", i, "].");
+      c.Real(at + "bandwidth", l.bandwidth(), 0, 1)
+          .Rule(at + "bandwidth", l.bandwidth() > 0,
+                "must be > 0: a link down is a failure (shardsim goodput), "
+                "not a slow link")
+          .Rule(at + "ranks",
+                !l.ranks().empty() || !l.nodes().empty() || !l.rails().empty(),
+                "give the ranks, nodes or rails of these links");
+      for (int r : l.ranks()) c.Count(at + "ranks", r, 0, kMaxGpus - 1);
+      for (int n : l.nodes()) c.Count(at + "nodes", n, 0, kMaxGpus - 1);
+      for (int r : l.rails()) c.Count(at + "rails", r, 0, kMaxNicsPerNode - 1);
+      c.Rule(at + "rails",
+             l.rails().empty() || std::string_view(kind) == "nics",
+             "rails are NICs' (degraded.nics)");
+    }
+  }
+  const Degraded::Drawn& r = d.drawn();
+  c.Real("drawn.gpu_speed_sigma", r.gpu_speed_sigma(), 0, 1)
+      .Real("drawn.nic_fraction", r.nic_fraction(), 0, 1)
+      .Real("drawn.nic_bandwidth", r.nic_bandwidth(), 0, 1)
+      .Rule("drawn.nic_bandwidth",
+            (r.nic_fraction() > 0) == (r.nic_bandwidth() > 0),
+            "is given with nic_fraction, and only with it");
+  return c.status();
+}
+
 }  // namespace
 
 absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
@@ -118,7 +172,8 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
       "tensor cores has both)");
   CheckInterference(p.interference(), p.gpu().sms(), c);
   CheckHost(p.host(), c);
-  return c.status();
+  if (!c.ok()) return c.status();
+  return CheckDegraded(p.degraded(), where);
 }
 
 absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {

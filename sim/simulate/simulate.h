@@ -25,6 +25,9 @@ struct EngineOptions {
   std::string trace_path;   // Chrome trace of each point, if set
   double time_limit_s = 0;  // > 0: stop with an error when reached
   bool collapse = true;     // repeating micro-batches simulated once (replay.h)
+  // Of the classes of degraded GPUs, those another dominates left out
+  // (sim/engine/degraded.h); false replays every class, for checking.
+  bool drop_dominated = true;
   // Lone inter-node stages replayed (CollectiveEngine::set_replay_stages).
   bool replay_stages = true;
   // Only the network flows of the nodes that the others mirror run

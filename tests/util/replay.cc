@@ -17,12 +17,18 @@ namespace test {
 
 absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
                                        const Platform& platform,
-                                       const Mesh& mesh) {
+                                       const Mesh& mesh, bool every_class) {
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
         Fabric::Build(platform, mesh);
     if (!fabric.ok()) return fabric.status();
+    if (every_class) {
+      absl::StatusOr<std::vector<RankClass>> classes =
+          ComputeClasses(platform, mesh, false);
+      if (!classes.ok()) return classes.status();
+      (*fabric)->set_classes(*std::move(classes));
+    }
     CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
     absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
     if (!t.ok()) return t.status();
@@ -30,6 +36,7 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
     ResultRow* row = r.add_rows();
     row->set_step_time_s(t->step_time_s);
     *row->mutable_breakdown() = t->breakdown;
+    *row->mutable_replay() = t->replay;
     for (const OpTime& o : t->ops) {
       TrafficEntry* e = row->add_traffic();  // a carrier for two doubles
       e->set_calls(static_cast<int64_t>(std::llround(o.start * 1e15)));
@@ -47,6 +54,7 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
   Replayed rep;
   rep.step = row.step_time_s();
   rep.breakdown = row.breakdown();
+  rep.replay = row.replay();
   for (const TrafficEntry& e : row.traffic()) {
     rep.ops.push_back({e.calls() * 1e-15, e.bytes_per_call() * 1e-15});
   }
@@ -54,8 +62,9 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
 }
 
 Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh) {
-  absl::StatusOr<Replayed> r = ReplayOrError(schedule, platform, mesh);
+                const Mesh& mesh, bool every_class) {
+  absl::StatusOr<Replayed> r =
+      ReplayOrError(schedule, platform, mesh, every_class);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : Replayed();
 }

@@ -20,17 +20,20 @@ struct Replayed {
   std::vector<std::pair<double, double>> ops;
   Breakdown breakdown;
   double step = 0;
+  StepReplay replay;  // how it was replayed
 };
 
 // `schedule` replayed on `platform` over `mesh` in fast mode, or the
-// replay's error.
+// replay's error. `every_class`: the dominated classes of degraded GPUs
+// replayed too (sim/engine/degraded.h).
 absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
                                        const Platform& platform,
-                                       const Mesh& mesh);
+                                       const Mesh& mesh,
+                                       bool every_class = false);
 
 // The same, a failure a test failure (and an empty result).
 Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh);
+                const Mesh& mesh, bool every_class = false);
 
 }  // namespace test
 }  // namespace shardsim

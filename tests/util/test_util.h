@@ -22,6 +22,21 @@ std::string SourcePath(absl::string_view relative);
 // the shared folder would be written by two tests at once.
 std::string TestTempDir();
 
+// A platform written in the test, so that every number below is in sight:
+// efficiencies 1, one wire protocol with payload fraction 1.
+struct Knobs {
+  int gpus_per_node = 8;
+  int nics_per_node = 8;
+  double nvlink = 100e9;       // B/s per GPU per direction
+  double nic = 10e9;           // B/s per NIC per direction
+  double base = 0;             // s, once per call
+  double alpha_intra = 5e-6;   // s per step over NVSwitch
+  double alpha_inter = 20e-6;  // s per step over the network
+  int channels = 1;
+};
+
+Platform TestPlatform(const Knobs& k);
+
 // tests/data/tiny_model.textproto: a model small enough to lower and
 // simulate in milliseconds.
 std::string TinyModelPath();

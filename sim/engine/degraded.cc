@@ -1,0 +1,190 @@
+#include "sim/engine/degraded.h"
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sim/base/bandwidth.h"
+
+namespace shardsim {
+namespace {
+
+// Draws from a seed the same on every machine: std::mt19937_64's sequence
+// is fixed by the standard, its distributions are not.
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : gen_(seed) {}
+  double Uniform() {  // in [0, 1), 53 bits
+    return static_cast<double>(gen_() >> 11) * 0x1.0p-53;
+  }
+  double Normal() {                  // Box-Muller, one of the pair
+    const double u = 1 - Uniform();  // (0, 1]: log(u) is finite
+    return std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * Uniform());
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+absl::Status OutOfJob(absl::string_view field, int value, absl::string_view of,
+                      int count) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "platform field degraded.", field, ": ", value,
+      " is not one of the job's ", count, " ", of, " (0 to ", count - 1, ")"));
+}
+
+// Calls `visit(rank)` for every rank named by `ranks` and `nodes`.
+template <typename Visit>
+absl::Status EachRank(const google::protobuf::RepeatedField<int32_t>& ranks,
+                      const google::protobuf::RepeatedField<int32_t>& nodes,
+                      const Mesh& mesh, const std::string& at, Visit visit) {
+  for (int r : ranks) {
+    if (r >= mesh.gpus()) return OutOfJob(at + "ranks", r, "GPUs", mesh.gpus());
+    visit(r);
+  }
+  for (int n : nodes) {
+    if (n >= mesh.nodes) return OutOfJob(at + "nodes", n, "nodes", mesh.nodes);
+    for (int l = 0; l < mesh.gpus_per_node; ++l) {
+      visit(n * mesh.gpus_per_node + l);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
+                                                      const Mesh& mesh,
+                                                      bool drop_dominated) {
+  const Degraded& d = platform.degraded();
+  const int gpus = mesh.gpus();
+  // Per rank: its speed and its model (0: the platform's, i: gpus[i - 1]'s).
+  std::vector<double> speed(gpus, 1);
+  std::vector<int> model(gpus, 0);
+  if (d.drawn().gpu_speed_sigma() > 0) {
+    Draws draws(d.drawn().seed());
+    for (double& s : speed)
+      s = std::exp(d.drawn().gpu_speed_sigma() * draws.Normal());
+  }
+  std::vector<int> named_by(gpus, -1);
+  for (int i = 0; i < d.gpus_size(); ++i) {
+    const Degraded::Gpus& g = d.gpus(i);
+    const std::string at = absl::StrCat("gpus[", i, "].");
+    absl::Status clash;
+    absl::Status s = EachRank(g.ranks(), g.nodes(), mesh, at, [&](int r) {
+      if (named_by[r] >= 0 && clash.ok()) {
+        clash = absl::InvalidArgumentError(
+            absl::StrCat("platform field degraded.", at, "ranks: rank ", r,
+                         " is also in degraded.gpus[", named_by[r], "]"));
+      }
+      named_by[r] = i;
+      if (g.speed() > 0) speed[r] *= g.speed();
+      if (g.has_model()) model[r] = i + 1;
+    });
+    if (!s.ok()) return s;
+    if (!clash.ok()) return clash;
+  }
+  // Classes by (model, speed), in order of their first rank.
+  std::map<std::pair<int, double>, int> index;
+  std::vector<RankClass> classes;
+  for (int r = 0; r < gpus; ++r) {
+    auto [it, fresh] = index.try_emplace({model[r], speed[r]}, classes.size());
+    if (fresh) {
+      RankClass& c = classes.emplace_back();
+      c.speed = speed[r];
+      c.platform = platform;
+      if (model[r] > 0) {
+        const GpuModel& m = d.gpus(model[r] - 1).model();
+        *c.platform.mutable_gpu() = m.gpu();
+        *c.platform.mutable_kernels() = m.kernels();
+        *c.platform.mutable_interference() = m.interference();
+        c.other_model = true;
+      }
+    }
+    classes[it->second].ranks.push_back(r);
+  }
+  if (!drop_dominated) return classes;
+  // Of each model, the slowest class alone.
+  std::map<int, int> slowest;  // model -> class
+  for (const auto& [key, c] : index) {
+    auto [it, fresh] = slowest.try_emplace(key.first, c);
+    if (!fresh && classes[c].speed < classes[it->second].speed) it->second = c;
+  }
+  std::vector<bool> keep(classes.size(), false);
+  for (const auto& [m, c] : slowest) keep[c] = true;
+  std::vector<RankClass> kept;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    if (keep[c]) kept.push_back(std::move(classes[c]));
+  }
+  return kept;
+}
+
+absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
+                                             const Mesh& mesh) {
+  const Degraded& d = platform.degraded();
+  const int per_node = platform.network().nics_per_node();
+  LinkShares out;
+  out.port.assign(mesh.gpus(), 1);
+  out.nic.assign(mesh.nodes * per_node, 1);
+  for (int i = 0; i < d.nvlink_size(); ++i) {
+    const Degraded::Links& l = d.nvlink(i);
+    absl::Status s =
+        EachRank(l.ranks(), l.nodes(), mesh, absl::StrCat("nvlink[", i, "]."),
+                 [&](int r) { out.port[r] *= l.bandwidth(); });
+    if (!s.ok()) return s;
+  }
+  for (int i = 0; i < d.nics_size(); ++i) {
+    const Degraded::Links& l = d.nics(i);
+    const std::string at = absl::StrCat("nics[", i, "].");
+    for (int rail : l.rails()) {
+      if (rail >= per_node) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "platform field degraded.", at, "rails: ", rail,
+            " is past the node's ", per_node, " NICs (network.nics_per_node)"));
+      }
+    }
+    // Ranks name the NIC they use; nodes with rails those nodes' rails;
+    // nodes alone every NIC of theirs; rails alone every node's.
+    for (int r : l.ranks()) {
+      if (r >= mesh.gpus()) {
+        return OutOfJob(at + "ranks", r, "GPUs", mesh.gpus());
+      }
+      out.nic[NicOfRank(platform, mesh.gpus_per_node, r)] *= l.bandwidth();
+    }
+    std::vector<int> nodes(l.nodes().begin(), l.nodes().end());
+    for (int n : nodes) {
+      if (n >= mesh.nodes)
+        return OutOfJob(at + "nodes", n, "nodes", mesh.nodes);
+    }
+    if (nodes.empty() && !l.rails().empty()) {
+      for (int n = 0; n < mesh.nodes; ++n) nodes.push_back(n);
+    }
+    for (int n : nodes) {
+      if (l.rails().empty()) {
+        for (int k = 0; k < per_node; ++k) {
+          out.nic[n * per_node + k] *= l.bandwidth();
+        }
+      }
+      for (int rail : l.rails()) out.nic[n * per_node + rail] *= l.bandwidth();
+    }
+  }
+  if (d.drawn().nic_fraction() > 0) {
+    // A stream of its own: the GPUs' draws do not move the NICs'.
+    Draws draws(d.drawn().seed() ^ 0x9e3779b97f4a7c15ULL);
+    for (double& s : out.nic) {
+      if (draws.Uniform() < d.drawn().nic_fraction()) {
+        s *= d.drawn().nic_bandwidth();
+      }
+    }
+  }
+  for (double s : out.port)
+    out.ports_alike = out.ports_alike && s == out.port[0];
+  for (double s : out.nic) out.nics_alike = out.nics_alike && s == out.nic[0];
+  return out;
+}
+
+}  // namespace shardsim

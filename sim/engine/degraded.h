@@ -1,0 +1,56 @@
+// A platform's degraded parts (platform.proto Degraded) on one job's mesh:
+// the classes of ranks that compute alike, and each link's share of its
+// bandwidth.
+//
+// Classes. The engine replays one timeline per class (step_actors.h). A
+// collective starts when the last class holding its ranks reaches it, and
+// every group of a call runs at once (collective_engine.h), so each call
+// waits for the slowest class. A class of the platform's own GPU model is
+// then never later than another class of that model that is slower on
+// every kernel: it starts each op no earlier and runs it no longer (the
+// comm SMs that slow both are the same). Such a dominated class changes
+// no time, and it is not replayed: 8 slow GPUs among 1024 replay as one
+// class, and a lognormal draw for every GPU as its slowest one.
+#ifndef SHARDSIM_SIM_ENGINE_DEGRADED_H_
+#define SHARDSIM_SIM_ENGINE_DEGRADED_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/base/group.h"
+#include "sim/schema/platform.pb.h"
+
+namespace shardsim {
+
+// Ranks that compute alike.
+struct RankClass {
+  std::vector<int> ranks;  // ascending
+  double speed = 1;        // share of the speed of `platform`'s GPU kept
+  // The platform as these ranks compute: the platform's own, or with the
+  // gpu, kernels and interference of Degraded.Gpus.model.
+  Platform platform;
+  bool other_model = false;  // of a model other than the platform's
+};
+
+// The job's ranks by class, the class of rank 0 first, then by first
+// rank. With `drop_dominated` (the engine's default), a class that another
+// replayed class dominates (above) is left out; its ranks are in no class.
+// Errors name the Degraded field (a rank or node outside the job, a rail
+// past nics_per_node).
+absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
+                                                      const Mesh& mesh,
+                                                      bool drop_dominated);
+
+// Each link's share of its bandwidth, 1 where not degraded.
+struct LinkShares {
+  std::vector<double> port;  // NVSwitch port, by rank
+  std::vector<double> nic;   // NIC, by node * nics_per_node + rail
+  bool ports_alike = true;   // every port at the same share
+  bool nics_alike = true;    // every NIC at the same share
+};
+absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
+                                             const Mesh& mesh);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ENGINE_DEGRADED_H_
