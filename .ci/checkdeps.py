@@ -30,7 +30,7 @@ LAYERS = [
     ["sim/runner"],           # points in child processes, over MPI
     ["sim/engine"],           # SimGrid: the step replayed on the fabric
     ["sim/simulate"],         # the job driver: analyze -> engine -> results
-    ["sim/search"],           # `shardsim plan`: the strategy search
+    ["sim/search", "sim/goodput"],  # `plan`'s search; goodput over many steps
     ["hw/backend.h"],         # shardsim-hw: what a backend provides
     ["hw/runtime"],           # ... runs a schedule's ranks
     ["hw/cpu", "hw/cuda"],    # ... on CPU stand-ins or GPUs

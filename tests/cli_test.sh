@@ -369,5 +369,40 @@ done
 [ $? -eq 1 ] && grep -q "time limit" "$tmp/err" && ok \
   || fail "plan --time-limit before any point: $(cat "$tmp/err")"
 
+# goodput: how much to train is required, one way; a run's parts sum to its
+# wall time; the Monte Carlo reads its seed; a platform's degraded GPUs
+# are straggler time.
+"$bin" goodput "$quick" --model "$tiny" --strategy zero3 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "--days or --tokens" "$tmp/err" && ok \
+  || fail "goodput without --days: $(cat "$tmp/err")"
+"$bin" goodput "$quick" --model "$tiny" --strategy zero3 --days 1 --tokens 5 \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "one of --days or --tokens" "$tmp/err" && ok \
+  || fail "goodput with both"
+"$bin" goodput "$quick" --model "$tiny" --strategy zero3 --days -2 \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- "--days must be" "$tmp/err" && ok \
+  || fail "goodput --days -2"
+"$bin" goodput "$quick" --model "$tiny" --strategy zero3 --gpus 64 --days 30 \
+  --trials 200 --seed 3 --json "$tmp/g.json" >"$tmp/g" || fail "goodput run"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rows"][0]["goodput"]
+parts = r["work_s"] + r["checkpoint_s"] + r["rework_s"] + r["lost_restart_s"] + r["straggler_s"]
+assert abs(parts - r["wall_s"]) < 1e-6 * r["wall_s"], r
+assert r["monte_carlo"]["trials"] == 200 and r["monte_carlo"]["seed"] == "3", r
+assert 0 < r["goodput"] < 1, r' "$tmp/g.json" && ok || fail "goodput JSON"
+grep -q "Young-Daly" "$tmp/g" && ok || fail "goodput names its interval rule"
+cat >"$tmp/slow.textproto" <<EOT
+base: "dgx_a100"
+name: "slow"
+degraded { gpus { ranks: [9] speed: 0.5 } }
+EOT
+"$bin" goodput "$quick" --strategy zero3 --gpus 16 --micro-batches 1 \
+  --days 1 --platform "$tmp/slow.textproto" --json "$tmp/s.json" >/dev/null \
+  || fail "goodput with a straggler"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rows"][0]
+assert r["goodput"]["straggler_s"] > 0 and r["step_time_s"] > r["goodput"]["uniform_step_s"], r
+assert r["breakdown"]["waited_on"]["waits"][0]["rank"] == 9, r["breakdown"]' \
+  "$tmp/s.json" && ok || fail "goodput straggler"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -95,6 +95,18 @@ const std::vector<Command>& Commands() {
              {"memory_cap", "top", "figure", "exhaustive", "algorithms",
               "settings", "search_parallelism", "deployable", "json", "csv"}}),
        PlanMain},
+      {"goodput", "goodput [SCENARIO] --days D | --tokens N [flags]",
+       "the training run on parts that fail: each point's step simulated, "
+       "then the expected wall time of D days of steps (or N tokens) with "
+       "the platform's failure rates, restarts and checkpoints (interval by "
+       "the Young-Daly rule unless given), the goodput, the lost time by "
+       "cause (checkpoints, rework, restarts, stragglers) and with --trials "
+       "its distribution.",
+       Join({kScenario,
+             kEngine,
+             {"days", "tokens", "checkpoint_interval", "async_checkpoint",
+              "trials", "seed", "json", "csv"}}),
+       GoodputMain},
       {"memory", "memory [SCENARIO] [flags]",
        "per-GPU memory (parameters, gradients, optimizer states, "
        "activations, buffers, reserve) and whether it fits.",

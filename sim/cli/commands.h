@@ -27,6 +27,7 @@ struct Invocation {
 using CommandMain = int (*)(const Invocation& invocation);
 int RunMain(const Invocation& invocation);
 int PlanMain(const Invocation& invocation);
+int GoodputMain(const Invocation& invocation);
 int MemoryMain(const Invocation& invocation);
 int VolumeMain(const Invocation& invocation);
 int ScheduleMain(const Invocation& invocation);

@@ -283,6 +283,74 @@ std::string FormatBreakdownTable(const Results& results) {
   return out;
 }
 
+std::string FormatGoodputTable(const Results& results) {
+  constexpr double kDay = 86400, kHour = 3600;
+  bool monte_carlo = false;
+  for (const ResultRow& r : results.rows()) {
+    monte_carlo = monte_carlo || r.goodput().has_monte_carlo();
+  }
+  std::string out = absl::StrFormat(
+      "goodput: the run's expected wall time on parts that fail (platform "
+      "reliability), checkpointing every `ckpt every` of work; lost time by "
+      "cause, hours\n%-34s %6s %8s %8s %8s %8s %8s | %10s %9s %9s %7s | "
+      "%8s %8s %8s %8s%s\n",
+      "strategy", "gpus", "step s", "MTBF h", "ckpt GB", "write s", "restart",
+      "ckpt every", "work days", "wall days", "goodput", "ckpt", "rework",
+      "restart", "straggle",
+      monte_carlo ? absl::StrFormat(" | %8s %8s %8s", "p50 days", "p90 days",
+                                    "p99 days")
+                  : "");
+  for (const ResultRow& r : results.rows()) {
+    if (!r.has_goodput()) {
+      absl::StrAppendFormat(&out, "%-34s %6d  -: %s\n", r.strategy(), r.gpus(),
+                            r.oom() ? "out of memory" : "not simulated");
+      continue;
+    }
+    const GoodputResult& g = r.goodput();
+    absl::StrAppendFormat(
+        &out,
+        "%-34s %6d %8.4f %8.2f %8.0f %8.1f %8.0f | %6.1f min %9.2f %9.2f "
+        "%6.1f%% | %8.1f %8.1f %8.1f %8.1f%s\n",
+        r.strategy(), r.gpus(), r.step_time_s(), g.mtbf_s() / kHour,
+        g.checkpoint_bytes() / 1e9, g.checkpoint_write_s(), g.restart_s(),
+        g.interval_s() / 60, g.work_s() / kDay, g.wall_s() / kDay,
+        100 * g.goodput(), g.checkpoint_s() / kHour, g.rework_s() / kHour,
+        g.lost_restart_s() / kHour, g.straggler_s() / kHour,
+        g.has_monte_carlo() ? absl::StrFormat(" | %8.2f %8.2f %8.2f",
+                                              g.monte_carlo().p50_s() / kDay,
+                                              g.monte_carlo().p90_s() / kDay,
+                                              g.monte_carlo().p99_s() / kDay)
+                            : "");
+  }
+  // How each point was set up: the same for every row but its counts.
+  for (const ResultRow& r : results.rows()) {
+    if (!r.has_goodput()) continue;
+    const GoodputResult& g = r.goodput();
+    absl::StrAppendFormat(
+        &out,
+        "\n%s at %d GPUs: checkpoint interval %s; %s checkpoints (the step "
+        "blocks %.1f s each); a restart costs %.0f s; expected failures:",
+        r.strategy(), r.gpus(), g.interval_rule(),
+        g.async_checkpoint() ? "asynchronous" : "synchronous",
+        g.checkpoint_block_s(), g.restart_s());
+    for (const GoodputResult::Part& part : g.parts()) {
+      absl::StrAppendFormat(&out, " %s %.1f (of %.0f)", part.part(),
+                            part.failures(), part.count());
+    }
+    if (g.has_monte_carlo()) {
+      absl::StrAppendFormat(
+          &out,
+          "; Monte Carlo of %d runs (seed %d): mean %.2f "
+          "days, sd %.2f, min %.2f, max %.2f",
+          g.monte_carlo().trials(), g.monte_carlo().seed(),
+          g.monte_carlo().mean_s() / kDay, g.monte_carlo().stddev_s() / kDay,
+          g.monte_carlo().min_s() / kDay, g.monte_carlo().max_s() / kDay);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 std::string FormatCollectiveTable(const CollectiveResults& r) {
   // Simulated sweeps move fp32 (nccl-tests' default) and say which wire
   // protocol the engine chose; measured ones move int64 elements, which

@@ -25,6 +25,11 @@ std::string FormatRunTable(const Results& results);
 // seconds per cause, and the collectives left most exposed.
 std::string FormatBreakdownTable(const Results& results);
 
+// `shardsim goodput`: per point, the run's expected wall time, its goodput
+// and the lost time by cause (ResultRow.goodput), then the failures by
+// part.
+std::string FormatGoodputTable(const Results& results);
+
 // `shardsim plan`: the counts, then the best rows, the presets and the
 // Pareto front, each as FormatRunTable lays rows out, each point named by
 // PlanPointName.

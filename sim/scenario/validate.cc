@@ -172,6 +172,22 @@ absl::Status ValidatePlatform(const Platform& p, absl::string_view where) {
       "tensor cores has both)");
   CheckInterference(p.interference(), p.gpu().sms(), c);
   CheckHost(p.host(), c);
+  const Reliability& r = p.reliability();
+  c.Real("reliability.gpu_failures_per_hour", r.gpu_failures_per_hour(), 0, 1)
+      .Real("reliability.node_failures_per_hour", r.node_failures_per_hour(), 0,
+            1)
+      .Real("reliability.nic_failures_per_hour", r.nic_failures_per_hour(), 0,
+            1)
+      .Real("reliability.switch_failures_per_hour",
+            r.switch_failures_per_hour(), 0, 1)
+      .Real("reliability.software_failures_per_hour",
+            r.software_failures_per_hour(), 0, 1)
+      .Real("reliability.relaunch_s", r.relaunch_s(), 0, 1e6)
+      .Real("reliability.init_s", r.init_s(), 0, 1e6)
+      .Real("storage.node_write_bytes_per_s",
+            p.storage().node_write_bytes_per_s(), 0, kMaxBandwidth)
+      .Real("storage.node_read_bytes_per_s",
+            p.storage().node_read_bytes_per_s(), 0, kMaxBandwidth);
   if (!c.ok()) return c.status();
   return CheckDegraded(p.degraded(), where);
 }
