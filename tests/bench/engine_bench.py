@@ -4,7 +4,7 @@
 usage: python3 tests/bench/engine_bench.py build/shardsim [--with-zeropp-at-scale]
                                          [--with-reports] [--with-16k]
                                          [--with-plan] [--with-3d]
-                                         [--with-3d-plan]
+                                         [--with-3d-plan] [--with-stragglers]
 
 Prints one markdown row per benchmark: wall seconds and peak resident memory
 of the largest process (shardsim runs each simulation in a child process).
@@ -185,6 +185,33 @@ def main():
           f"{PAIRS}; 128: {min(runs['128']):.2f}-{max(runs['128']):.2f}, "
           f"4: {min(runs['4']):.2f}-{max(runs['4']):.2f}) | {mb:.0f} |",
           flush=True)
+    if "--with-stragglers" in sys.argv:
+        stragglers(shardsim)
+
+
+def median_run(argv, runs):
+    """The median wall seconds of `runs` runs of argv, and their range."""
+    times = [measure(argv)[0] for _ in range(runs)]
+    return statistics.median(times), min(times), max(times)
+
+
+def stragglers(shardsim):
+    """The Lins set-up's LLaMA-13B ZeRO-3 step on 1024 GPUs, uniform against
+    8 GPUs at 80% speed (docs/examples/a800_lins_8_slow.textproto): as run
+    (the slow class alone replayed) and with every class replayed
+    (--nodrop-dominated). Medians of PAIRS runs each."""
+    step = [shardsim, "run", "scenarios/paper/lins_13b.textproto",
+            "--strategy", "zero3", "--gpus", "1024", "--jobs", "1"]
+    slow = ["--platform", "docs/examples/a800_lins_8_slow.textproto"]
+    uniform, lo, hi = median_run(step, PAIRS)
+    for name, extra in (("8 slow GPUs", slow),
+                        ("8 slow GPUs, every class replayed",
+                         slow + ["--nodrop-dominated"])):
+        t, tlo, thi = median_run(step + extra, PAIRS)
+        print(f"| LLaMA-13B ZeRO-3 step, 1024 a800_lins GPUs, {name}, "
+              f"against uniform [< 3x] | {t:.2f} / {uniform:.2f} = "
+              f"{t / uniform:.2f}x (medians of {PAIRS}; {tlo:.2f}-{thi:.2f}, "
+              f"uniform {lo:.2f}-{hi:.2f}) | |", flush=True)
 
 
 if __name__ == "__main__":
