@@ -196,22 +196,31 @@ def median_run(argv, runs):
 
 
 def stragglers(shardsim):
-    """The Lins set-up's LLaMA-13B ZeRO-3 step on 1024 GPUs, uniform against
-    8 GPUs at 80% speed (docs/examples/a800_lins_8_slow.textproto): as run
-    (the slow class alone replayed) and with every class replayed
-    (--nodrop-dominated). Medians of PAIRS runs each."""
-    step = [shardsim, "run", "scenarios/paper/lins_13b.textproto",
-            "--strategy", "zero3", "--gpus", "1024", "--jobs", "1"]
+    """1024-GPU steps, uniform against 8 GPUs at 80% speed
+    (docs/examples/a800_lins_8_slow.textproto): as run (the slow class alone
+    replayed) and with every class replayed (--nodrop-dominated). Medians of
+    PAIRS runs each."""
     slow = ["--platform", "docs/examples/a800_lins_8_slow.textproto"]
-    uniform, lo, hi = median_run(step, PAIRS)
-    for name, extra in (("8 slow GPUs", slow),
-                        ("8 slow GPUs, every class replayed",
-                         slow + ["--nodrop-dominated"])):
-        t, tlo, thi = median_run(step + extra, PAIRS)
-        print(f"| LLaMA-13B ZeRO-3 step, 1024 a800_lins GPUs, {name}, "
-              f"against uniform [< 3x] | {t:.2f} / {uniform:.2f} = "
-              f"{t / uniform:.2f}x (medians of {PAIRS}; {tlo:.2f}-{thi:.2f}, "
-              f"uniform {lo:.2f}-{hi:.2f}) | |", flush=True)
+    steps = (
+        ("LLaMA-13B ZeRO-3 step (the Lins set-up), 1 micro-batch",
+         [shardsim, "run", "scenarios/paper/lins_13b.textproto", "--strategy",
+          "zero3", "--gpus", "1024", "--jobs", "1"]),
+        # Collapsed when uniform or one class; every class replayed, in full.
+        ("LLaMA-7B ZeRO-3 step (the quickstart's), 32 micro-batches",
+         [shardsim, "run", "scenarios/quickstart.textproto", "--strategy",
+          "zero3", "--gpus", "1024", "--micro-batches", "32", "--jobs", "1"]),
+    )
+    for step_name, step in steps:
+        uniform, lo, hi = median_run(step + ["--platform", "a800_lins"], PAIRS)
+        for name, extra in (("8 slow GPUs", slow),
+                            ("8 slow GPUs, every class replayed",
+                             slow + ["--nodrop-dominated"])):
+            t, tlo, thi = median_run(step + extra, PAIRS)
+            print(f"| {step_name}, 1024 a800_lins GPUs, {name}, against "
+                  f"uniform [< 3x] | {t:.2f} / {uniform:.2f} = "
+                  f"{t / uniform:.2f}x (medians of {PAIRS}; "
+                  f"{tlo:.2f}-{thi:.2f}, uniform {lo:.2f}-{hi:.2f}) | |",
+                  flush=True)
 
 
 if __name__ == "__main__":
