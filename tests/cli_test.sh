@@ -403,6 +403,38 @@ python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rows"][0]
 assert r["goodput"]["straggler_s"] > 0 and r["step_time_s"] > r["goodput"]["uniform_step_s"], r
 assert r["breakdown"]["waited_on"]["waits"][0]["rank"] == 9, r["breakdown"]' \
   "$tmp/s.json" && ok || fail "goodput straggler"
+# On a shipped platform (collectives holding SMs, ports slowed by compute),
+# the slow class alone gives the step every class gives.
+"$bin" run "$quick" --strategy zero3,zero2 --gpus 16 --micro-batches 2 \
+  --platform "$tmp/slow.textproto" --json "$tmp/one.json" >/dev/null \
+  || fail "run, slow class"
+"$bin" run "$quick" --strategy zero3,zero2 --gpus 16 --micro-batches 2 \
+  --platform "$tmp/slow.textproto" --nodrop-dominated --json "$tmp/every.json" \
+  >/dev/null || fail "run, every class"
+python3 -c 'import json, sys
+a, b = (json.load(open(f))["rows"] for f in sys.argv[1:])
+assert len(a) == len(b) == 2
+for x, y in zip(a, b):
+    assert abs(x["step_time_s"] - y["step_time_s"]) <= 1e-9 * y["step_time_s"], (x, y)' \
+  "$tmp/one.json" "$tmp/every.json" && ok || fail "dropped classes change the step"
+
+# Mixed generations: node 1 of A100 40 GB in a DGX H100 job; memory is
+# held against the smaller GPU, and a model name that is not shipped is an
+# error naming the field.
+cat >"$tmp/mixed.textproto" <<EOT
+base: "dgx_h100"
+name: "mixed"
+degraded { gpus { nodes: [1] gpu_model: "a100_sxm4_40gb" } }
+EOT
+"$bin" memory "$quick" --strategy zero3 --gpus 16 \
+  --platform "$tmp/mixed.textproto" >"$tmp/mixed" || fail "memory, mixed"
+grep -q "zero3 .*(40.0)" "$tmp/mixed" && ok \
+  || fail "mixed generations: memory against 40 GiB: $(cat "$tmp/mixed")"
+sed -i 's/a100_sxm4_40gb/a100_sxm9/' "$tmp/mixed.textproto"
+"$bin" memory "$quick" --strategy zero3 --gpus 16 \
+  --platform "$tmp/mixed.textproto" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "degraded.gpus\[0\].gpu_model" "$tmp/err" && ok \
+  || fail "unknown degraded gpu_model: $(cat "$tmp/err")"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

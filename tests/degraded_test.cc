@@ -45,10 +45,12 @@ Kernel VectorOf(double bytes) {
 }
 
 // A step of alternating compute ops and ring all-gathers of `bytes` over
-// `group`, each waiting for the one before: compute, gather, compute,
-// gather, ... one compute op per kernel.
+// `group`: compute, gather, compute, gather, ... one compute op per
+// kernel. Each op waits for the one before; with `overlap`, a compute op
+// waits for the compute before it only, so each gather runs beside the
+// next compute.
 Schedule ComputeThenGather(const std::vector<Kernel>& kernels, int64_t bytes,
-                           const Group& group) {
+                           const Group& group, bool overlap = false) {
   Schedule s;
   for (const Kernel& k : kernels) {
     const int id = s.ops_size();
@@ -59,7 +61,7 @@ Schedule ComputeThenGather(const std::vector<Kernel>& kernels, int64_t bytes,
     c->mutable_compute()->set_kind("forward");
     c->mutable_compute()->set_kernel_list(s.kernel_lists_size());
     *s.add_kernel_lists()->add_kernels() = k;
-    if (id > 0) c->add_deps(id - 1);
+    if (id > 0) c->add_deps(overlap ? id - 2 : id - 1);
     Op* g = s.add_ops();
     g->set_id(id + 1);
     g->set_stream(REDUCE);
@@ -211,6 +213,12 @@ TEST(Stragglers, FasterGpusNeverMakeTheStepSlower) {
     const double step = Replay(s, p, mesh).step;
     EXPECT_GE(step, before - 1e-12);
     before = step;
+    // Every GPU at that speed.
+    Platform all = OneNodeOfFour();
+    Degraded::Gpus* every = all.mutable_degraded()->add_gpus();
+    every->add_nodes(0);
+    every->set_speed(speed);
+    EXPECT_LE(step, Replay(s, all, mesh).step + 1e-12);
   }
 }
 
@@ -239,6 +247,49 @@ TEST(Stragglers, DrawnSpeedsReplayAsTheirSlowestClass) {
   for (size_t i = 0; i < classes->size(); ++i) {
     EXPECT_EQ((*again)[i].speed, (*classes)[i].speed);
   }
+}
+
+TEST(Stragglers, EveryNicAtHalfIsANicOfHalfTheBandwidth) {
+  // Four nodes of one GPU and one NIC, a ring all-gather across them: every
+  // NIC degraded to half is the platform with 5e9 B/s NICs, with network
+  // symmetry on (the mirrored flows' NIC halves at the same share).
+  Knobs k;
+  k.gpus_per_node = 1;
+  k.nics_per_node = 1;
+  Platform degraded = TestPlatform(k);
+  degraded.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  Degraded::Links* nics = degraded.mutable_degraded()->add_nics();
+  nics->add_rails(0);
+  nics->set_bandwidth(0.5);
+  k.nic = 5e9;
+  Platform half = TestPlatform(k);
+  half.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  const Mesh mesh{1, 4};
+  const Schedule s = ComputeThenGather({GemmOf(kC)}, kBytes, GlobalGroup(mesh));
+  const double want = Replay(s, half, mesh).step;
+  // 3 steps of 20 us + 1e8 B at 5e9 B/s, after the GEMM.
+  EXPECT_NEAR(want, kC + 3 * (20e-6 + 1e8 / 5e9), 1e-9);
+  EXPECT_NEAR(Replay(s, degraded, mesh).step, want, 1e-12);
+}
+
+TEST(Stragglers, DroppingTheFasterClassIsExactWhereCollectivesHoldNoSms) {
+  // Ports slowed to half while compute runs, gathers beside compute: the
+  // slow class drives the ports whether the faster one is replayed or not,
+  // and, with no SMs held, the faster class never ends an op later.
+  const Mesh mesh{4, 1};
+  const Schedule s =
+      ComputeThenGather({GemmOf(kC), VectorOf(1e8), GemmOf(kC)}, kBytes,
+                        GlobalGroup(mesh), /*overlap=*/true);
+  Platform p = OneNodeOfFour();
+  p.mutable_interference()->set_nvlink_under_compute(0.5);
+  Degraded::Gpus* slow = p.mutable_degraded()->add_gpus();
+  slow->add_ranks(3);
+  slow->set_speed(0.7);
+  const Replayed one = Replay(s, p, mesh);
+  const Replayed every = Replay(s, p, mesh, /*every_class=*/true);
+  EXPECT_NEAR(every.step, one.step, 1e-12);
+  EXPECT_NEAR(every.breakdown.straggler_s(), one.breakdown.straggler_s(),
+              1e-12);
 }
 
 TEST(Stragglers, OutsideTheJobIsAnErrorNamingTheField) {

@@ -25,8 +25,11 @@ Job H100Job() {
   return job;
 }
 
+// Each GPU holds 3e9 bytes of parameters and 1e9 of optimizer states.
 ResultRow Row(int gpus, double step_s, double tokens_per_gpu_per_s) {
   ResultRow row;
+  row.set_param_bytes(3'000'000'000);
+  row.set_optimizer_bytes(1'000'000'000);
   row.set_strategy("zero3");
   row.set_gpus(gpus);
   row.set_step_time_s(step_s);
@@ -35,14 +38,21 @@ ResultRow Row(int gpus, double step_s, double tokens_per_gpu_per_s) {
 }
 
 TEST(JobGoodput, TheJobsSwitchesAreItsLeavesAndSpines) {
-  const Platform p = test::ShippedPlatform("dgx_h100");  // 32 NICs a leaf
-  // 512 nodes x 8 NICs = 4096 NICs: 128 leaves, each with 32 up-links
-  // (oversubscription 1): 32 spines.
+  // dgx_h100: 32 NICs a leaf, rail-optimised (each of the 8 rails on
+  // leaves of its own), non-blocking: 32 up-links a leaf, so 32 spines.
+  const Platform p = test::ShippedPlatform("dgx_h100");
+  // 512 nodes: each rail's 512 NICs fill 16 leaves: 128 leaves + 32.
   EXPECT_EQ(FatTreeSwitches(p, 512), 128 + 32);
-  // 4 nodes' 32 NICs fill one leaf: one switch.
-  EXPECT_EQ(FatTreeSwitches(p, 4), 1);
-  // 5 nodes: 40 NICs, 2 leaves + 32 spines.
-  EXPECT_EQ(FatTreeSwitches(p, 5), 2 + 32);
+  // 4 nodes: a leaf per rail, 4 of its ports used: 8 leaves + 32.
+  EXPECT_EQ(FatTreeSwitches(p, 4), 8 + 32);
+  // One switch for every NIC: nics_per_leaf 0.
+  Platform one = p;
+  one.mutable_network()->set_nics_per_leaf(0);
+  EXPECT_EQ(FatTreeSwitches(one, 64), 1);
+  // Not rail-optimised, 5 nodes' 40 NICs fill 2 leaves: 2 + 32.
+  Platform flat = p;
+  flat.mutable_network()->set_rail_optimized(false);
+  EXPECT_EQ(FatTreeSwitches(flat, 5), 2 + 32);
 }
 
 TEST(JobGoodput, CheckpointAndRestartFollowFromTheStatesAndTheStore) {
@@ -55,27 +65,29 @@ TEST(JobGoodput, CheckpointAndRestartFollowFromTheStatesAndTheStore) {
   absl::StatusOr<GoodputResult> g = PointGoodput(job, row, 2.0, o);
   ASSERT_TRUE(g.ok()) << g.status();
   // Each parameter once in bf16 and its 12 optimizer bytes: 14 psi bytes,
-  // written by 8 nodes at 0.98e9 B/s each, read back at the same rate.
+  // written by 8 nodes at 0.98e9 B/s each. A restart: relaunch 600 s,
+  // init 150 s, and each node's 8 GPUs reading back the 4e9 bytes each
+  // holds at 0.98e9 B/s.
   const double bytes = 14 * psi;
   EXPECT_DOUBLE_EQ(g->checkpoint_bytes(), bytes);
   EXPECT_DOUBLE_EQ(g->checkpoint_write_s(), bytes / (8 * 0.98e9));
   EXPECT_DOUBLE_EQ(g->checkpoint_block_s(), g->checkpoint_write_s());
-  EXPECT_DOUBLE_EQ(g->restart_s(), 600 + 150 + bytes / (8 * 0.98e9));
+  EXPECT_DOUBLE_EQ(g->restart_s(), 600 + 150 + 8 * 4e9 / 0.98e9);
   // One day of steps of 2 s: 43,200 steps, 86,400 s of work.
   EXPECT_DOUBLE_EQ(g->steps(), 43200);
   EXPECT_DOUBLE_EQ(g->work_s(), 86400);
   // The job's failure rate: 64 GPUs x 1.26e-5 + 8 nodes x (1.73e-5 +
-  // 2.37e-5 software) + 64 NICs x 3.3e-7 + 34 switches (2 leaves of 32
-  // NICs and the 32 spines they reach) x 2.33e-5 per hour.
+  // 2.37e-5 software) + 64 NICs x 3.3e-7 + 40 switches (a leaf for each
+  // of the 8 rails, and 32 spines) x 2.33e-5 per hour.
   const double per_hour =
-      64 * 1.26e-5 + 8 * (1.73e-5 + 2.37e-5) + 64 * 3.3e-7 + 34 * 2.33e-5;
+      64 * 1.26e-5 + 8 * (1.73e-5 + 2.37e-5) + 64 * 3.3e-7 + 40 * 2.33e-5;
   EXPECT_NEAR(g->mtbf_s(), 3600 / per_hour, 1e-6 * g->mtbf_s());
   ASSERT_EQ(g->parts_size(), 5);
   EXPECT_EQ(g->parts(0).part(), "gpu");
   EXPECT_EQ(g->parts(0).count(), 64);
   // Expected failures split as each part's share of the rate.
   EXPECT_NEAR(g->parts(0).failures() / g->parts(3).failures(),
-              64 * 1.26e-5 / (34 * 2.33e-5), 1e-9);
+              64 * 1.26e-5 / (40 * 2.33e-5), 1e-9);
   // The parts of the wall time sum to it.
   EXPECT_NEAR(g->work_s() + g->checkpoint_s() + g->rework_s() +
                   g->lost_restart_s() + g->straggler_s(),
@@ -84,7 +96,6 @@ TEST(JobGoodput, CheckpointAndRestartFollowFromTheStatesAndTheStore) {
 
 TEST(JobGoodput, AsyncBlocksForTheCopyOverPcieAndTokensSetTheSteps) {
   const Job job = H100Job();
-  const double bytes = 14.0 * TotalParams(job.model);
   GoodputOptions o;
   o.tokens = 1e9;
   o.async_checkpoint = true;
@@ -92,8 +103,8 @@ TEST(JobGoodput, AsyncBlocksForTheCopyOverPcieAndTokensSetTheSteps) {
   absl::StatusOr<GoodputResult> g = PointGoodput(job, Row(32, 4, 1000), 4, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_DOUBLE_EQ(g->steps(), 1e9 / 128000);
-  // Each GPU copies its 1/32 share at dgx_h100's 55.06e9 B/s.
-  EXPECT_DOUBLE_EQ(g->checkpoint_block_s(), bytes / 32 / 55.06e9);
+  // Each GPU copies the 4e9 bytes it holds at dgx_h100's 55.06e9 B/s.
+  EXPECT_DOUBLE_EQ(g->checkpoint_block_s(), 4e9 / 55.06e9);
   EXPECT_TRUE(g->async_checkpoint());
 }
 

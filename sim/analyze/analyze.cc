@@ -39,7 +39,7 @@ void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
   row->set_reserved_bytes(mem.reserved);
   row->set_peak_memory_bytes(mem.peak);
   row->set_oom(mem.oom);
-  row->set_gpu_memory_bytes(job.platform.gpu().memory_bytes());
+  row->set_gpu_memory_bytes(TightestGpu(job.platform).memory_bytes());
   if (!plan.program_role.empty()) {
     row->set_peak_memory_program(plan.program_role);
   }

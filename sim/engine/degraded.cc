@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -13,8 +14,10 @@
 namespace shardsim {
 namespace {
 
-// Draws from a seed the same on every machine: std::mt19937_64's sequence
-// is fixed by the standard, its distributions are not.
+// Draws from a seed, the same with every standard library: std::
+// mt19937_64's sequence is fixed by the standard, its distributions are
+// not (log and cos may still differ in their last bit between C math
+// libraries).
 class Draws {
  public:
   explicit Draws(uint64_t seed) : gen_(seed) {}
@@ -107,20 +110,21 @@ absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
     }
     classes[it->second].ranks.push_back(r);
   }
-  if (!drop_dominated) return classes;
-  // Of each model, the slowest class alone.
+  // Of each model, the slowest class: `index` runs by model, then speed.
   std::map<int, int> slowest;  // model -> class
-  for (const auto& [key, c] : index) {
-    auto [it, fresh] = slowest.try_emplace(key.first, c);
-    if (!fresh && classes[c].speed < classes[it->second].speed) it->second = c;
+  for (const auto& [key, c] : index) slowest.try_emplace(key.first, c);
+  // First the class whose compute slows the NVSwitch ports (step_actors.cc):
+  // the slowest of the platform's model (else of the first other model),
+  // which is replayed with or without drop_dominated.
+  const int first = slowest.begin()->second;
+  std::vector<RankClass> out;
+  out.push_back(std::move(classes[first]));
+  for (int c = 0; c < static_cast<int>(classes.size()); ++c) {
+    bool kept = !drop_dominated;
+    for (const auto& [m, k] : slowest) kept = kept || k == c;
+    if (c != first && kept) out.push_back(std::move(classes[c]));
   }
-  std::vector<bool> keep(classes.size(), false);
-  for (const auto& [m, c] : slowest) keep[c] = true;
-  std::vector<RankClass> kept;
-  for (size_t c = 0; c < classes.size(); ++c) {
-    if (keep[c]) kept.push_back(std::move(classes[c]));
-  }
-  return kept;
+  return out;
 }
 
 absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
@@ -130,12 +134,16 @@ absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
   LinkShares out;
   out.port.assign(mesh.gpus(), 1);
   out.nic.assign(mesh.nodes * per_node, 1);
+  // Each entry's share once per link it names, however often it names it;
+  // two entries naming one link multiply.
   for (int i = 0; i < d.nvlink_size(); ++i) {
     const Degraded::Links& l = d.nvlink(i);
+    std::set<int> ports;
     absl::Status s =
         EachRank(l.ranks(), l.nodes(), mesh, absl::StrCat("nvlink[", i, "]."),
-                 [&](int r) { out.port[r] *= l.bandwidth(); });
+                 [&](int r) { ports.insert(r); });
     if (!s.ok()) return s;
+    for (int r : ports) out.port[r] *= l.bandwidth();
   }
   for (int i = 0; i < d.nics_size(); ++i) {
     const Degraded::Links& l = d.nics(i);
@@ -149,11 +157,12 @@ absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
     }
     // Ranks name the NIC they use; nodes with rails those nodes' rails;
     // nodes alone every NIC of theirs; rails alone every node's.
+    std::set<int> nics;
     for (int r : l.ranks()) {
       if (r >= mesh.gpus()) {
         return OutOfJob(at + "ranks", r, "GPUs", mesh.gpus());
       }
-      out.nic[NicOfRank(platform, mesh.gpus_per_node, r)] *= l.bandwidth();
+      nics.insert(NicOfRank(platform, mesh.gpus_per_node, r));
     }
     std::vector<int> nodes(l.nodes().begin(), l.nodes().end());
     for (int n : nodes) {
@@ -165,12 +174,11 @@ absl::StatusOr<LinkShares> ComputeLinkShares(const Platform& platform,
     }
     for (int n : nodes) {
       if (l.rails().empty()) {
-        for (int k = 0; k < per_node; ++k) {
-          out.nic[n * per_node + k] *= l.bandwidth();
-        }
+        for (int k = 0; k < per_node; ++k) nics.insert(n * per_node + k);
       }
-      for (int rail : l.rails()) out.nic[n * per_node + rail] *= l.bandwidth();
+      for (int rail : l.rails()) nics.insert(n * per_node + rail);
     }
+    for (int nic : nics) out.nic[nic] *= l.bandwidth();
   }
   if (d.drawn().nic_fraction() > 0) {
     // A stream of its own: the GPUs' draws do not move the NICs'.

@@ -3,14 +3,16 @@
 // bandwidth.
 //
 // Classes. The engine replays one timeline per class (step_actors.h). A
-// collective starts when the last class holding its ranks reaches it, and
-// every group of a call runs at once (collective_engine.h), so each call
-// waits for the slowest class. A class of the platform's own GPU model is
-// then never later than another class of that model that is slower on
-// every kernel: it starts each op no earlier and runs it no longer (the
-// comm SMs that slow both are the same). Such a dominated class changes
-// no time, and it is not replayed: 8 slow GPUs among 1024 replay as one
-// class, and a lognormal draw for every GPU as its slowest one.
+// collective starts when the last class reaches it, and every group of a
+// call runs at once (collective_engine.h), so each call waits for the
+// slowest class. A class of a GPU model that computes faster than another
+// replayed class of that model reaches each collective no later, so it
+// holds nothing up, and it is not replayed: 8 slow GPUs among 1024 replay
+// as one class, and a lognormal draw for every GPU as its slowest one.
+// Exact where collectives hold no SMs. Where they do, the faster class's
+// NCCL kernels spin while it waits for the slow one, slowing its compute
+// beside them; left out, that can end some of its ops a little earlier
+// than replayed (docs/goodput.md gives the measured difference).
 #ifndef SHARDSIM_SIM_ENGINE_DEGRADED_H_
 #define SHARDSIM_SIM_ENGINE_DEGRADED_H_
 
@@ -32,9 +34,12 @@ struct RankClass {
   bool other_model = false;  // of a model other than the platform's
 };
 
-// The job's ranks by class, the class of rank 0 first, then by first
-// rank. With `drop_dominated` (the engine's default), a class that another
-// replayed class dominates (above) is left out; its ranks are in no class.
+// The job's ranks by class. First the slowest class of the platform's GPU
+// model (else of the first other model): its compute slows every
+// NVSwitch port (step_actors.cc), the same class with or without
+// `drop_dominated`. Then the rest by first rank. With `drop_dominated`
+// (the engine's default), a class another replayed class dominates
+// (above) is left out; its ranks are in no class.
 // Errors name the Degraded field (a rank or node outside the job, a rail
 // past nics_per_node).
 absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,

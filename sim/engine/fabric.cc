@@ -227,7 +227,8 @@ void Fabric::BuildNicHalves() {
   if (nics == 0) return;
   sg4::NetZone* zone = sg4::create_star_zone("nic halves");
   zone->set_parent(sg4::Engine::get_instance()->get_netzone_root());
-  const double bw = NicBandwidth();
+  // Only used where every NIC is alike: at their one share.
+  const double bw = NicBandwidth() * shares_.nic[0];
   for (int nic = 0; nic < nics; ++nic) {
     for (const char* half : {"out", "in"}) {
       sg4::Host* host =

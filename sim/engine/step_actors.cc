@@ -448,15 +448,15 @@ class Replayer {
         // Its kernels hold the sender's SMs, as a collective's do.
         const int sms = fabric_->platform().interference().collective_sms();
         const int peer = op.send().peer_program();
-        comm_sms_[op.program()] += sms;
-        WakeCompute(op.program());
+        comm_sms_[g] += sms;
+        WakeCompute(g);
         t.latency_s =
             collectives_
                 ->RunSend(op.send(), programs_.list[op.program()].ranks,
                           programs_.list[peer].ranks)
                 .latency_s;
-        comm_sms_[op.program()] -= sms;
-        WakeCompute(op.program());
+        comm_sms_[g] -= sms;
+        WakeCompute(g);
         break;
       }
       default:  // memory bookkeeping takes no time
@@ -554,6 +554,13 @@ absl::StatusOr<std::vector<OpTime>> RunStepActors(const Schedule& schedule,
     all.ops.resize(schedule.ops_size());
     for (int id = 0; id < schedule.ops_size(); ++id) all.ops[id] = id;
     programs = &one;
+  }
+  // Classes replay one program in full: each has its own ops' state, but
+  // sends pair programs and snapshots read one timeline.
+  if (fabric->classes().size() > 1 && (programs->several() || !watch.empty())) {
+    return absl::InternalError(
+        "replay: several classes of ranks with several programs or "
+        "snapshots");
   }
   Replayer replayer(schedule, *programs, fabric, collectives, std::move(watch));
   replayer.Start();

@@ -122,7 +122,8 @@ absl::StatusOr<Goodput> ExpectedGoodput(const GoodputInput& input);
 // Wall times of `trials` runs, each simulated event by event (segments,
 // copies, writes, commits, failures, restarts) with failures drawn from
 // std::mt19937_64 seeded with `seed`, exponentials by inversion: the same
-// numbers on every platform and standard library. Its mean converges to
+// draws with every standard library (std::log may differ in its last bit
+// between C math libraries). Its mean converges to
 // ExpectedGoodput's wall_s, its mean_lost to its lost.
 struct Distribution {
   int trials = 0;

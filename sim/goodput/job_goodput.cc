@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/fat_tree.h"
 #include "sim/model/model.h"
 
 namespace shardsim {
@@ -22,13 +23,14 @@ absl::Status Missing(const Job& job, const std::string& fields,
 }  // namespace
 
 int64_t FatTreeSwitches(const Platform& platform, int nodes) {
-  const Network& n = platform.network();
-  const int64_t nics = int64_t{nodes} * n.nics_per_node();
-  if (n.nics_per_leaf() <= 0 || nics <= n.nics_per_leaf()) return 1;
-  const int64_t leaves = (nics + n.nics_per_leaf() - 1) / n.nics_per_leaf();
-  const int64_t spines = std::max<int64_t>(
-      1, std::llround(n.nics_per_leaf() / n.oversubscription()));
-  return leaves + spines;
+  // The leaves as the engine lays the NICs out (rails on leaves of their
+  // own where rail-optimised), with static routing: adaptive routing is
+  // modelled as one switch, but its leaves are there all the same.
+  Platform physical = platform;
+  physical.mutable_network()->set_adaptive_routing(false);
+  const FatTreeLayout layout(physical, nodes);
+  if (layout.one_switch() || layout.leaves() == 1) return 1;
+  return layout.leaves() + LeafUplinksOf(physical).count;
 }
 
 absl::StatusOr<GoodputResult> PointGoodput(const Job& job, const ResultRow& row,
@@ -64,20 +66,26 @@ absl::StatusOr<GoodputResult> PointGoodput(const Job& job, const ResultRow& row,
                                  : options.tokens / tokens_per_step);
   out.set_work_s(out.steps() * uniform_step_s);
 
-  const int nodes = (row.gpus() + p.gpus_per_node() - 1) / p.gpus_per_node();
+  const int per_node = std::min(row.gpus(), p.gpus_per_node());
+  const int nodes = (row.gpus() + per_node - 1) / per_node;
   const double bytes = static_cast<double>(TotalParams(job.model)) *
                        (2 + job.scenario.optimizer_bytes_per_param());
   out.set_checkpoint_bytes(bytes);
-  // Every node writes its share at once, and reads it back.
+  // Every node writes its share of the states at once.
   out.set_checkpoint_write_s(bytes /
                              (nodes * p.storage().node_write_bytes_per_s()));
   out.set_async_checkpoint(options.async_checkpoint);
+  // What one GPU holds of the states: its parameter and optimizer-state
+  // lines of the memory model (a shard, or a replica).
+  const double held =
+      static_cast<double>(row.param_bytes() + row.optimizer_bytes());
   out.set_checkpoint_block_s(options.async_checkpoint
-                                 ? bytes / row.gpus() /
-                                       p.host().pcie_bytes_per_s()
+                                 ? held / p.host().pcie_bytes_per_s()
                                  : out.checkpoint_write_s());
+  // On a restart every GPU reads back what it holds (replicas included),
+  // a node's GPUs together at the node's rate.
   out.set_restart_s(rel.relaunch_s() + rel.init_s() +
-                    bytes / (nodes * p.storage().node_read_bytes_per_s()));
+                    held * per_node / p.storage().node_read_bytes_per_s());
 
   GoodputInput in;
   in.work_s = out.work_s();

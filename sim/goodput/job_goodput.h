@@ -8,20 +8,21 @@
 //    degraded parts), or the steps of a token budget. Degraded parts
 //    stretch every step to the simulated one: straggler time.
 //  - Parts that fail: its GPUs; its nodes, their NICs (nics_per_node
-//    each) and their software; the switches of a two-level fat tree for
-//    its NICs: ceil(NICs / nics_per_leaf) leaves, and as many spines as a
-//    leaf has up-links (nics_per_leaf / oversubscription), none for one
-//    leaf.
+//    each) and their software; the switches of the two-level fat tree the
+//    engine lays its NICs out on (sim/base/fat_tree.h): its leaves, and as
+//    many spines as a leaf has up-links, none for one leaf.
 //  - A checkpoint: every parameter in bf16 (2 bytes) and the optimizer's
 //    states (optimizer_bytes_per_param), each once however the strategy
 //    shards or replicates them: PyTorch DCP deduplicates replicated
 //    tensors and spreads the writes over the ranks (planner
 //    dedup_save_plans); DeepSpeed writes each optimizer shard once. Written
-//    by every node at once, each at storage.node_write_bytes_per_s; read
-//    back so at node_read_bytes_per_s on a restart. Asynchronous
-//    (dcp.async_save): the step blocks while each GPU copies its share (bytes /
-//    GPUs) to host memory at host.pcie_bytes_per_s, then the write goes on.
-//  - A restart: reliability.relaunch_s + init_s + the checkpoint read.
+//    by every node at once, each at storage.node_write_bytes_per_s.
+//    Asynchronous (dcp.async_save): the step blocks while each GPU copies
+//    what it holds (its parameter and optimizer-state lines of the memory
+//    model: a shard, or a replica) to host memory at
+//    host.pcie_bytes_per_s; then the write goes on.
+//  - A restart: reliability.relaunch_s + init_s + every GPU reading back
+//    what it holds, a node's GPUs together at node_read_bytes_per_s.
 #ifndef SHARDSIM_SIM_GOODPUT_JOB_GOODPUT_H_
 #define SHARDSIM_SIM_GOODPUT_JOB_GOODPUT_H_
 

@@ -167,12 +167,26 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {
   return plan;
 }
 
+const Gpu& TightestGpu(const Platform& platform) {
+  const Gpu* tightest = &platform.gpu();
+  auto left = [](const Gpu& g) {
+    return g.memory_bytes() - g.reserved_bytes();
+  };
+  for (const Degraded::Gpus& g : platform.degraded().gpus()) {
+    if (g.has_model() && left(g.model().gpu()) < left(*tightest)) {
+      tightest = &g.model().gpu();
+    }
+  }
+  return *tightest;
+}
+
 StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform) {
+  const Gpu& gpu = TightestGpu(platform);
   StepMemory m;
   m.lines = plan.at_peak;
-  m.reserved = platform.gpu().reserved_bytes();
+  m.reserved = gpu.reserved_bytes();
   m.peak = plan.peak_bytes + m.reserved;
-  m.oom = m.peak > platform.gpu().memory_bytes();
+  m.oom = m.peak > gpu.memory_bytes();
   return m;
 }
 

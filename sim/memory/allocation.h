@@ -87,9 +87,15 @@ struct StepMemory {
   MemoryLines lines;  // AllocationPlan::at_peak
   int64_t reserved = 0;
   int64_t peak = 0;  // lines.total() + reserved
-  bool oom = false;  // peak > platform.gpu().memory_bytes()
+  bool oom = false;  // peak > TightestGpu(platform).memory_bytes()
 };
 StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform);
+
+// The job's GPU with the least memory left over its reserve: the
+// platform's, or a degraded GPU set's other model (platform.proto
+// Degraded.Gpus.model, mixed generations). Every rank of one program
+// holds the same buffers, so that GPU decides what fits.
+const Gpu& TightestGpu(const Platform& platform);
 
 // The plan's peak, then each line planned, at the peak and at its own
 // peak.

@@ -22,6 +22,7 @@
 #include "sim/analyze/analyze.h"
 #include "sim/base/layout.h"
 #include "sim/engine/replay.h"
+#include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
 #include "sim/runner/progress.h"
@@ -814,7 +815,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   out.set_gpus(gpus);
   out.set_memory_cap_bytes(options.memory_cap_bytes
                                ? *options.memory_cap_bytes
-                               : job.platform.gpu().memory_bytes());
+                               : TightestGpu(job.platform).memory_bytes());
   std::set<std::string> specs;  // every layout's
   for (const std::vector<std::string>& run : space->specs) {
     specs.insert(run.begin(), run.end());
