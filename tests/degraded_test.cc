@@ -77,15 +77,20 @@ Schedule ComputeThenGather(const std::vector<Kernel>& kernels, int64_t bytes,
   return s;
 }
 
-// 4 GPUs of one node: NVSwitch 100e9 B/s, alpha 5 us a step, base 0.
-Platform OneNodeOfFour() {
+// TestPlatform's nodes of `gpus` GPUs and as many 10e9 B/s NICs (alpha 20
+// us a network step), NICs of `nic` B/s, HBM at `hbm` B/s.
+Platform Nodes(int gpus, double hbm = 1e18, double nic = 10e9) {
   Knobs k;
-  k.gpus_per_node = 4;
-  k.nics_per_node = 4;
+  k.gpus_per_node = gpus;
+  k.nics_per_node = gpus;
+  k.nic = nic;
   Platform p = TestPlatform(k);
-  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  p.mutable_gpu()->set_hbm_bytes_per_s(hbm);
   return p;
 }
+
+// 4 GPUs of one node: NVSwitch 100e9 B/s, alpha 5 us a step, base 0.
+Platform OneNodeOfFour() { return Nodes(4); }
 
 constexpr double kC = 1e-3;  // the GEMM, on the platform's GPU
 constexpr int64_t kBytes = 400'000'000;
@@ -141,11 +146,7 @@ TEST(Stragglers, ARailAtHalfBandwidthSlowsOnlyTheGroupsOnIt) {
   // each moves one chunk of 1e8 B over its rail: 20 us + 1e8 / 10e9 =
   // 10.02 ms. Rail 1 at half: its group takes 20 us + 1e8 / 5e9 =
   // 20.02 ms, and the call ends with its last group.
-  Knobs k;
-  k.gpus_per_node = 2;
-  k.nics_per_node = 2;
-  Platform p = TestPlatform(k);
-  p.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  Platform p = Nodes(2);
   const Mesh mesh{2, 2};
   const Schedule s =
       ComputeThenGather({GemmOf(kC)}, 200'000'000, InterGroup(mesh));
@@ -159,11 +160,7 @@ TEST(Stragglers, ARailAtHalfBandwidthSlowsOnlyTheGroupsOnIt) {
 // Two nodes of one GPU; node 1's GPU of another model, with half the
 // FLOP/s and twice the HBM bandwidth of the platform's.
 Platform TwoGenerations() {
-  Knobs k;
-  k.gpus_per_node = 1;
-  k.nics_per_node = 1;
-  Platform p = TestPlatform(k);
-  p.mutable_gpu()->set_hbm_bytes_per_s(1e12);
+  Platform p = Nodes(1, /*hbm=*/1e12);
   Degraded::Gpus* other = p.mutable_degraded()->add_gpus();
   other->add_nodes(1);
   GpuModel* m = other->mutable_model();
@@ -253,17 +250,11 @@ TEST(Stragglers, EveryNicAtHalfIsANicOfHalfTheBandwidth) {
   // Four nodes of one GPU and one NIC, a ring all-gather across them: every
   // NIC degraded to half is the platform with 5e9 B/s NICs, with network
   // symmetry on (the mirrored flows' NIC halves at the same share).
-  Knobs k;
-  k.gpus_per_node = 1;
-  k.nics_per_node = 1;
-  Platform degraded = TestPlatform(k);
-  degraded.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  Platform degraded = Nodes(1);
   Degraded::Links* nics = degraded.mutable_degraded()->add_nics();
   nics->add_rails(0);
   nics->set_bandwidth(0.5);
-  k.nic = 5e9;
-  Platform half = TestPlatform(k);
-  half.mutable_gpu()->set_hbm_bytes_per_s(1e18);
+  const Platform half = Nodes(1, 1e18, /*nic=*/5e9);
   const Mesh mesh{1, 4};
   const Schedule s = ComputeThenGather({GemmOf(kC)}, kBytes, GlobalGroup(mesh));
   const double want = Replay(s, half, mesh).step;
