@@ -314,6 +314,24 @@ TEST(Stragglers, ALinkDownOrASpeedOfZeroIsRefusedWhenRead) {
   q.mutable_degraded()->add_gpus()->add_ranks(0);
   s = ValidatePlatform(q, "q.textproto");
   EXPECT_THAT(s.message(), HasSubstr("degraded.gpus[0].speed"));
+  // A seed with nothing to draw is not quietly ignored.
+  Platform r = TestPlatform(Knobs());
+  r.mutable_degraded()->mutable_drawn()->set_seed(3);
+  s = ValidatePlatform(r, "r.textproto");
+  EXPECT_THAT(s.message(), HasSubstr("degraded.drawn.seed"));
+  // A GPU named twice, through a node and a rank.
+  Platform twice = OneNodeOfFour();
+  Degraded::Gpus* a = twice.mutable_degraded()->add_gpus();
+  a->add_nodes(0);
+  a->set_speed(0.5);
+  Degraded::Gpus* b = twice.mutable_degraded()->add_gpus();
+  b->add_ranks(2);
+  b->set_speed(0.9);
+  absl::StatusOr<std::vector<RankClass>> c =
+      ComputeClasses(twice, Mesh{4, 1}, true);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("degraded.gpus[1].ranks/nodes: rank 2 is named twice"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/options.h"
 #include "sim/cli/scenario_command.h"
+#include "sim/engine/degraded.h"
 #include "sim/goodput/job_goodput.h"
 #include "sim/results/results.h"
 #include "sim/results/sink.h"
@@ -69,14 +70,6 @@ absl::StatusOr<GoodputOptions> GoodputOptionsFromFlags() {
   return o;
 }
 
-// Whether the platform has degraded parts: then the uniform step is
-// simulated too, and the difference is straggler time.
-bool Degrades(const Platform& p) {
-  const Degraded& d = p.degraded();
-  return d.gpus_size() > 0 || d.nvlink_size() > 0 || d.nics_size() > 0 ||
-         d.drawn().gpu_speed_sigma() > 0 || d.drawn().nic_fraction() > 0;
-}
-
 absl::Status GoodputBody(const Job& job, SweepRanks* ranks) {
   absl::StatusOr<GoodputOptions> goodput = GoodputOptionsFromFlags();
   if (!goodput.ok()) return goodput.status();
@@ -85,6 +78,7 @@ absl::Status GoodputBody(const Job& job, SweepRanks* ranks) {
   absl::StatusOr<Results> results = SimulateJob(job, *options);
   if (!results.ok()) return results.status();
   std::optional<Results> uniform;
+  // Degraded parts: the uniform step too, for the straggler time.
   if (Degrades(job.platform)) {
     Job whole = job;
     whole.platform.clear_degraded();

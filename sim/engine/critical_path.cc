@@ -153,17 +153,17 @@ class PathWalk {
       if (per == 0 && f->has_presence() && !fields->HasField(b_, f)) continue;
       fields->SetDouble(&b_, f, fields->GetDouble(b_, f) + n * per);
     }
-    for (auto& [name, seconds] : by_collective_) {
-      const auto before = from.by_collective.find(name);
-      seconds +=
-          n * (seconds -
-               (before == from.by_collective.end() ? 0.0 : before->second));
-    }
-    for (auto& [rank, seconds] : by_straggler_) {
-      const auto before = from.by_straggler.find(rank);
-      seconds +=
-          n * (seconds -
-               (before == from.by_straggler.end() ? 0.0 : before->second));
+    Extend(from.by_collective, n, &by_collective_);
+    Extend(from.by_straggler, n, &by_straggler_);
+  }
+
+  // Each entry of `now` grows n times more by what it grew since `before`.
+  template <typename Key>
+  static void Extend(const std::map<Key, double>& before, int n,
+                     std::map<Key, double>* now) {
+    for (auto& [key, seconds] : *now) {
+      const auto was = before.find(key);
+      seconds += n * (seconds - (was == before.end() ? 0.0 : was->second));
     }
   }
 

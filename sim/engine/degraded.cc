@@ -60,6 +60,17 @@ absl::Status EachRank(const google::protobuf::RepeatedField<int32_t>& ranks,
 
 }  // namespace
 
+bool DegradesGpus(const Platform& platform) {
+  const Degraded& d = platform.degraded();
+  return d.gpus_size() > 0 || d.drawn().gpu_speed_sigma() > 0;
+}
+
+bool Degrades(const Platform& platform) {
+  const Degraded& d = platform.degraded();
+  return DegradesGpus(platform) || d.nvlink_size() > 0 || d.nics_size() > 0 ||
+         d.drawn().nic_fraction() > 0;
+}
+
 absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
                                                       const Mesh& mesh,
                                                       bool drop_dominated) {
@@ -81,8 +92,9 @@ absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
     absl::Status s = EachRank(g.ranks(), g.nodes(), mesh, at, [&](int r) {
       if (named_by[r] >= 0 && clash.ok()) {
         clash = absl::InvalidArgumentError(
-            absl::StrCat("platform field degraded.", at, "ranks: rank ", r,
-                         " is also in degraded.gpus[", named_by[r], "]"));
+            absl::StrCat("platform field degraded.", at, "ranks/nodes: rank ",
+                         r, " is named twice (also by degraded.gpus[",
+                         named_by[r], "]): give each GPU one speed or model"));
       }
       named_by[r] = i;
       if (g.speed() > 0) speed[r] *= g.speed();

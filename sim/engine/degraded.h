@@ -46,6 +46,11 @@ absl::StatusOr<std::vector<RankClass>> ComputeClasses(const Platform& platform,
                                                       const Mesh& mesh,
                                                       bool drop_dominated);
 
+// Whether the platform degrades any GPU (Degraded.gpus, drawn speeds), and
+// any part at all (GPUs or links).
+bool DegradesGpus(const Platform& platform);
+bool Degrades(const Platform& platform);
+
 // Each link's share of its bandwidth, 1 where not degraded.
 struct LinkShares {
   std::vector<double> port;  // NVSwitch port, by rank

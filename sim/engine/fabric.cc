@@ -76,10 +76,11 @@ double Fabric::NicBandwidth() const {
 }
 
 absl::StatusOr<std::unique_ptr<Fabric>> Fabric::Build(const Platform& platform,
-                                                      const Mesh& mesh) {
+                                                      const Mesh& mesh,
+                                                      bool drop_dominated) {
   std::unique_ptr<Fabric> f(new Fabric(platform, mesh));
   absl::StatusOr<std::vector<RankClass>> classes =
-      ComputeClasses(platform, mesh, /*drop_dominated=*/true);
+      ComputeClasses(platform, mesh, drop_dominated);
   if (!classes.ok()) return classes.status();
   f->classes_ = *std::move(classes);
   absl::StatusOr<LinkShares> shares = ComputeLinkShares(platform, mesh);

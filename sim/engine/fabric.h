@@ -11,7 +11,6 @@
 #define SHARDSIM_SIM_ENGINE_FABRIC_H_
 
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,8 +30,10 @@ class Fabric {
  public:
   // Builds the platform for `mesh` into this process's SimGrid engine, which
   // must exist and be empty. Errors name the platform field at fault.
-  static absl::StatusOr<std::unique_ptr<Fabric>> Build(const Platform& platform,
-                                                       const Mesh& mesh);
+  // `drop_dominated`: the classes of degraded GPUs as ComputeClasses
+  // keeps them (false: every class, for checking).
+  static absl::StatusOr<std::unique_ptr<Fabric>> Build(
+      const Platform& platform, const Mesh& mesh, bool drop_dominated = true);
 
   const Platform& platform() const { return platform_; }
   const Mesh& mesh() const { return mesh_; }
@@ -68,8 +69,6 @@ class Fabric {
   // The classes of ranks that compute alike (degraded.h), those replayed:
   // one class of every rank where no GPU is degraded.
   const std::vector<RankClass>& classes() const { return classes_; }
-  // Tests: replay the dominated classes too.
-  void set_classes(std::vector<RankClass> c) { classes_ = std::move(c); }
   // Degraded links: every NVSwitch port, and every NIC, at one speed.
   bool ports_alike() const { return shares_.ports_alike; }
   bool nics_alike() const { return shares_.nics_alike; }

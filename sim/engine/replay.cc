@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/engine/collapse.h"
+#include "sim/engine/degraded.h"
 #include "sim/engine/step_actors.h"
 #include "sim/schedule/lower.h"
 #include "sim/schedule/periodic.h"
@@ -75,8 +76,7 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
   absl::StatusOr<Programs> programs = ReadPrograms(step.base(), fabric->mesh());
   if (!programs.ok()) return programs.status();
   if (programs->several()) {
-    const Degraded& d = fabric->platform().degraded();
-    if (d.gpus_size() > 0 || d.drawn().gpu_speed_sigma() > 0) {
+    if (DegradesGpus(fabric->platform())) {
       return absl::InvalidArgumentError(
           "platform field degraded: slow GPUs with several programs (a "
           "pipeline's stages) are not modelled; degrade links only");

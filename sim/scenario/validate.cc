@@ -143,7 +143,10 @@ absl::Status CheckDegraded(const Degraded& d, absl::string_view where) {
       .Real("drawn.nic_bandwidth", r.nic_bandwidth(), 0, 1)
       .Rule("drawn.nic_bandwidth",
             (r.nic_fraction() > 0) == (r.nic_bandwidth() > 0),
-            "is given with nic_fraction, and only with it");
+            "is given with nic_fraction, and only with it")
+      .Rule("drawn.seed",
+            r.seed() == 0 || r.gpu_speed_sigma() > 0 || r.nic_fraction() > 0,
+            "draws nothing without gpu_speed_sigma or nic_fraction");
   return c.status();
 }
 

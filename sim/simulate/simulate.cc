@@ -81,14 +81,8 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
   if (!row.oom()) {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
-        Fabric::Build(job.platform, point->mesh);
+        Fabric::Build(job.platform, point->mesh, options.drop_dominated);
     if (!fabric.ok()) return fabric.status();
-    if (!options.drop_dominated) {
-      absl::StatusOr<std::vector<RankClass>> every =
-          ComputeClasses(job.platform, point->mesh, false);
-      if (!every.ok()) return every.status();
-      (*fabric)->set_classes(*std::move(every));
-    }
     CollectiveEngine collectives(**fabric, options.mode,
                                  job.platform.channels(), options.prepared);
     collectives.set_replay_stages(options.replay_stages);

@@ -21,14 +21,8 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
-        Fabric::Build(platform, mesh);
+        Fabric::Build(platform, mesh, /*drop_dominated=*/!every_class);
     if (!fabric.ok()) return fabric.status();
-    if (every_class) {
-      absl::StatusOr<std::vector<RankClass>> classes =
-          ComputeClasses(platform, mesh, false);
-      if (!classes.ok()) return classes.status();
-      (*fabric)->set_classes(*std::move(classes));
-    }
     CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
     absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
     if (!t.ok()) return t.status();
