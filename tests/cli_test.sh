@@ -315,7 +315,8 @@ assert all(r["settings"]["micro_batch_size"] == 10 and
 for r in p["presets"]:
     s = r["settings"]
     assert not s.get("recompute", False), r
-    assert not set(s["execution"]) - {"framework", "gather_unit", "hf_auto"}, r
+    assert not set(s["execution"]) - {"framework", "gather_unit", "hf_auto",
+                                      "grad_norm"}, r
 PY
 "$bin" plan "$quick" --model "$tiny" --gpus 16 --micro-batches 2 --top 3 \
   --nosettings --json "$tmp/plan1.json" >/dev/null &&

@@ -88,9 +88,11 @@ TEST(Schedule, Zero3GathersEveryModuleTwicePerMicroBatch) {
   }
   const auto n = Census(s);
   EXPECT_EQ(n.at("REDUCE_SCATTER BACKWARD 8x4"), 2 * kLayers);
-  // Persistent parameters are gathered again once, after the update.
+  // Persistent parameters are gathered again once, after the update,
+  // which waits for the gradient norm's one all-reduce.
   EXPECT_EQ(n.at("ALL_GATHER UPDATE 8x4"), kPersistent);
-  EXPECT_EQ(n.size(), 4u);
+  EXPECT_EQ(n.at("ALL_REDUCE UPDATE 8x4"), 1);
+  EXPECT_EQ(n.size(), 5u);
 }
 
 TEST(Schedule, ReduceScattersCarryOneEqualBlockPerGpu) {
@@ -157,7 +159,8 @@ TEST(Schedule, DeepSpeedZero1And2AllReduceTheirBuckets) {
   // parameters with one all-gather of the whole model after the update.
   const Scenario sc = PerLayerBuckets(Training(3));
   const auto z1 = Census(Lower("zero1", sc));
-  EXPECT_EQ(z1.at("ALL_REDUCE UPDATE 8x4"), kLayers);
+  // Its buckets and the gradient norm's one all-reduce.
+  EXPECT_EQ(z1.at("ALL_REDUCE UPDATE 8x4"), kLayers + 1);
   EXPECT_EQ(z1.at("ALL_GATHER UPDATE 8x4"), 1);
   EXPECT_EQ(z1.count("ALL_REDUCE BACKWARD 8x4"), 0u);
   const auto z2 = Census(Lower("zero2", sc));

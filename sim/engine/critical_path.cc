@@ -245,7 +245,8 @@ class PathWalk {
         b_.set_straggler_s(b_.straggler_s() + straggler);
         by_straggler_[ot.straggler_rank] += straggler;
       }
-      if (op.compute().kind() == "optimizer") {
+      if (op.compute().kind() == "optimizer" ||
+          op.compute().kind() == "gradient norm") {
         b_.set_optimizer_s(b_.optimizer_s() + base);
         Mark(id, "optimizer");
       } else {

@@ -781,6 +781,15 @@ Kernel AccumulateKernel(int64_t elements) {
   return Streaming("gradient accumulate", elements, 3 * kBf16, 0, 1);
 }
 
+Kernel GradNormKernel(int64_t elements, int64_t bytes_per_element,
+                      int launches) {
+  return Streaming("gradient norm", elements, bytes_per_element, 0, launches);
+}
+
+Kernel GradScaleKernel(int64_t elements) {
+  return Streaming("gradient scale", elements, 2 * kFp32, 0, 1);
+}
+
 namespace {
 
 // Keys per query: the whole sequence, unless context parallelism gave the

@@ -112,6 +112,13 @@ Kernel OffloadParamsKernel(int64_t params);
 // ones (PyTorch's .grad accumulation, or into a reduced shard).
 Kernel AccumulateKernel(int64_t elements);
 
+// The gradient norm's pass over `elements` gradients moving
+// `bytes_per_element` through HBM in `launches` kernels, and the scaling by
+// the clip coefficient that follows it (an fp32 gradient read and written).
+Kernel GradNormKernel(int64_t elements, int64_t bytes_per_element,
+                      int launches);
+Kernel GradScaleKernel(int64_t elements);
+
 // Launches a kernel takes: a memory-bound op's kernels, one for any other
 // GPU kernel or copy, none for the host's own optimizer step.
 int KernelLaunches(const Kernel& kernel);

@@ -93,7 +93,7 @@ std::vector<Rule> MakeRules() {
       {"--lr-warmup-fraction", K::kNoCost, "", ""},
       {"--lr-warmup-samples", K::kNoCost, "", ""},
       {"--weight-decay", K::kNoCost, "", ""},
-      {"--clip-grad", K::kNoCost, "", ""},
+      {"--clip-grad", K::kModelled, "", ""},
       {"--adam-beta1", K::kNoCost, "", ""},
       {"--adam-beta2", K::kNoCost, "", ""},
       {"--adam-eps", K::kNoCost, "", ""},
@@ -540,6 +540,24 @@ class Mapper {
                  "bytes per parameter)");
     }
     out_->scenario.set_optimizer_bytes_per_param(12);
+    return GradNorm();
+  }
+
+  // --clip-grad (default 1.0): above 0 the optimizer takes the fp32 main
+  // gradients' global norm before every step and scales them by it
+  // (megatron/core/optimizer/optimizer.py step(): clip_grad_norm when
+  // config.clip_grad > 0; clip_grads.py multi_tensor_l2norm,
+  // multi_tensor_scale); at 0 nothing.
+  absl::Status GradNorm() {
+    absl::StatusOr<std::optional<std::string>> clip = a_.Str("--clip-grad");
+    if (!clip.ok()) return clip.status();
+    double max_norm = 1.0;
+    if (clip->has_value() &&
+        (!absl::SimpleAtod(**clip, &max_norm) || !(max_norm >= 0))) {
+      return Args::Bad(*a_.Find("--clip-grad"), "takes a number >= 0");
+    }
+    out_->scenario.mutable_execution()->set_grad_norm(
+        max_norm > 0 ? FOREACH_NORM : NO_GRAD_NORM);
     return absl::OkStatus();
   }
 

@@ -100,8 +100,8 @@ std::vector<TKey> MakeKeys() {
       {"training.local_batch_size", K::kModelled, "", ""},
       {"training.global_batch_size", K::kModelled, "", ""},
       {"training.seq_len", K::kModelled, "", ""},
-      // The gradient norm's pass is not simulated at any value, as
-      // DeepSpeed's gradient_clipping.
+      // The norm is taken at any value (clip_grad_norm_ runs every step):
+      // the value changes only the coefficient.
       {"training.max_norm", K::kNoCost, "", ""},
       {"training.steps", K::kNoCost, "", ""},
       {"training.enable_cpu_offload", K::kUnmodelled, "false",
@@ -494,6 +494,10 @@ class TitanMapper {
                  "per parameter)");
     }
     out_->scenario.set_optimizer_bytes_per_param(12);
+    // Every step takes the global gradient norm and scales the gradients
+    // by it, whatever training.max_norm is (train.py:
+    // dist_utils.clip_grad_norm_(..., foreach=True)).
+    out_->scenario.mutable_execution()->set_grad_norm(FOREACH_NORM);
     return absl::OkStatus();
   }
 

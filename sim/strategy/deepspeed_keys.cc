@@ -63,9 +63,9 @@ std::vector<DeepSpeedKey> MakeKeys() {
       {"scheduler", K::kOpaqueNoCost, "", ""},
       {"zero_allow_untested_optimizer", K::kNoCost, "", ""},
       {"zero_force_ds_cpu_optimizer", K::kNoCost, "", ""},
-      // The gradient norm's pass over the gradients and its one-number
-      // all-reduce are not simulated at any value (DeepSpeed's default
-      // is 1.0): the key changes nothing shardsim does.
+      // The ZeRO optimizers take the gradient norm and scale the gradients
+      // every step at any value (Execution.grad_norm): the key changes only
+      // the coefficient.
       {"gradient_clipping", K::kNoCost, "", ""},
       {"prescale_gradients", K::kUnmodelled, "false",
        "scales gradients before their reduction"},

@@ -60,6 +60,12 @@ Execution DeepSpeed(int stage) {
   // L1005-1018; allgather_bucket_size no longer splits it).
   e.set_rebuild_per_layer(false);
   e.set_offload_optimizer(false);  // offload_optimizer.device "none"
+  // Every step, whatever gradient_clipping says: the norm of each gradient
+  // tensor of the partition as .double() (a Python loop), summed and
+  // all-reduced over the data-parallel group, then the fp32 partition
+  // multiplied by 1 / (loss scale x clip) (stage_1_and_2.py step(),
+  // get_grad_norm_direct, unscale_and_clip_grads; stage3.py the same).
+  e.set_grad_norm(PER_TENSOR_FP64_NORM);
   return e;
 }
 
@@ -91,6 +97,10 @@ Execution Fsdp() {
   e.set_max_inflight_fetches(0);
   e.set_rebuild_per_layer(true);
   e.set_offload_optimizer(false);
+  // optimizer.step() runs nothing before the update unless the training
+  // loop calls clip_grad_norm_ (scenario execution.grad_norm: FOREACH_NORM;
+  // torchtitan's training.max_norm sets it).
+  e.set_grad_norm(NO_GRAD_NORM);
   return e;
 }
 
@@ -128,6 +138,9 @@ Execution InternEvo() {
   e.set_gather_unit(SUBMODULE);
   e.set_forward_prefetch(true);
   e.set_reduce_bucket_elements(512 * 1024 * 1024);
+  // Its norm is taken bucket by bucket as each is reduced, beside backward
+  // (hybrid_zero_optim.py _compute_norm_with_stage): not on the path, and
+  // left out (NO_GRAD_NORM, from Fsdp()).
   return e;
 }
 

@@ -23,7 +23,7 @@ int HostOp(Step* step, Stream stream, int layer, const std::string& kind,
 
 }  // namespace
 
-int OffloadedUpdate(Step* step) {
+int OffloadedUpdate(Step* step, int norm) {
   const std::vector<Layer>& layers = step->layers();
   const int os = FactorSize(step->strategy().os());
   // Copied out in the order they are reduced (backward's: the head's
@@ -55,6 +55,7 @@ int OffloadedUpdate(Step* step) {
                            *l->add_kernels() = HostOptimizerKernel(
                                shard, step->layout().mesh().gpus_per_node);
                          });
+  if (norm >= 0) out.push_back(norm);
   const int update =
       HostOp(step, HOST, -1, "cpu optimizer", "shard", adam, out);
   // The host thread runs the CPU's step: it issues nothing until it ends.

@@ -22,9 +22,10 @@ namespace shardsim {
 namespace lower {
 
 // Adds the copies out (one per layer, after its gradients' last
-// reduction), the CPU's Adam over the whole OS shard and the copy back;
-// returns the copy back's op, which the rebuild waits for.
-int OffloadedUpdate(Step* step);
+// reduction), the CPU's Adam over the whole OS shard (after `norm`, the
+// gradient norm's op, unless -1) and the copy back; returns the copy
+// back's op, which the rebuild waits for.
+int OffloadedUpdate(Step* step, int norm);
 
 }  // namespace lower
 }  // namespace shardsim

@@ -28,10 +28,11 @@ void UpdatePass::End() {
   int last_update = -1;
   // ZeRO-Offload updates the whole shard on the host: every layer's
   // rebuild waits for its copy back.
+  const int norm = GradNorm();
   const int offloaded =
-      step_.ex().offload_optimizer() ? OffloadedUpdate(&step_) : -1;
+      step_.ex().offload_optimizer() ? OffloadedUpdate(&step_, norm) : -1;
   for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
-    const int update = offloaded >= 0 ? offloaded : Optimizer(i);
+    const int update = offloaded >= 0 ? offloaded : Optimizer(i, norm);
     last_update = update;
     GatherPersistent(i, update);
     if (os == p) continue;
@@ -56,18 +57,75 @@ void UpdatePass::End() {
   }
 }
 
-int UpdatePass::Optimizer(int i) {
+// Bytes per gradient element and kernels per tensor of each way to take
+// the norm. PyTorch's clip_grad_norm_ (torch/nn/utils/clip_grad.py:
+// _foreach_norm, then _foreach_mul_ by the clamped coefficient, always) and
+// Megatron-LM's clip_grads.py (multi_tensor_l2norm, multi_tensor_scale) read
+// the fp32 gradient shard (FSDP's sharded parameters and Megatron's main
+// gradients are fp32) in a few grouped kernels: counted as one per layer.
+// DeepSpeed (stage_1_and_2.py get_grad_norm_direct, stage3.py the same)
+// runs vector_norm(g.double()) per tensor from Python: the bf16 gradient
+// read, its fp64 copy written and read again, two kernels per tensor.
+int UpdatePass::GradNorm() {
+  const shardsim::GradNorm mode = step_.ex().grad_norm();
+  if (mode != FOREACH_NORM && mode != PER_TENSOR_FP64_NORM) return -1;
+  const Strategy& strategy = step_.strategy();
+  const int os = FactorSize(strategy.os());
+  int64_t shard = 0;
+  int64_t tensors = 0;
+  std::vector<int> deps;
+  for (int i = 0; i < static_cast<int>(step_.layers().size()); ++i) {
+    const Layer& layer = step_.layers()[i];
+    shard += CeilDiv(layer.params, os);
+    for (const Unit& u : layer.units) {
+      int64_t vectors = 0;
+      for (int64_t v : u.vectors) vectors += v;
+      tensors += (u.params > vectors ? 1 : 0) + u.vectors.size();
+    }
+    if (step_.reduced[i] >= 0) deps.push_back(step_.reduced[i]);
+  }
+  // ZeRO-3 cuts every tensor across the group, so each GPU holds a piece
+  // of each; ZeRO-1/2 cut one flat buffer, so each holds 1/os of them.
+  const int64_t held = step_.ParamsSharded() ? tensors : CeilDiv(tensors, os);
+  const bool foreach = mode == FOREACH_NORM;
+  const int launches =
+      static_cast<int>(foreach ? step_.layers().size() : 2 * held);
+  const int list =
+      step_.KernelListOf({"gradient norm", -1, false, 0}, [&](KernelList* l) {
+        *l->add_kernels() =
+            GradNormKernel(shard, foreach ? 4 : 2 + 8 + 8, launches);
+      });
+  int norm = step_.Compute(UPDATE, -1, -1, "gradient norm", "shard", list,
+                           std::move(deps));
+  const Group g = FactorGroup(strategy.os());
+  if (GroupSize(g) > 1) {
+    // On the compute stream: the host blocks on it (c10d's default stream,
+    // and the coefficient is needed before any update). One fp32 value,
+    // counted as one per rank of the group so that every rank's chunk of
+    // the ring holds one and every node's flows are alike (the engine
+    // replays one node for all); a call of a few bytes costs its latency
+    // either way.
+    norm = step_.Collective(COMPUTE, UPDATE, -1, -1, ALL_REDUCE, g,
+                            4 * GroupSize(g), FP32, step_.AlgorithmFor(g),
+                            "grad norm", {norm});
+  }
+  return norm;
+}
+
+int UpdatePass::Optimizer(int i, int norm) {
   const Layer& layer = step_.layers()[i];
   const int64_t shard =
       CeilDiv(layer.params, FactorSize(step_.strategy().os()));
   const int list =
       step_.KernelListOf({"optimizer", i, false, 0}, [&](KernelList* l) {
-        for (const Kernel& k : OptimizerKernels(shard)) {
-          *l->add_kernels() = k;
-        }
+        std::vector<Kernel> kernels = OptimizerKernels(shard);
+        // The gradients scaled by the norm's coefficient once in fp32.
+        if (norm >= 0)
+          kernels.insert(kernels.begin() + 1, GradScaleKernel(shard));
+        for (const Kernel& k : kernels) *l->add_kernels() = k;
       });
   return step_.Compute(UPDATE, -1, i, "optimizer", layer.name, list,
-                       {step_.reduced[i]});
+                       {norm >= 0 ? norm : step_.reduced[i]});
 }
 
 // DeepSpeed keeps parameters at or under its persistence threshold whole

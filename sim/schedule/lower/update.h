@@ -1,4 +1,5 @@
 // The update (sharding OS), once per step after the last reduction: the
+// gradient norm where the framework computes one (Execution.grad_norm), the
 // optimizer on the local OS shard, layer by layer, then the P shards the
 // next step needs rebuilt from the updated OS shards, and DeepSpeed's
 // persistent parameters gathered again whole.
@@ -16,12 +17,17 @@ class UpdatePass : public Pass {
   explicit UpdatePass(Step* step);
 
   // Each layer's update waits for its gradients' last reduction
-  // (Step::reduced).
+  // (Step::reduced), or for the gradient norm that waits for them all.
   void End() override;
 
  private:
-  // The optimizer on layer `i`'s OS shard; returns the op.
-  int Optimizer(int i);
+  // The norm over the GPU's gradient shard once every reduction is done,
+  // then one fp32 all-reduce over the group the shard is cut from; returns
+  // the op the updates wait for, -1 if the framework computes no norm.
+  int GradNorm();
+  // The optimizer on layer `i`'s OS shard, after `norm` (its gradients
+  // scaled first) when it is not -1; returns the op.
+  int Optimizer(int i, int norm);
   // The layer's persistent parameters gathered again after `update`.
   void GatherPersistent(int layer, int update);
 

@@ -1,0 +1,201 @@
+// The gradient norm before the update (Execution.grad_norm,
+// sim/schedule/lower/update.h): its kernels' time derived by hand, its
+// all-reduce, the framework defaults, and the framework files that set it.
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "sim/model/kernels.h"
+#include "sim/model/model.h"
+#include "sim/scenario/megatron_args.h"
+#include "sim/scenario/scenario.h"
+#include "sim/scenario/torchtitan_config.h"
+#include "sim/simulate/simulate.h"
+#include "tests/util/test_util.h"
+
+namespace shardsim {
+namespace {
+
+Scenario Tiny(const std::string& strategy, int gpus) {
+  Scenario s;
+  Model* m = s.mutable_model_def();
+  m->set_name("tiny");
+  m->set_layers(2);
+  m->set_hidden(1024);
+  m->set_heads(8);
+  m->set_ffn_hidden(4096);
+  m->set_vocab(32000);
+  m->set_mlp(Model::SWIGLU);
+  m->set_norm(Model::RMSNORM);
+  s.set_platform("dgx_a100");
+  s.add_strategies(strategy);
+  s.add_gpus(gpus);
+  s.set_micro_batch_size(1);
+  s.set_micro_batches(1);
+  s.set_seq_len(512);
+  s.set_flash_attention(true);
+  s.set_optimizer_bytes_per_param(12);
+  return s;
+}
+
+absl::StatusOr<ResultRow> Step(const Scenario& s) {
+  absl::StatusOr<Job> job = ResolveJob("grad_norm.textproto", s);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
+  if (!r.ok()) return r.status();
+  return r->rows(0);
+}
+
+double Exposed(const ResultRow& row, const std::string& collective) {
+  for (const ExposedCollective& c : row.breakdown().by_collective()) {
+    if (c.collective() == collective) return c.seconds();
+  }
+  return -1;  // not on the path
+}
+
+// What the norm adds to the update's kernels on `gpus` GPUs sharding the
+// optimizer states `os` ways: a pass over the gradient shard S moving
+// `bytes` per element in `launches` kernels, and each layer's shard scaled
+// in fp32 (read and written: 8 bytes) in one more kernel.
+double NormSeconds(const Scenario& s, int os, double bytes, int launches) {
+  absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
+  EXPECT_TRUE(p.ok());
+  const double vector =
+      p->gpu().hbm_bytes_per_s() * p->kernels().vector_fraction();
+  const double launch = p->kernels().launch_s();
+  double want = launches * launch;
+  for (const Layer& l : ModelLayers(s.model_def(), ScenarioBatch(s))) {
+    const int64_t part = (l.params + os - 1) / os;
+    want += bytes * part / vector + 8.0 * part / vector + launch;
+  }
+  return want;
+}
+
+TEST(GradNorm, DeepSpeedTakesEachTensorsNormInFp64EveryStep) {
+  // ZeRO-1 on one node of 8. The tiny model's tensors: the embedding, per
+  // block two norms' weights, q, k, v, o and the three MLP matrices (9),
+  // the final norm and the head: 1 + 18 + 2 = 21. ZeRO-1 cuts one flat
+  // buffer, so a GPU holds ceil(21 / 8) = 3 of them: 2 x 3 kernels (the
+  // fp64 copy, its norm) moving 2 + 8 + 8 bytes per element.
+  Scenario with = Tiny("zero1", 8);
+  Scenario without = with;
+  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
+  absl::StatusOr<ResultRow> a = Step(with);
+  absl::StatusOr<ResultRow> b = Step(without);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const double want = NormSeconds(with, 8, 18, 6);
+  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
+              1e-9 * want);
+  // One fp32 value all-reduced over the 8 GPUs, on the path before the
+  // update; none without the norm.
+  EXPECT_GT(Exposed(*a, "AR grad norm"), 0);
+  EXPECT_EQ(Exposed(*b, "AR grad norm"), -1);
+  EXPECT_GT(a->step_time_s(), b->step_time_s() + want);
+}
+
+TEST(GradNorm, ZeroThreeHoldsAPieceOfEveryTensor) {
+  // ZeRO-3 cuts each of the 21 tensors across the 8 GPUs: 2 x 21 kernels.
+  // The tiny step is bound by the host's issuing (ZeRO-3's fetches, 36 us
+  // a kernel launch): without host costs its GPU work is the path.
+  Scenario with = Tiny("zero3", 8);
+  absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
+  ASSERT_TRUE(p.ok()) << p.status();
+  p->mutable_kernels()->set_host_launch_s(0);
+  *with.mutable_platform_def() = *p;
+  with.clear_platform();
+  with.mutable_execution()->set_fetch_overhead_s(0);
+  with.mutable_execution()->set_launch_overhead_s(0);
+  Scenario without = with;
+  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
+  absl::StatusOr<ResultRow> a = Step(with);
+  absl::StatusOr<ResultRow> b = Step(without);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const double want = NormSeconds(with, 8, 18, 42);
+  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
+              1e-9 * want);
+}
+
+TEST(GradNorm, PyTorchTakesItOnlyWhenTheLoopClips) {
+  // FSDP runs nothing before the update by default; clip_grad_norm_ in the
+  // loop (FOREACH_NORM) reads the fp32 gradient shard once (4 bytes) in a
+  // grouped kernel per layer (4: the embedding, 2 blocks, the head).
+  Scenario plain = Tiny("fsdp:FULL_SHARD", 8);
+  Scenario clipped = plain;
+  clipped.mutable_execution()->set_grad_norm(FOREACH_NORM);
+  absl::StatusOr<ResultRow> a = Step(clipped);
+  absl::StatusOr<ResultRow> b = Step(plain);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const double want = NormSeconds(plain, 8, 4, 4);
+  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
+              1e-9 * want);
+  EXPECT_GT(Exposed(*a, "AR grad norm"), 0);
+  EXPECT_EQ(Exposed(*b, "AR grad norm"), -1);
+}
+
+TEST(GradNorm, OneGpuHasNothingToAllReduce) {
+  absl::StatusOr<ResultRow> a = Step(Tiny("zero1", 1));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Exposed(*a, "AR grad norm"), -1);
+  EXPECT_GT(a->breakdown().optimizer_s(), 0);
+}
+
+TEST(GradNorm, NeverMakesAStepShorter) {
+  for (const char* strategy :
+       {"ddp", "zero1", "zero2", "zero3", "fsdp:FULL_SHARD",
+        "fsdp:HYBRID_SHARD", "mics", "zeropp"}) {
+    for (int gpus : {8, 16}) {
+      Scenario with = Tiny(strategy, gpus);
+      with.mutable_execution()->set_grad_norm(PER_TENSOR_FP64_NORM);
+      Scenario without = with;
+      without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
+      absl::StatusOr<ResultRow> a = Step(with);
+      absl::StatusOr<ResultRow> b = Step(without);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_GT(a->step_time_s(), b->step_time_s()) << strategy << gpus;
+    }
+  }
+}
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(test::TestTempDir(), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(GradNorm, MegatronClipsUnlessClipGradIsZero) {
+  // --clip-grad defaults to 1.0: the norm every step; 0 turns it off.
+  const std::string head = "--bf16 --micro-batch-size 1 ";
+  absl::StatusOr<FrameworkInput> on =
+      ReadMegatronArgs(Write("on.args", head), "");
+  absl::StatusOr<FrameworkInput> off =
+      ReadMegatronArgs(Write("off.args", head + "--clip-grad 0"), "");
+  absl::StatusOr<FrameworkInput> half =
+      ReadMegatronArgs(Write("half.args", head + "--clip-grad 0.5"), "");
+  ASSERT_TRUE(on.ok()) << on.status();
+  ASSERT_TRUE(off.ok()) << off.status();
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_EQ(on->scenario.execution().grad_norm(), FOREACH_NORM);
+  EXPECT_EQ(off->scenario.execution().grad_norm(), NO_GRAD_NORM);
+  EXPECT_EQ(half->scenario.execution().grad_norm(), FOREACH_NORM);
+  absl::StatusOr<FrameworkInput> bad =
+      ReadMegatronArgs(Write("bad.args", head + "--clip-grad -1"), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--clip-grad"), std::string::npos)
+      << bad.status();
+}
+
+TEST(GradNorm, TorchtitanTakesItEveryStep) {
+  absl::StatusOr<FrameworkInput> in =
+      ReadTorchtitanConfig("torchtitan_llama3_8b.toml",
+                           absl::StrCat(SHARDSIM_SOURCE_DIR, "/tests/data"));
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->scenario.execution().grad_norm(), FOREACH_NORM);
+}
+
+}  // namespace
+}  // namespace shardsim
