@@ -168,6 +168,41 @@ TEST(Offload, WhatItRefusesIsNamed) {
   EXPECT_NE(r.status().message().find("host.pcie_bytes_per_s"),
             std::string::npos)
       << r.status();
+  bare = Tiny("zero1");
+  bare.mutable_execution()->set_offload_optimizer(true);
+  bare.mutable_platform_def()->mutable_host()->set_memory_bytes(0);
+  r = Step(bare);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("host.memory_bytes"), std::string::npos)
+      << r.status();
+}
+
+TEST(Offload, TheHostHoldsEachRanksStatesAndBuffers) {
+  // Per rank, for its OS shard S: K = 12 bytes a parameter of optimizer
+  // states (the fp32 master weights among them), 4 of fp32 gradients
+  // copied out, 2 of the bf16 shard copied back; a node's 8 ranks
+  // together. Without offload nothing is reported.
+  Scenario s = Tiny("zero1");
+  absl::StatusOr<ResultRow> plain = Step(s);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->has_host_memory_bytes());
+  s.mutable_execution()->set_offload_optimizer(true);
+  absl::StatusOr<ResultRow> row = Step(s);
+  ASSERT_TRUE(row.ok()) << row.status();
+  int64_t shard = 0;
+  for (const Layer& l : ModelLayers(s.model_def(), ScenarioBatch(s))) {
+    shard += (l.params + 7) / 8;
+  }
+  const int64_t node = 8 * shard * (12 + 4 + 2);
+  EXPECT_EQ(row->host_memory_bytes(), node);
+  EXPECT_FALSE(row->host_oom());
+  EXPECT_FALSE(row->oom());
+  // A node with one byte less is out of host memory: the row is OOM.
+  s.mutable_platform_def()->mutable_host()->set_memory_bytes(node - 1);
+  row = Step(s);
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_TRUE(row->host_oom());
+  EXPECT_TRUE(row->oom());
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ void SetNameAndMemory(const Job& job, const std::string& spec, int gpus,
   row->set_peak_memory_bytes(mem.peak);
   row->set_oom(mem.oom);
   row->set_gpu_memory_bytes(TightestGpu(job.platform).memory_bytes());
+  if (mem.host_per_node > 0) {
+    row->set_host_memory_bytes(mem.host_per_node);
+    row->set_host_oom(mem.host_oom);
+  }
   if (!plan.program_role.empty()) {
     row->set_peak_memory_program(plan.program_role);
   }
@@ -67,7 +71,8 @@ absl::Status CheckOffload(const Job& job, const std::string& spec, int gpus,
   const char* missing = host.pcie_bytes_per_s() <= 0 ? "pcie_bytes_per_s"
                         : host.cpu_adam_params_per_s() <= 0
                             ? "cpu_adam_params_per_s"
-                            : nullptr;
+                        : host.memory_bytes() <= 0 ? "memory_bytes"
+                                                   : nullptr;
   if (missing != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, "offload_optimizer needs platform \"", job.platform.name(),

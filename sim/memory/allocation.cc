@@ -100,7 +100,20 @@ absl::StatusOr<AllocationPlan> WalkProgram(const Schedule& schedule,
 
 }  // namespace
 
-absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
+namespace {
+
+// Host memory beside the GPU's: each rank's pinned bytes, times the job's
+// ranks on a node.
+absl::StatusOr<AllocationPlan> WithHost(const Schedule& schedule,
+                                        absl::StatusOr<AllocationPlan> plan) {
+  if (plan.ok()) {
+    plan->host_bytes_per_node =
+        schedule.host_bytes_per_gpu() * schedule.gpus_per_node();
+  }
+  return plan;
+}
+
+absl::StatusOr<AllocationPlan> PlanSchedule(const Schedule& schedule) {
   if (schedule.programs_size() <= 1) {
     return Walk(
         schedule.ops_size(),
@@ -128,6 +141,12 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
   return *std::move(highest);
 }
 
+}  // namespace
+
+absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule) {
+  return WithHost(schedule, PlanSchedule(schedule));
+}
+
 absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
                                                int program) {
   std::vector<int> mine;  // indices of the program's memory ops, in order
@@ -135,7 +154,7 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const Schedule& schedule,
     const Op& op = schedule.ops(i);
     if (op.has_memory() && op.program() == program) mine.push_back(i);
   }
-  return WalkProgram(schedule, program, mine);
+  return WithHost(schedule, WalkProgram(schedule, program, mine));
 }
 
 absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {
@@ -155,9 +174,11 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops) {
   }
   if (net.params != 0 || net.grads != 0 || net.optimizer != 0 ||
       net.activations != 0 || net.buffers != 0) {
-    return Walk(
-        ops.size(), [&](int id) -> const Op& { return ops.op(id); },
-        [](int id) { return id; }, [&](int id) { return ops.frees(id); });
+    return WithHost(
+        base,
+        Walk(
+            ops.size(), [&](int id) -> const Op& { return ops.op(id); },
+            [](int id) { return id; }, [&](int id) { return ops.frees(id); }));
   }
   absl::StatusOr<AllocationPlan> plan = PlanAllocations(base);
   if (!plan.ok()) return plan.status();
@@ -186,7 +207,9 @@ StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform) {
   m.lines = plan.at_peak;
   m.reserved = gpu.reserved_bytes();
   m.peak = plan.peak_bytes + m.reserved;
-  m.oom = m.peak > gpu.memory_bytes();
+  m.host_per_node = plan.host_bytes_per_node;
+  m.host_oom = m.host_per_node > platform.host().memory_bytes();
+  m.oom = m.peak > gpu.memory_bytes() || m.host_oom;
   return m;
 }
 

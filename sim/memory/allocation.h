@@ -51,6 +51,9 @@ struct AllocationPlan {
   // such), its index here; -1 for a schedule of one program.
   int program = -1;
   std::string program_role;  // its Program.role ("stage 3"), if any
+  // Host memory one node's ranks pin (Schedule.host_bytes_per_gpu x the
+  // job's GPUs per node): ZeRO-Offload's; 0 without.
+  int64_t host_bytes_per_node = 0;
 };
 
 // Walks the schedule's memory ops in order, each program's on its own.
@@ -86,8 +89,11 @@ absl::StatusOr<AllocationPlan> PlanAllocations(const StepOps& ops);
 struct StepMemory {
   MemoryLines lines;  // AllocationPlan::at_peak
   int64_t reserved = 0;
-  int64_t peak = 0;  // lines.total() + reserved
-  bool oom = false;  // peak > TightestGpu(platform).memory_bytes()
+  int64_t peak = 0;           // lines.total() + reserved
+  bool oom = false;           // peak > TightestGpu(platform).memory_bytes(), or
+                              // host_oom
+  int64_t host_per_node = 0;  // AllocationPlan::host_bytes_per_node
+  bool host_oom = false;      // host_per_node > platform host.memory_bytes()
 };
 StepMemory StepMemoryOf(const AllocationPlan& plan, const Platform& platform);
 

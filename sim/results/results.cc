@@ -22,9 +22,15 @@ double GB(int64_t bytes) { return bytes / 1e9; }
 double GiB(int64_t bytes) { return bytes / 1073741824.0; }
 
 // "yes (80.0)" or "OOM (80.0)": whether the peak fits the GPU's memory,
-// with that memory in GiB.
+// with that memory in GiB; "host OOM (80.0)" where the GPU's peak fits but
+// the node's host memory does not hold what offload keeps there.
 std::string Fits(const ResultRow& r) {
-  return absl::StrFormat("%s (%.1f)", r.oom() ? "OOM" : "yes",
+  const bool host_only =
+      r.host_oom() && r.peak_memory_bytes() <= r.gpu_memory_bytes();
+  return absl::StrFormat("%s (%.1f)",
+                         host_only ? "host OOM"
+                         : r.oom() ? "OOM"
+                                   : "yes",
                          GiB(r.gpu_memory_bytes()));
 }
 
@@ -43,6 +49,15 @@ std::string FormatMemoryTable(const Results& results) {
         GiB(r.optimizer_bytes()), GiB(r.activation_bytes()),
         GiB(r.buffer_bytes()), GiB(r.reserved_bytes()),
         GiB(r.peak_memory_bytes()), Fits(r));
+  }
+  // What offload keeps in host memory, per node.
+  for (const ResultRow& r : results.rows()) {
+    if (!r.has_host_memory_bytes()) continue;
+    absl::StrAppendFormat(&out,
+                          "%s at %d GPUs: host memory %.2f GiB per node "
+                          "(optimizer states and offload buffers)%s\n",
+                          r.strategy(), r.gpus(), GiB(r.host_memory_bytes()),
+                          r.host_oom() ? ", more than the node has" : "");
   }
   return out;
 }

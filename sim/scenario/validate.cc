@@ -85,7 +85,8 @@ void CheckKernels(const KernelModel& k, FieldCheck& c) {
 
 void CheckHost(const Host& h, FieldCheck& c) {
   c.Real("host.pcie_bytes_per_s", h.pcie_bytes_per_s(), 0, kMaxBandwidth)
-      .Real("host.cpu_adam_params_per_s", h.cpu_adam_params_per_s(), 0, 1e15);
+      .Real("host.cpu_adam_params_per_s", h.cpu_adam_params_per_s(), 0, 1e15)
+      .Count("host.memory_bytes", h.memory_bytes(), 0, int64_t{1} << 50);
 }
 
 void CheckInterference(const Interference& in, int sms, FieldCheck& c) {

@@ -100,6 +100,10 @@ class Step {
   int ops_size() const { return out_->ops_size(); }
   const Op& op(int id) const { return out_->ops(id); }
   Op* mutable_op(int id) { return out_->mutable_ops(id); }
+  // Host memory each rank pins (Schedule.host_bytes_per_gpu).
+  void set_host_bytes_per_gpu(int64_t bytes) {
+    out_->set_host_bytes_per_gpu(bytes);
+  }
 
   // A new op at the end; `deps` may hold -1s (none) and repeats.
   Op* NewOp(Stream stream, Phase phase, int mb, int layer, std::string label,
