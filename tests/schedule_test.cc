@@ -396,10 +396,12 @@ TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
                 GroupName(op.collective().group())];
     }
   }
-  // qwZ forward (int8, coalesced calls), hpZ backward over the node.
+  // qwZ: every gather in int8 with an fp32 scale per 4096 values
+  // (coalesced calls): forward across the 32 GPUs, backward (hpZ) over
+  // the node.
   EXPECT_GE(tensors.at("P int8 8x4"), 1);
-  EXPECT_EQ(Gathered(s, BACKWARD).first, 2 * kGatheredParams);
-  EXPECT_EQ(tensors.at("P 8x1"), Gathered(s, BACKWARD).second);
+  EXPECT_EQ(tensors.at("P int8 8x1"), Gathered(s, BACKWARD).second);
+  EXPECT_EQ(tensors.count("P 8x1"), 0u);
   // qgZ tensor by tensor: every matrix (embedding, 7 per block, lm_head;
   // 4096-wide, so divisible by 2 x 32) as int4 all-to-alls; every norm
   // (2 per block and the final one) is 1-D, reduce-scattered in bf16 over
@@ -408,6 +410,30 @@ TEST(Schedule, ZeroPPQuantizesAndUsesTheSecondaryCopy) {
   EXPECT_EQ(tensors.at("G int4 8x1"), kMatrices);  // inside the node
   EXPECT_EQ(tensors.at("G int4 1x4"), kMatrices);  // across nodes
   EXPECT_EQ(tensors.at("G 8x4"), 32 * 2 + 1);
+}
+
+TEST(Schedule, ZeroPPGathersLaterMicroBatchesFromTheSecondaryCopy) {
+  // The secondary copy exists once the parameters were released after a
+  // use: the first micro-batch's forward gathers across the 32 GPUs, the
+  // second's inside the node, its whole model like the first's.
+  const Schedule s = Lower("zeropp", Training(2));
+  int64_t across = 0, inside = 0;
+  for (const Op& op : s.ops()) {
+    if (!op.has_collective() || op.collective().op() != ALL_GATHER ||
+        op.phase() != FORWARD) {
+      continue;
+    }
+    const std::string g = GroupName(op.collective().group());
+    if (op.micro_batch() == 0) {
+      EXPECT_EQ(g, "8x4");
+      across += op.collective().bytes();
+    } else {
+      EXPECT_EQ(g, "8x1");
+      inside += op.collective().bytes();
+    }
+  }
+  EXPECT_GT(across, 0);
+  EXPECT_EQ(inside, across);
 }
 
 TEST(Schedule, QuantizedBytesCarryScales) {

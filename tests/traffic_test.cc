@@ -155,12 +155,13 @@ TEST(TrafficZeroPP, CrossNodeVolumeAboutAQuarterOfZero3) {
   auto all = [](const TrafficEntry&) { return true; };
   const double zero3 = Sum("zero3", all).inter;
   const double zeropp = Sum("zeropp:hpz=8:qwz=true:qgz=true", all).inter;
-  // ZeRO-3 per micro-batch: 3 flat-ring passes of 2 psi bytes, each with
-  // inter = g (N-1)/N x 2 psi  (A = g (N-1)/N = 7.875).
-  // ZeRO++ per micro-batch:
-  //  - qwZ forward all-gather, flat ring, int8 + an fp32 scale per 4096:
-  //      A x psi (1 + 4/4096)
-  //  - hpZ backward all-gather inside the node: 0
+  // ZeRO-3 per micro-batch (kS = 8 of them): 3 flat-ring passes of 2 psi
+  // bytes, each with inter = g (N-1)/N x 2 psi  (A = g (N-1)/N = 7.875).
+  // ZeRO++:
+  //  - qwZ forward all-gather of the first micro-batch, flat ring, int8 +
+  //    an fp32 scale per 4096: A x psi (1 + 4/4096); the later ones gather
+  //    from the node's secondary copy (hpZ), as every backward does: 0
+  //  - per micro-batch:
   //  - qgZ, tensor by tensor (DeepSpeed's all_to_all_quant_reduce): a
   //    matrix whose size divides by 2N = 128 goes int4 all-to-all inside
   //    the node (0 across), then across nodes on the psi/M slice: each of
@@ -174,15 +175,17 @@ TEST(TrafficZeroPP, CrossNodeVolumeAboutAQuarterOfZero3) {
   const double a = kG * (kN - 1) / kN;
   const double psi_q = 500 * 8e6;
   const double psi_r = 2e9 + 1001 * 1024 + 998999040;
-  const double want = (a * kPsi * (1 + 4.0 / 4096) +
-                       kN * (kG - 1) / kG * psi_q / (2 * kM) * (1 + 1.0 / 512) +
-                       a * 2 * psi_r) /
-                      (3 * a * 2 * kPsi);
+  const double per_mb =
+      kN * (kG - 1) / kG * psi_q / (2 * kM) * (1 + 1.0 / 512) + a * 2 * psi_r;
+  const double want =
+      (a * kPsi * (1 + 4.0 / 4096) + kS * per_mb) / (kS * 3 * a * 2 * kPsi);
   // qgZ quantizes tensor by tensor (DeepSpeed's all_to_all_quant_reduce),
   // so each tensor's last scale group rounds up: a few scales more than the
   // whole-model count above, ~2e-6 of the ratio.
   EXPECT_NEAR(zeropp / zero3, want, 1e-5);
-  // = (7.875 x 1.000977 + 3.5 x 4/7 x 1.001953 + 15.75 x 3.000024/7)
+  // = (7.8827 / 8 + 2.0039 + 6.7500) / 47.25 = 0.20612 at 8 micro-batches.
+  // At one micro-batch, the paper's set-up:
+  // (7.875 x 1.000977 + 3.5 x 4/7 x 1.001953 + 15.75 x 3.000024/7)
   //   / 47.25 = (7.8827 + 2.0039 + 6.7500) / 47.25 = 0.35210. With every
   // matrix divisible it would be (7.8827 + 3.5 x 1.001953) / 47.25 =
   // 0.24105, not 0.25: the paper counts every collective's volume per GPU
@@ -190,7 +193,7 @@ TEST(TrafficZeroPP, CrossNodeVolumeAboutAQuarterOfZero3) {
   // only g of N edges cross nodes (A = 7.875 psi-units per pass) while
   // qgZ's hierarchical all-to-all sends all of its cross-node slice (3.5
   // units, not 0.25 x 2 x 7.875 = 3.94).
-  EXPECT_NEAR(want, 0.35210, 1e-5);
+  EXPECT_NEAR(want, 0.20612, 1e-5);
 }
 
 }  // namespace

@@ -136,9 +136,16 @@ void FetchPass::EmitCall(const std::vector<int>& fetches, Limit limit) {
   const Strategy& strategy = step_.strategy();
   const Execution& ex = step_.ex();
   const Fetch& first = fetches_[fetches[0]];
-  const bool backward = first.phase == BACKWARD;
-  const bool hpz = backward && strategy.secondary_params_intra() > 0;
-  const bool qwz = !backward && strategy.quantized_weights();
+  // ZeRO++: a gather uses the node's secondary copy (hpZ) whenever one
+  // exists, that is once the parameters were released after a use in this
+  // step: every backward (and recompute) gather, and the forward of every
+  // micro-batch after the first (partition_parameters.py
+  // use_secondary_tensor; the copy is dropped after the step). qwZ
+  // quantizes every gather, the secondary's too
+  // (partitioned_param_coordinator.py: quantize=zero_quantized_weights).
+  const bool hpz = strategy.secondary_params_intra() > 0 &&
+                   (first.phase == BACKWARD || first.mb > 0);
+  const bool qwz = strategy.quantized_weights();
   const Group group =
       hpz ? MakeGroup(strategy.secondary_params_intra(), 1, 1, 1)
           : FactorGroup(strategy.p());
