@@ -72,8 +72,9 @@ std::vector<TKey> MakeKeys() {
       {"model.flavor", K::kModelled, "", ""},
       {"model.hf_assets_path", K::kNoCost, "", ""},
       {"model.tokenizer_path", K::kNoCost, "", ""},
-      {"model.converters", K::kUnmodelled, "[]",
-       "converts linear layers to float8 or MX (other GEMM data types)"},
+      // "quantize.linear.float8" is kernels.float8; others unmodelled
+      // (TitanMapper::Float8).
+      {"model.converters", K::kModelled, "", ""},
       {"model.print_after_conversion", K::kNoCost, "", ""},
       // Optimizer: AdamW's states are the scenario's
       // optimizer_bytes_per_param; the name is read.
@@ -191,18 +192,18 @@ std::vector<TKey> MakeKeys() {
        "compiles the model with torch.compile (fused kernels)"},
       {"compile.components", K::kNoCost, "", ""},
       {"compile.backend", K::kNoCost, "", ""},
-      // Read only for the layers model.converters converts, itself not
-      // modelled.
+      // Read by TitanMapper::Float8 where model.converters converts the
+      // linear layers to float8; otherwise they change nothing.
       {"quantize", K::kSection, "", ""},
       {"quantize.linear", K::kSection, "", ""},
       {"quantize.linear.float8", K::kSection, "", ""},
-      {"quantize.linear.float8.enable_fsdp_float8_all_gather", K::kNoCost, "",
+      {"quantize.linear.float8.enable_fsdp_float8_all_gather", K::kModelled, "",
        ""},
       {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-       K::kNoCost, "", ""},
-      {"quantize.linear.float8.recipe_name", K::kNoCost, "", ""},
-      {"quantize.linear.float8.filter_fqns", K::kNoCost, "", ""},
-      {"quantize.linear.float8.emulate", K::kNoCost, "", ""},
+       K::kModelled, "", ""},
+      {"quantize.linear.float8.recipe_name", K::kModelled, "", ""},
+      {"quantize.linear.float8.filter_fqns", K::kModelled, "", ""},
+      {"quantize.linear.float8.emulate", K::kModelled, "", ""},
       {"quantize.linear.mx", K::kSection, "", ""},
       {"quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", K::kNoCost, "", ""},
       {"quantize.linear.mx.recipe_name", K::kNoCost, "", ""},
@@ -417,6 +418,7 @@ class TitanMapper {
     if (absl::Status s = Pipeline(); !s.ok()) return s;
     if (absl::Status s = Batch(); !s.ok()) return s;
     if (absl::Status s = Checkpointing(); !s.ok()) return s;
+    if (absl::Status s = Float8(); !s.ok()) return s;
     return Precision();
   }
 
@@ -506,6 +508,7 @@ class TitanMapper {
   absl::Status Batch();
   absl::Status Checkpointing();
   absl::Status Precision();
+  absl::Status Float8();
 
   const Config& c_;
   FrameworkInput* out_;
@@ -755,6 +758,89 @@ absl::Status TitanMapper::Precision() {
   }
   Unmodelled("training.mixed_precision_reduce",
              "reduces gradients in fp32 (simulated: 16-bit)");
+  return absl::OkStatus();
+}
+
+// model.converters (components/quantization: "quantize.linear.float8", or
+// "float8" in older torchtitan) turns the blocks' linear layers into
+// torchao's Float8Linear: kernels.float8, which models tensorwise dynamic
+// scaling with compiled casts, parameters gathered in bf16 and the output
+// projection left in bf16. Settings away from that are unmodelled.
+absl::Status TitanMapper::Float8() {
+  const toml::node* v = c_.Find("model.converters");
+  if (v == nullptr) return absl::OkStatus();
+  const toml::array* list = v->as_array();
+  if (list == nullptr) {
+    return KeyError(*v, absl::StrCat("model.converters must be a list of "
+                                     "strings, got ",
+                                     Show(*v)));
+  }
+  bool float8 = false;
+  for (const toml::node& n : *list) {
+    const auto* name = n.as_string();
+    if (name == nullptr) {
+      return KeyError(n, absl::StrCat("model.converters must be a list of "
+                                      "strings, got ",
+                                      Show(*v)));
+    }
+    if (name->get() == "quantize.linear.float8" || name->get() == "float8") {
+      float8 = true;
+    } else {
+      out_->unmodelled.push_back(
+          absl::StrCat("model.converters \"", name->get(),
+                       "\": converts layers to another GEMM data type (MX, "
+                       "grouped float8; simulated: bf16)"));
+    }
+  }
+  if (!float8) return absl::OkStatus();
+  out_->scenario.mutable_kernels()->mutable_float8()->set_enabled(true);
+  const std::string f8 = "quantize.linear.float8.";
+  absl::StatusOr<std::string> recipe = c_.StrOr(f8 + "recipe_name", "");
+  if (!recipe.ok()) return recipe.status();
+  if (!recipe->empty() && *recipe != "tensorwise") {
+    Unmodelled(f8 + "recipe_name",
+               "scales by row or by block (simulated: tensorwise)");
+  }
+  for (const char* key : {"enable_fsdp_float8_all_gather", "emulate"}) {
+    const toml::node* b = c_.Find(f8 + key);
+    if (b == nullptr) continue;
+    if (!b->is_boolean()) {
+      return KeyError(
+          *b, absl::StrCat(f8, key, " must be true or false, got ", Show(*b)));
+    }
+    if (b->as_boolean()->get()) {
+      Unmodelled(f8 + key,
+                 std::string(key) == "emulate"
+                     ? "emulates float8 in bf16 (simulated: FP8 tensor cores)"
+                     : "all-gathers parameters in float8 (simulated: bf16)");
+    }
+  }
+  // filter_fqns: torchtitan always leaves "output" (the LM head) in bf16,
+  // as modelled; any other name keeps more layers in bf16.
+  if (const toml::node* f = c_.Find(f8 + "filter_fqns")) {
+    const toml::array* names = f->as_array();
+    bool other = names == nullptr;
+    if (names != nullptr) {
+      for (const toml::node& n : *names) {
+        const auto* s = n.as_string();
+        other = other || s == nullptr || s->get() != "output";
+      }
+    }
+    if (other) {
+      Unmodelled(f8 + "filter_fqns",
+                 "keeps more linear layers in bf16 (simulated: only the "
+                 "output projection)");
+    }
+  }
+  // Float8Linear's casts are the compiled ones modelled only under
+  // torch.compile.
+  const toml::node* compiled = c_.Find("compile.enable");
+  if (compiled == nullptr || !compiled->is_boolean() ||
+      !compiled->as_boolean()->get()) {
+    Unmodelled("compile.enable",
+               "float8 without torch.compile: torchao's casts run eager "
+               "(simulated: compiled)");
+  }
   return absl::OkStatus();
 }
 
