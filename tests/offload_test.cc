@@ -1,13 +1,16 @@
 // ZeRO-Offload (Execution.offload_optimizer, sim/schedule/lower/offload.h):
 // its update's time derived by hand, its memory, and what it refuses.
+#include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/scenario/scenario.h"
 #include "sim/simulate/simulate.h"
+#include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
@@ -167,6 +170,17 @@ TEST(Offload, WhatItRefusesIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("host.pcie_bytes_per_s"),
             std::string::npos)
+      << r.status();
+  // A DeepSpeed config at stage 0 builds no ZeRO optimizer: the scenario's
+  // offload is refused as the config's own key is.
+  const std::string config = absl::StrCat(test::TestTempDir(), "/stage0.json");
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 0}})";
+  Scenario stage0 = Tiny(config);
+  stage0.mutable_execution()->set_offload_optimizer(true);
+  r = Step(stage0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("stage 0"), std::string::npos)
       << r.status();
   bare = Tiny("zero1");
   bare.mutable_execution()->set_offload_optimizer(true);

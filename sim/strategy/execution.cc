@@ -235,7 +235,12 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden, Strategy* s) {
             !e.offload_optimizer() || framework == DEEPSPEED,
             absl::StrCat("ZeRO-Offload is DeepSpeed's; ",
                          FrameworkName(framework),
-                         " does not offload the optimizer this way"));
+                         " does not offload the optimizer this way"))
+      .Rule("offload_optimizer",
+            !e.offload_optimizer() || !s->has_deepspeed_stage() ||
+                s->deepspeed_stage() > 0,
+            "needs ZeRO stage 1, 2 or 3: the DeepSpeed config's stage 0 "
+            "builds no ZeRO optimizer to offload");
   if (!c.ok()) return c.status();
   *s->mutable_execution() = e;
   return absl::OkStatus();

@@ -338,6 +338,7 @@ absl::StatusOr<Strategy> FromZeroKeys(const DeepSpeedZero& k,
   s.set_secondary_params_intra(SecondaryIntra(k.hpz));
   s.set_quantized_weights(k.qwz);
   s.set_quantized_gradients(k.qgz);
+  s.set_deepspeed_stage(k.stage);
   // DeepSpeed runs even stage 0 (plain data parallelism).
   *s.mutable_execution() = k.execution;
   s.mutable_execution()->set_framework(DEEPSPEED);
