@@ -17,34 +17,30 @@
 namespace shardsim {
 namespace {
 
-Scenario Tiny(const std::string& strategy, int gpus) {
-  Scenario s;
-  Model* m = s.mutable_model_def();
-  m->set_name("tiny");
-  m->set_layers(2);
-  m->set_hidden(1024);
-  m->set_heads(8);
-  m->set_ffn_hidden(4096);
-  m->set_vocab(32000);
-  m->set_mlp(Model::SWIGLU);
-  m->set_norm(Model::RMSNORM);
-  s.set_platform("dgx_a100");
-  s.add_strategies(strategy);
-  s.add_gpus(gpus);
-  s.set_micro_batch_size(1);
-  s.set_micro_batches(1);
-  s.set_seq_len(512);
-  s.set_flash_attention(true);
-  s.set_optimizer_bytes_per_param(12);
-  return s;
-}
-
 absl::StatusOr<ResultRow> Step(const Scenario& s) {
   absl::StatusOr<Job> job = ResolveJob("grad_norm.textproto", s);
   if (!job.ok()) return job.status();
   absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
   if (!r.ok()) return r.status();
   return r->rows(0);
+}
+
+// The step of `with` and of the same without a gradient norm.
+struct Steps {
+  ResultRow with, without;
+  double OptimizerAdded() const {
+    return with.breakdown().optimizer_s() - without.breakdown().optimizer_s();
+  }
+};
+Steps WithAndWithout(const Scenario& with) {
+  Scenario without = with;
+  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
+  absl::StatusOr<ResultRow> a = Step(with);
+  absl::StatusOr<ResultRow> b = Step(without);
+  EXPECT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!a.ok() || !b.ok()) return {};
+  return {*a, *b};
 }
 
 double Exposed(const ResultRow& row, const std::string& collective) {
@@ -78,7 +74,7 @@ TEST(GradNorm, DeepSpeedTakesEachTensorsNormInFp64EveryStep) {
   // the final norm and the head: 1 + 18 + 2 = 21. ZeRO-1 cuts one flat
   // buffer, so a GPU holds ceil(21 / 8) = 3 of them: 2 x 3 kernels (the
   // fp64 copy, its norm) moving 2 + 8 + 8 bytes per element.
-  Scenario with = Tiny("zero1", 8);
+  Scenario with = test::TinyStep("zero1", 8);
   Scenario without = with;
   without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
   absl::StatusOr<ResultRow> a = Step(with);
@@ -99,7 +95,7 @@ TEST(GradNorm, ZeroThreeHoldsAPieceOfEveryTensor) {
   // ZeRO-3 cuts each of the 21 tensors across the 8 GPUs: 2 x 21 kernels.
   // The tiny step is bound by the host's issuing (ZeRO-3's fetches, 36 us
   // a kernel launch): without host costs its GPU work is the path.
-  Scenario with = Tiny("zero3", 8);
+  Scenario with = test::TinyStep("zero3", 8);
   absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
   ASSERT_TRUE(p.ok()) << p.status();
   p->mutable_kernels()->set_host_launch_s(0);
@@ -122,7 +118,7 @@ TEST(GradNorm, PyTorchTakesItOnlyWhenTheLoopClips) {
   // FSDP runs nothing before the update by default; clip_grad_norm_ in the
   // loop (FOREACH_NORM) reads the fp32 gradient shard once (4 bytes) in a
   // grouped kernel per layer (4: the embedding, 2 blocks, the head).
-  Scenario plain = Tiny("fsdp:FULL_SHARD", 8);
+  Scenario plain = test::TinyStep("fsdp:FULL_SHARD", 8);
   Scenario clipped = plain;
   clipped.mutable_execution()->set_grad_norm(FOREACH_NORM);
   absl::StatusOr<ResultRow> a = Step(clipped);
@@ -137,7 +133,7 @@ TEST(GradNorm, PyTorchTakesItOnlyWhenTheLoopClips) {
 }
 
 TEST(GradNorm, OneGpuHasNothingToAllReduce) {
-  absl::StatusOr<ResultRow> a = Step(Tiny("zero1", 1));
+  absl::StatusOr<ResultRow> a = Step(test::TinyStep("zero1", 1));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(Exposed(*a, "AR grad norm"), -1);
   EXPECT_GT(a->breakdown().optimizer_s(), 0);
@@ -148,15 +144,11 @@ TEST(GradNorm, NeverMakesAStepShorter) {
        {"ddp", "zero1", "zero2", "zero3", "fsdp:FULL_SHARD",
         "fsdp:HYBRID_SHARD", "mics", "zeropp"}) {
     for (int gpus : {8, 16}) {
-      Scenario with = Tiny(strategy, gpus);
-      with.mutable_execution()->set_grad_norm(PER_TENSOR_FP64_NORM);
-      Scenario without = with;
-      without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
-      absl::StatusOr<ResultRow> a = Step(with);
-      absl::StatusOr<ResultRow> b = Step(without);
-      ASSERT_TRUE(a.ok()) << a.status();
-      ASSERT_TRUE(b.ok()) << b.status();
-      EXPECT_GT(a->step_time_s(), b->step_time_s()) << strategy << gpus;
+      Scenario s = test::TinyStep(strategy, gpus);
+      s.mutable_execution()->set_grad_norm(PER_TENSOR_FP64_NORM);
+      const Steps r = WithAndWithout(s);
+      EXPECT_GT(r.with.step_time_s(), r.without.step_time_s())
+          << strategy << gpus;
     }
   }
 }

@@ -21,28 +21,13 @@ constexpr double kPcie = 10e9;
 constexpr double kCpuAdam = 1e9;
 
 Scenario Tiny(const std::string& strategy) {
-  Scenario s;
-  Model* m = s.mutable_model_def();
-  m->set_name("tiny");
-  m->set_layers(2);
-  m->set_hidden(1024);
-  m->set_heads(8);
-  m->set_ffn_hidden(4096);
-  m->set_vocab(32000);
-  m->set_mlp(Model::SWIGLU);
-  m->set_norm(Model::RMSNORM);
+  Scenario s = test::TinyStep(strategy, 8);
   absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
   EXPECT_TRUE(p.ok()) << p.status();
   p->mutable_host()->set_pcie_bytes_per_s(kPcie);
   p->mutable_host()->set_cpu_adam_params_per_s(kCpuAdam);
+  s.clear_platform();
   *s.mutable_platform_def() = *p;
-  s.add_strategies(strategy);
-  s.add_gpus(8);
-  s.set_micro_batch_size(1);
-  s.set_micro_batches(1);
-  s.set_seq_len(512);
-  s.set_flash_attention(true);
-  s.set_optimizer_bytes_per_param(12);
   return s;
 }
 

@@ -99,4 +99,26 @@ Scenario Training(int micro_batches, int seq_len) {
   return s;
 }
 
+Scenario TinyStep(const std::string& strategy, int gpus) {
+  Scenario s;
+  Model* m = s.mutable_model_def();
+  m->set_name("tiny");
+  m->set_layers(2);
+  m->set_hidden(1024);
+  m->set_heads(8);
+  m->set_ffn_hidden(4096);
+  m->set_vocab(32000);
+  m->set_mlp(Model::SWIGLU);
+  m->set_norm(Model::RMSNORM);
+  s.set_platform("dgx_a100");
+  s.add_strategies(strategy);
+  s.add_gpus(gpus);
+  s.set_micro_batch_size(1);
+  s.set_micro_batches(1);
+  s.set_seq_len(512);
+  s.set_flash_attention(true);
+  s.set_optimizer_bytes_per_param(12);
+  return s;
+}
+
 }  // namespace shardsim::test

@@ -56,6 +56,11 @@ Batch Sequences(int64_t size, int64_t seq_len);
 // the scenario fields a lowering reads, nothing else set.
 Scenario Training(int micro_batches, int seq_len = 512);
 
+// One step of `strategy` on `gpus` GPUs of dgx_a100: a 2-block model of
+// hidden 1024 (SwiGLU, RMSNorm), one micro-batch of one sequence of 512
+// tokens, flash attention, 12 optimizer bytes per parameter.
+Scenario TinyStep(const std::string& strategy, int gpus);
+
 }  // namespace shardsim::test
 
 #endif  // SHARDSIM_TESTS_UTIL_TEST_UTIL_H_
