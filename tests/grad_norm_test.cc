@@ -74,62 +74,47 @@ TEST(GradNorm, DeepSpeedTakesEachTensorsNormInFp64EveryStep) {
   // the final norm and the head: 1 + 18 + 2 = 21. ZeRO-1 cuts one flat
   // buffer, so a GPU holds ceil(21 / 8) = 3 of them: 2 x 3 kernels (the
   // fp64 copy, its norm) moving 2 + 8 + 8 bytes per element.
-  Scenario with = test::TinyStep("zero1", 8);
-  Scenario without = with;
-  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
-  absl::StatusOr<ResultRow> a = Step(with);
-  absl::StatusOr<ResultRow> b = Step(without);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  const double want = NormSeconds(with, 8, 18, 6);
-  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
-              1e-9 * want);
+  const Scenario s = test::TinyStep("zero1", 8);
+  const Steps r = WithAndWithout(s);
+  const double want = NormSeconds(s, 8, 18, 6);
+  EXPECT_NEAR(r.OptimizerAdded(), want, 1e-9 * want);
   // One fp32 value all-reduced over the 8 GPUs, on the path before the
   // update; none without the norm.
-  EXPECT_GT(Exposed(*a, "AR grad norm"), 0);
-  EXPECT_EQ(Exposed(*b, "AR grad norm"), -1);
-  EXPECT_GT(a->step_time_s(), b->step_time_s() + want);
+  EXPECT_GT(Exposed(r.with, "AR grad norm"), 0);
+  EXPECT_EQ(Exposed(r.without, "AR grad norm"), -1);
+  EXPECT_GT(r.with.step_time_s(), r.without.step_time_s() + want);
 }
 
 TEST(GradNorm, ZeroThreeHoldsAPieceOfEveryTensor) {
   // ZeRO-3 cuts each of the 21 tensors across the 8 GPUs: 2 x 21 kernels.
   // The tiny step is bound by the host's issuing (ZeRO-3's fetches, 36 us
   // a kernel launch): without host costs its GPU work is the path.
-  Scenario with = test::TinyStep("zero3", 8);
+  Scenario s = test::TinyStep("zero3", 8);
   absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
   ASSERT_TRUE(p.ok()) << p.status();
   p->mutable_kernels()->set_host_launch_s(0);
-  *with.mutable_platform_def() = *p;
-  with.clear_platform();
-  with.mutable_execution()->set_fetch_overhead_s(0);
-  with.mutable_execution()->set_launch_overhead_s(0);
-  Scenario without = with;
-  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
-  absl::StatusOr<ResultRow> a = Step(with);
-  absl::StatusOr<ResultRow> b = Step(without);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  const double want = NormSeconds(with, 8, 18, 42);
-  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
-              1e-9 * want);
+  *s.mutable_platform_def() = *p;
+  s.clear_platform();
+  s.mutable_execution()->set_fetch_overhead_s(0);
+  s.mutable_execution()->set_launch_overhead_s(0);
+  const double want = NormSeconds(s, 8, 18, 42);
+  EXPECT_NEAR(WithAndWithout(s).OptimizerAdded(), want, 1e-9 * want);
 }
 
 TEST(GradNorm, PyTorchTakesItOnlyWhenTheLoopClips) {
   // FSDP runs nothing before the update by default; clip_grad_norm_ in the
   // loop (FOREACH_NORM) reads the fp32 gradient shard once (4 bytes) in a
   // grouped kernel per layer (4: the embedding, 2 blocks, the head).
-  Scenario plain = test::TinyStep("fsdp:FULL_SHARD", 8);
-  Scenario clipped = plain;
-  clipped.mutable_execution()->set_grad_norm(FOREACH_NORM);
-  absl::StatusOr<ResultRow> a = Step(clipped);
-  absl::StatusOr<ResultRow> b = Step(plain);
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  const double want = NormSeconds(plain, 8, 4, 4);
-  EXPECT_NEAR(a->breakdown().optimizer_s() - b->breakdown().optimizer_s(), want,
-              1e-9 * want);
-  EXPECT_GT(Exposed(*a, "AR grad norm"), 0);
-  EXPECT_EQ(Exposed(*b, "AR grad norm"), -1);
+  Scenario s = test::TinyStep("fsdp:FULL_SHARD", 8);
+  absl::StatusOr<ResultRow> plain = Step(s);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Exposed(*plain, "AR grad norm"), -1);
+  s.mutable_execution()->set_grad_norm(FOREACH_NORM);
+  const Steps r = WithAndWithout(s);
+  EXPECT_EQ(r.without.step_time_s(), plain->step_time_s());
+  const double want = NormSeconds(s, 8, 4, 4);
+  EXPECT_NEAR(r.OptimizerAdded(), want, 1e-9 * want);
+  EXPECT_GT(Exposed(r.with, "AR grad norm"), 0);
 }
 
 TEST(GradNorm, OneGpuHasNothingToAllReduce) {
