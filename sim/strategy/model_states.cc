@@ -44,6 +44,7 @@ ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
       ShardBytes(psi, optimizer_bytes_per_param, Shards(strategy.os()));
   if (strategy.execution().offload_optimizer()) {
     std::swap(states.optimizer, states.host_optimizer);
+    states.host_buffers = ShardBytes(psi, 4 + 2, Shards(strategy.os()));
   }
   return states;
 }

@@ -18,8 +18,12 @@ struct ModelStates {
   int64_t grads = 0;      // 2 psi / s_g
   int64_t optimizer = 0;  // K psi / s_os; 0 under ZeRO-Offload
   // Under ZeRO-Offload (Execution.offload_optimizer) the K psi / s_os bytes
-  // live in the host's memory instead.
+  // live in the host's memory instead, beside the pinned buffers the shard
+  // moves through: its fp32 gradients copied out and bf16 parameters copied
+  // back, 6 psi / s_os (single_partition_of_fp32_groups' grad and
+  // param_buffer_of_bit16_for_cpu_offload_groups, stage_1_and_2.py).
   int64_t host_optimizer = 0;
+  int64_t host_buffers = 0;
 };
 
 // Model states of `psi` parameters with K optimizer bytes per parameter.

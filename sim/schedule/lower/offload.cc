@@ -1,7 +1,6 @@
 #include "sim/schedule/lower/offload.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -56,12 +55,6 @@ int OffloadedUpdate(Step* step, int norm) {
                            *l->add_kernels() = HostOptimizerKernel(
                                shard, step->layout().mesh().gpus_per_node);
                          });
-  // Pinned on the host through the step: the optimizer states (the fp32
-  // master weights among them), the fp32 gradients copied out and the bf16
-  // shard copied back (single_partition_of_fp32_groups and its grad,
-  // param_buffer_of_bit16_for_cpu_offload_groups in stage_1_and_2.py).
-  step->set_host_bytes_per_gpu(static_cast<int64_t>(
-      std::ceil(shard * (step->optimizer_bytes_per_param() + 4 + 2))));
   if (norm >= 0) out.push_back(norm);
   const int update =
       HostOp(step, HOST, -1, "cpu optimizer", "shard", adam, out);

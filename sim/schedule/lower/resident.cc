@@ -14,6 +14,7 @@ void ResidentPass::Begin() {
   step_.Alloc(COMPUTE, FORWARD, -1, -1, st.secondary, "P secondary");
   step_.Alloc(COMPUTE, FORWARD, -1, -1, st.grads, "G shard");
   step_.Alloc(COMPUTE, FORWARD, -1, -1, st.optimizer, "OS shard");
+  step_.set_host_bytes_per_gpu(st.host_optimizer + st.host_buffers);
 }
 
 }  // namespace lower
