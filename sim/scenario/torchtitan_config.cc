@@ -199,8 +199,9 @@ std::vector<TKey> MakeKeys() {
       {"quantize.linear.float8", K::kSection, "", ""},
       {"quantize.linear.float8.enable_fsdp_float8_all_gather", K::kModelled, "",
        ""},
+      // Only changes the float8 all-gather, itself reported unmodelled.
       {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-       K::kModelled, "", ""},
+       K::kNoCost, "", ""},
       {"quantize.linear.float8.recipe_name", K::kModelled, "", ""},
       {"quantize.linear.float8.filter_fqns", K::kModelled, "", ""},
       {"quantize.linear.float8.emulate", K::kModelled, "", ""},
