@@ -466,40 +466,47 @@ TEST(ValidateKernels, H100CalibrationWithinFivePercentOnDgxH100) {
 namespace shardsim {
 namespace {
 
-TEST(ValidateKernels, A100GemmsAreTheFitOfTwentyFivePublishedShapes) {
-  // validate/reference/a100_gemm_triton_docs.json: 25 published cuBLAS
-  // GEMMs on an A100 (their source in the file). dgx_a100's GEMM
+TEST(ValidateKernels, A100GemmsAreTheFitOfMeasuredLlmLayerShapes) {
+  // validate/reference/a100_gemm_vidur_llm_shapes.json: 444 measured GEMMs
+  // of LLM layers on an A100 (their source in the file). dgx_a100's GEMM
   // parameters are their fit: refitting from the shipped model gives them
-  // back, the median |error| is under 5%, and at least 20 shapes are within
-  // 10% (the others: mid-sized cubes, the GPU model's comment). The
-  // held-out file's shapes, other kernels, all within 10%.
+  // back; the median |error| is under 5%, nine in ten are within 10% and
+  // none is off by 20% (cuBLAS's kernel choice by shape, which a smooth
+  // model does not follow: the GPU model's comment). The held-out files,
+  // other shapes and other kernels, have a median |error| under 10%.
   const std::string dir =
       absl::StrCat(SHARDSIM_SOURCE_DIR, "/validate/reference/");
   absl::StatusOr<Platform> a100 = LoadPlatform("dgx_a100", "");
   ASSERT_TRUE(a100.ok()) << a100.status();
   absl::StatusOr<std::vector<KernelSample>> fit_set =
-      ReadKernelSamples(dir + "a100_gemm_triton_docs.json");
+      ReadKernelSamples(dir + "a100_gemm_vidur_llm_shapes.json");
   ASSERT_TRUE(fit_set.ok()) << fit_set.status();
-  ASSERT_EQ(fit_set->size(), 25u);
+  ASSERT_EQ(fit_set->size(), 444u);
   absl::StatusOr<KernelFitResult> fit = FitKernelModel(*a100, *fit_set);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->model.gemm_efficiency(), a100->kernels().gemm_efficiency(),
               1e-3);
   EXPECT_NEAR(fit->model.gemm_k_overhead(), a100->kernels().gemm_k_overhead(),
               0.5);
-  std::vector<double> errors;
-  for (const KernelCheck& c : CheckKernels(*a100, *fit_set)) {
-    errors.push_back(std::abs(c.error));
-  }
-  std::sort(errors.begin(), errors.end());
+  auto sorted_errors = [&](const std::vector<KernelSample>& samples) {
+    std::vector<double> errors;
+    for (const KernelCheck& c : CheckKernels(*a100, samples)) {
+      errors.push_back(std::abs(c.error));
+    }
+    std::sort(errors.begin(), errors.end());
+    return errors;
+  };
+  const std::vector<double> errors = sorted_errors(*fit_set);
   EXPECT_LT(errors[errors.size() / 2], 0.05);
-  EXPECT_LT(errors[19], 0.10);
-  absl::StatusOr<std::vector<KernelSample>> held_out =
-      ReadKernelSamples(dir + "a100_gemm_held_out.json");
-  ASSERT_TRUE(held_out.ok()) << held_out.status();
-  ASSERT_EQ(held_out->size(), 5u);
-  for (const KernelCheck& c : CheckKernels(*a100, *held_out)) {
-    EXPECT_LT(std::abs(c.error), 0.10) << c.sample->what;
+  EXPECT_LT(errors[errors.size() * 9 / 10], 0.10);
+  EXPECT_LT(errors.back(), 0.20);
+  for (const char* file :
+       {"a100_gemm_triton_docs.json", "a100_gemm_held_out.json"}) {
+    absl::StatusOr<std::vector<KernelSample>> held_out =
+        ReadKernelSamples(dir + file);
+    ASSERT_TRUE(held_out.ok()) << held_out.status();
+    const std::vector<double> e = sorted_errors(*held_out);
+    EXPECT_LT(e[e.size() / 2], 0.10) << file;
   }
 }
 
