@@ -159,8 +159,8 @@ TEST(Schedule, DeepSpeedZero1And2AllReduceTheirBuckets) {
   // parameters with one all-gather of the whole model after the update.
   const Scenario sc = PerLayerBuckets(Training(3));
   const auto z1 = Census(Lower("zero1", sc));
-  // Its buckets and the gradient norm's one all-reduce.
-  EXPECT_EQ(z1.at("ALL_REDUCE UPDATE 8x4"), kLayers + 1);
+  // Its buckets, the overflow check's and the gradient norm's all-reduces.
+  EXPECT_EQ(z1.at("ALL_REDUCE UPDATE 8x4"), kLayers + 2);
   EXPECT_EQ(z1.at("ALL_GATHER UPDATE 8x4"), 1);
   EXPECT_EQ(z1.count("ALL_REDUCE BACKWARD 8x4"), 0u);
   const auto z2 = Census(Lower("zero2", sc));

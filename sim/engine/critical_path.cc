@@ -246,7 +246,8 @@ class PathWalk {
         by_straggler_[ot.straggler_rank] += straggler;
       }
       if (op.compute().kind() == "optimizer" ||
-          op.compute().kind() == "gradient norm") {
+          op.compute().kind() == "gradient norm" ||
+          op.compute().kind() == "overflow check") {
         b_.set_optimizer_s(b_.optimizer_s() + base);
         Mark(id, "optimizer");
       } else {

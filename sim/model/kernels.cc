@@ -790,6 +790,10 @@ Kernel GradScaleKernel(int64_t elements) {
   return Streaming("gradient scale", elements, 2 * kFp32, 0, 1);
 }
 
+Kernel OverflowCheckKernel(int64_t elements, int launches) {
+  return Streaming("overflow check", elements, 28, 0, launches);
+}
+
 namespace {
 
 // Keys per query: the whole sequence, unless context parallelism gave the

@@ -119,6 +119,11 @@ Kernel GradNormKernel(int64_t elements, int64_t bytes_per_element,
                       int launches);
 Kernel GradScaleKernel(int64_t elements);
 
+// DeepSpeed's check of `elements` bf16 gradients for inf and NaN: 28 bytes
+// an element through HBM in `launches` kernels (sim/schedule/lower/update.h
+// counts them).
+Kernel OverflowCheckKernel(int64_t elements, int launches);
+
 // Launches a kernel takes: a memory-bound op's kernels, one for any other
 // GPU kernel or copy, none for the host's own optimizer step.
 int KernelLaunches(const Kernel& kernel);

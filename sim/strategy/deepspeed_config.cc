@@ -325,10 +325,17 @@ absl::Status ReadBatchKeys(const Json& root, DeepSpeedZero* k) {
 
 // 16-bit mixed precision is what shardsim models; without bf16 or fp16
 // DeepSpeed trains in fp32. HF's Trainer fills "auto" from its --bf16 or
-// --fp16, which a config run through it is for.
+// --fp16, which a config run through it is for. Stages 1-2 check the
+// gradients for overflow before the update as bf16.check_grad_overflow
+// says (default true), and always in fp16 (engine.py
+// _configure_zero_optimizer); stage 3 only in fp16, over its flat gradient
+// buffer, which is not modelled.
 absl::Status ReadPrecision(const Json& root, DeepSpeedZero* k) {
   bool sixteen = false;
-  for (const char* section : {"bf16", "fp16"}) {
+  bool on[2] = {false, false};  // bf16, fp16
+  const char* sections[2] = {"bf16", "fp16"};
+  for (int i = 0; i < 2; ++i) {
+    const char* section = sections[i];
     if (!root.contains(section) || !root[section].is_object() ||
         !root[section].contains("enabled")) {
       continue;
@@ -338,7 +345,20 @@ absl::Status ReadPrecision(const Json& root, DeepSpeedZero* k) {
       return WrongType(absl::StrCat(section, ".enabled"),
                        "true, false or \"auto\"", enabled);
     }
-    sixteen = sixteen || IsAuto(enabled) || enabled.get<bool>();
+    on[i] = IsAuto(enabled) || enabled.get<bool>();
+    sixteen = sixteen || on[i];
+  }
+  if (on[0] && root["bf16"].contains("check_grad_overflow")) {
+    const Json& check = root["bf16"]["check_grad_overflow"];
+    if (!check.is_boolean()) {
+      return WrongType("bf16.check_grad_overflow", "true or false", check);
+    }
+    if (k->stage < 3) k->execution.set_overflow_check(check.get<bool>());
+  }
+  if (on[1] && !on[0] && k->stage == 3) {
+    k->unmodelled.push_back(
+        "fp16.enabled at stage 3: the overflow check over the flat gradient "
+        "buffer before each update (stage3.py has_overflow)");
   }
   if (!sixteen) {
     k->unmodelled.push_back(

@@ -25,7 +25,7 @@ std::vector<DeepSpeedKey> MakeKeys() {
       {"bf16.enabled", K::kModelled, "", ""},
       {"bf16.immediate_grad_update", K::kUnmodelled, "false",
        "applies gradients as they arrive"},
-      {"bf16.check_grad_overflow", K::kNoCost, "", ""},
+      {"bf16.check_grad_overflow", K::kModelled, "", ""},
       {"bf16.bf16_master_weights_and_grads", K::kUnmodelled, "false",
        "keeps bf16 master weights and gradients (other memory)"},
       {"bf16.bf16_optimizer_states", K::kUnmodelled, "false",

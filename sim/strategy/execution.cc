@@ -66,6 +66,11 @@ Execution DeepSpeed(int stage) {
   // multiplied by 1 / (loss scale x clip) (stage_1_and_2.py step(),
   // get_grad_norm_direct, unscale_and_clip_grads; stage3.py the same).
   e.set_grad_norm(PER_TENSOR_FP64_NORM);
+  // Stages 1-2 check the gradients for inf and NaN before that, in bf16
+  // too: bf16.check_grad_overflow defaults to true (precision_config.py;
+  // engine.py _configure_zero_optimizer passes it). Stage 3 checks only
+  // in fp16 (stage3.py _overflow_check_and_loss_scale_update).
+  e.set_overflow_check(stage < 3);
   return e;
 }
 
@@ -101,6 +106,8 @@ Execution Fsdp() {
   // loop calls clip_grad_norm_ (scenario execution.grad_norm: FOREACH_NORM;
   // torchtitan's training.max_norm sets it).
   e.set_grad_norm(NO_GRAD_NORM);
+  // In bf16 PyTorch runs no GradScaler, so nothing checks for overflow.
+  e.set_overflow_check(false);
   return e;
 }
 

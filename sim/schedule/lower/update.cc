@@ -28,11 +28,16 @@ void UpdatePass::End() {
   int last_update = -1;
   // ZeRO-Offload updates the whole shard on the host: every layer's
   // rebuild waits for its copy back.
-  const int norm = GradNorm();
+  const Shard shard = GradientShard();
+  const int checked = OverflowCheck(shard);
+  const int norm =
+      GradNorm(shard, checked >= 0 ? std::vector<int>{checked} : shard.ready);
+  const int before = norm >= 0 ? norm : checked;
   const int offloaded =
-      step_.ex().offload_optimizer() ? OffloadedUpdate(&step_, norm) : -1;
+      step_.ex().offload_optimizer() ? OffloadedUpdate(&step_, before) : -1;
   for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
-    const int update = offloaded >= 0 ? offloaded : Optimizer(i, norm);
+    const int update =
+        offloaded >= 0 ? offloaded : Optimizer(i, before, norm >= 0);
     last_update = update;
     GatherPersistent(i, update);
     if (os == p) continue;
@@ -57,6 +62,64 @@ void UpdatePass::End() {
   }
 }
 
+UpdatePass::Shard UpdatePass::GradientShard() const {
+  const int os = FactorSize(step_.strategy().os());
+  Shard s;
+  for (int i = 0; i < static_cast<int>(step_.layers().size()); ++i) {
+    const Layer& layer = step_.layers()[i];
+    s.elements += CeilDiv(layer.params, os);
+    for (const Unit& u : layer.units) {
+      int64_t vectors = 0;
+      for (int64_t v : u.vectors) vectors += v;
+      s.tensors += (u.params > vectors ? 1 : 0) + u.vectors.size();
+    }
+    if (step_.reduced[i] >= 0) s.ready.push_back(step_.reduced[i]);
+  }
+  // ZeRO-3 cuts every tensor across the group, so each GPU holds a piece
+  // of each; ZeRO-1/2 cut one flat buffer, so each holds 1/os of them.
+  if (!step_.ParamsSharded()) s.tensors = CeilDiv(s.tensors, os);
+  return s;
+}
+
+int UpdatePass::AllReduceOverShard(int64_t bytes, DType dtype,
+                                   const std::string& what,
+                                   std::vector<int> deps) {
+  const Group g = FactorGroup(step_.strategy().os());
+  if (GroupSize(g) == 1) return -1;
+  // On the compute stream: the host blocks on the result (c10d's default
+  // stream, then .item() or the coefficient every update needs). One
+  // value, counted as one per rank of the group so that every rank's chunk
+  // of the ring holds one and every node's flows are alike (the engine
+  // replays one node for all); a call of a few bytes costs its latency
+  // either way.
+  return step_.Collective(COMPUTE, UPDATE, -1, -1, ALL_REDUCE, g,
+                          bytes * GroupSize(g), dtype, step_.AlgorithmFor(g),
+                          what, std::move(deps));
+}
+
+// DeepSpeed's _has_inf_or_nan per tensor of the partition (stage_1_and_2.py
+// has_overflow_partitioned_grads_serial): x.float() (2 bytes read, 4
+// written), isnan and isinf (4 read, 1 written each), logical_or (2 read, 1
+// written), .float() (1 read, 4 written), max (4 read): 28 bytes an element
+// in six kernels, and the count's += a seventh. With ZeRO-Offload the host
+// has the flag already (local_overflow, set while copying): only the
+// all-reduce runs.
+int UpdatePass::OverflowCheck(const Shard& shard) {
+  if (!step_.ex().overflow_check()) return -1;
+  if (step_.ex().offload_optimizer()) {
+    return AllReduceOverShard(1, INT8, "overflow", shard.ready);
+  }
+  const int list =
+      step_.KernelListOf({"overflow check", -1, false, 0}, [&](KernelList* l) {
+        *l->add_kernels() = OverflowCheckKernel(
+            shard.elements, static_cast<int>(7 * shard.tensors));
+      });
+  const int check = step_.Compute(UPDATE, -1, -1, "overflow check", "shard",
+                                  list, shard.ready);
+  const int all = AllReduceOverShard(1, INT8, "overflow", {check});
+  return all >= 0 ? all : check;
+}
+
 // Bytes per gradient element and kernels per tensor of each way to take
 // the norm. PyTorch's clip_grad_norm_ (torch/nn/utils/clip_grad.py:
 // _foreach_norm, then _foreach_mul_ by the clamped coefficient, always) and
@@ -66,53 +129,24 @@ void UpdatePass::End() {
 // DeepSpeed (stage_1_and_2.py get_grad_norm_direct, stage3.py the same)
 // runs vector_norm(g.double()) per tensor from Python: the bf16 gradient
 // read, its fp64 copy written and read again, two kernels per tensor.
-int UpdatePass::GradNorm() {
+int UpdatePass::GradNorm(const Shard& shard, std::vector<int> deps) {
   const shardsim::GradNorm mode = step_.ex().grad_norm();
   if (mode != FOREACH_NORM && mode != PER_TENSOR_FP64_NORM) return -1;
-  const Strategy& strategy = step_.strategy();
-  const int os = FactorSize(strategy.os());
-  int64_t shard = 0;
-  int64_t tensors = 0;
-  std::vector<int> deps;
-  for (int i = 0; i < static_cast<int>(step_.layers().size()); ++i) {
-    const Layer& layer = step_.layers()[i];
-    shard += CeilDiv(layer.params, os);
-    for (const Unit& u : layer.units) {
-      int64_t vectors = 0;
-      for (int64_t v : u.vectors) vectors += v;
-      tensors += (u.params > vectors ? 1 : 0) + u.vectors.size();
-    }
-    if (step_.reduced[i] >= 0) deps.push_back(step_.reduced[i]);
-  }
-  // ZeRO-3 cuts every tensor across the group, so each GPU holds a piece
-  // of each; ZeRO-1/2 cut one flat buffer, so each holds 1/os of them.
-  const int64_t held = step_.ParamsSharded() ? tensors : CeilDiv(tensors, os);
   const bool foreach = mode == FOREACH_NORM;
   const int launches =
-      static_cast<int>(foreach ? step_.layers().size() : 2 * held);
+      static_cast<int>(foreach ? step_.layers().size() : 2 * shard.tensors);
   const int list =
       step_.KernelListOf({"gradient norm", -1, false, 0}, [&](KernelList* l) {
         *l->add_kernels() =
-            GradNormKernel(shard, foreach ? 4 : 2 + 8 + 8, launches);
+            GradNormKernel(shard.elements, foreach ? 4 : 2 + 8 + 8, launches);
       });
-  int norm = step_.Compute(UPDATE, -1, -1, "gradient norm", "shard", list,
-                           std::move(deps));
-  const Group g = FactorGroup(strategy.os());
-  if (GroupSize(g) > 1) {
-    // On the compute stream: the host blocks on it (c10d's default stream,
-    // and the coefficient is needed before any update). One fp32 value,
-    // counted as one per rank of the group so that every rank's chunk of
-    // the ring holds one and every node's flows are alike (the engine
-    // replays one node for all); a call of a few bytes costs its latency
-    // either way.
-    norm = step_.Collective(COMPUTE, UPDATE, -1, -1, ALL_REDUCE, g,
-                            4 * GroupSize(g), FP32, step_.AlgorithmFor(g),
-                            "grad norm", {norm});
-  }
-  return norm;
+  const int norm = step_.Compute(UPDATE, -1, -1, "gradient norm", "shard", list,
+                                 std::move(deps));
+  const int all = AllReduceOverShard(4, FP32, "grad norm", {norm});
+  return all >= 0 ? all : norm;
 }
 
-int UpdatePass::Optimizer(int i, int norm) {
+int UpdatePass::Optimizer(int i, int after, bool scaled) {
   const Layer& layer = step_.layers()[i];
   const int64_t shard =
       CeilDiv(layer.params, FactorSize(step_.strategy().os()));
@@ -120,12 +154,11 @@ int UpdatePass::Optimizer(int i, int norm) {
       step_.KernelListOf({"optimizer", i, false, 0}, [&](KernelList* l) {
         std::vector<Kernel> kernels = OptimizerKernels(shard);
         // The gradients scaled by the norm's coefficient once in fp32.
-        if (norm >= 0)
-          kernels.insert(kernels.begin() + 1, GradScaleKernel(shard));
+        if (scaled) kernels.insert(kernels.begin() + 1, GradScaleKernel(shard));
         for (const Kernel& k : kernels) *l->add_kernels() = k;
       });
   return step_.Compute(UPDATE, -1, i, "optimizer", layer.name, list,
-                       {norm >= 0 ? norm : step_.reduced[i]});
+                       {after >= 0 ? after : step_.reduced[i]});
 }
 
 // DeepSpeed keeps parameters at or under its persistence threshold whole

@@ -1,6 +1,8 @@
-// The gradient norm before the update (Execution.grad_norm,
-// sim/schedule/lower/update.h): its kernels' time derived by hand, its
-// all-reduce, the framework defaults, and the framework files that set it.
+// What the step runs before the update (sim/schedule/lower/update.h):
+// DeepSpeed's overflow check (Execution.overflow_check) and the gradient
+// norm (Execution.grad_norm). Their kernels' time derived by hand, their
+// all-reduces, the framework defaults, and the framework files that set
+// them.
 #include <fstream>
 #include <string>
 
@@ -12,29 +14,33 @@
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/torchtitan_config.h"
 #include "sim/simulate/simulate.h"
+#include "sim/strategy/deepspeed_config.h"
 #include "tests/util/test_util.h"
 
 namespace shardsim {
 namespace {
 
 absl::StatusOr<ResultRow> Step(const Scenario& s) {
-  absl::StatusOr<Job> job = ResolveJob("grad_norm.textproto", s);
+  absl::StatusOr<Job> job = ResolveJob("before_update.textproto", s);
   if (!job.ok()) return job.status();
   absl::StatusOr<Results> r = SimulateJob(*job, EngineOptions());
   if (!r.ok()) return r.status();
   return r->rows(0);
 }
 
-// The step of `with` and of the same without a gradient norm.
+// The step of `with` and of the same with `off` applied to its execution
+// (by default: without a gradient norm).
 struct Steps {
   ResultRow with, without;
   double OptimizerAdded() const {
     return with.breakdown().optimizer_s() - without.breakdown().optimizer_s();
   }
 };
-Steps WithAndWithout(const Scenario& with) {
+void NoNorm(Execution* e) { e->set_grad_norm(NO_GRAD_NORM); }
+void NoCheck(Execution* e) { e->set_overflow_check(false); }
+Steps WithAndWithout(const Scenario& with, void (*off)(Execution*) = NoNorm) {
   Scenario without = with;
-  without.mutable_execution()->set_grad_norm(NO_GRAD_NORM);
+  off(without.mutable_execution());
   absl::StatusOr<ResultRow> a = Step(with);
   absl::StatusOr<ResultRow> b = Step(without);
   EXPECT_TRUE(a.ok()) << a.status();
@@ -54,7 +60,9 @@ double Exposed(const ResultRow& row, const std::string& collective) {
 // optimizer states `os` ways: a pass over the gradient shard S moving
 // `bytes` per element in `launches` kernels, and each layer's shard scaled
 // in fp32 (read and written: 8 bytes) in one more kernel.
-double NormSeconds(const Scenario& s, int os, double bytes, int launches) {
+// With `scale` false, the pass alone (the overflow check).
+double NormSeconds(const Scenario& s, int os, double bytes, int launches,
+                   bool scale = true) {
   absl::StatusOr<Platform> p = LoadPlatform("dgx_a100", "");
   EXPECT_TRUE(p.ok());
   const double vector =
@@ -63,7 +71,8 @@ double NormSeconds(const Scenario& s, int os, double bytes, int launches) {
   double want = launches * launch;
   for (const Layer& l : ModelLayers(s.model_def(), ScenarioBatch(s))) {
     const int64_t part = (l.params + os - 1) / os;
-    want += bytes * part / vector + 8.0 * part / vector + launch;
+    want += bytes * part / vector;
+    if (scale) want += 8.0 * part / vector + launch;
   }
   return want;
 }
@@ -124,18 +133,87 @@ TEST(GradNorm, OneGpuHasNothingToAllReduce) {
   EXPECT_GT(a->breakdown().optimizer_s(), 0);
 }
 
-TEST(GradNorm, NeverMakesAStepShorter) {
+TEST(GradNormAndOverflowCheck, NeverMakeAStepShorter) {
   for (const char* strategy :
        {"ddp", "zero1", "zero2", "zero3", "fsdp:FULL_SHARD",
         "fsdp:HYBRID_SHARD", "mics", "zeropp"}) {
     for (int gpus : {8, 16}) {
       Scenario s = test::TinyStep(strategy, gpus);
       s.mutable_execution()->set_grad_norm(PER_TENSOR_FP64_NORM);
-      const Steps r = WithAndWithout(s);
-      EXPECT_GT(r.with.step_time_s(), r.without.step_time_s())
+      s.mutable_execution()->set_overflow_check(true);
+      const Steps norm = WithAndWithout(s);
+      EXPECT_GT(norm.with.step_time_s(), norm.without.step_time_s())
+          << strategy << gpus;
+      const Steps check = WithAndWithout(s, NoCheck);
+      EXPECT_GT(check.with.step_time_s(), check.without.step_time_s())
           << strategy << gpus;
     }
   }
+}
+
+TEST(OverflowCheck, DeepSpeedStagesOneAndTwoCheckEachTensorInBf16) {
+  // ZeRO-1 on 8 GPUs holds 3 of the tiny model's 21 tensors (above): 7
+  // kernels each (x.float(), isnan, isinf, logical_or, .float(), max, the
+  // count's +=) moving 2+4 + 4+1 + 4+1 + 2+1 + 1+4 + 4 = 28 bytes an
+  // element of the shard; then one byte all-reduced over the 8 GPUs.
+  for (const char* strategy : {"zero1", "zero2"}) {
+    const Scenario s = test::TinyStep(strategy, 8);
+    const Steps r = WithAndWithout(s, NoCheck);
+    const double want = NormSeconds(s, 8, 28, 21, /*scale=*/false);
+    EXPECT_NEAR(r.OptimizerAdded(), want, 1e-9 * want) << strategy;
+    EXPECT_GT(Exposed(r.with, "AR overflow"), 0) << strategy;
+    EXPECT_EQ(Exposed(r.without, "AR overflow"), -1) << strategy;
+    EXPECT_GT(r.with.step_time_s(), r.without.step_time_s() + want);
+  }
+}
+
+TEST(OverflowCheck, StageThreeAndPyTorchDoNotCheckInBf16) {
+  for (const char* strategy : {"zero3", "fsdp:FULL_SHARD", "ddp"}) {
+    const Scenario s = test::TinyStep(strategy, 8);
+    absl::StatusOr<ResultRow> row = Step(s);
+    ASSERT_TRUE(row.ok()) << row.status();
+    EXPECT_EQ(Exposed(*row, "AR overflow"), -1) << strategy;
+  }
+}
+
+TEST(OverflowCheck, WithOffloadTheHostHasTheFlagAndOnlyTheAllReduceRuns) {
+  // local_overflow is set while the gradients are copied to the host: no
+  // pass on the GPU. The all-reduce runs beside the copies, which the
+  // host's step waits for anyway.
+  Scenario s = test::TinyStep("zero1", 8);
+  s.mutable_execution()->set_offload_optimizer(true);
+  const Steps r = WithAndWithout(s, NoCheck);
+  EXPECT_EQ(r.OptimizerAdded(), 0);
+  EXPECT_GE(r.with.step_time_s(), r.without.step_time_s());
+}
+
+TEST(OverflowCheck, DeepSpeedConfigTurnsItOffOrReportsStageThreeFp16) {
+  auto read = [](const std::string& name, const std::string& text) {
+    const std::string path = absl::StrCat(test::TestTempDir(), "/", name);
+    std::ofstream(path) << text;
+    return ReadDeepSpeedConfig(path, "");
+  };
+  absl::StatusOr<DeepSpeedZero> off =
+      read("off.json",
+           R"({"bf16": {"enabled": true, "check_grad_overflow": false},
+          "zero_optimization": {"stage": 2}})");
+  ASSERT_TRUE(off.ok()) << off.status();
+  ASSERT_TRUE(off->execution.has_overflow_check());
+  EXPECT_FALSE(off->execution.overflow_check());
+  EXPECT_TRUE(off->unmodelled.empty());
+  absl::StatusOr<DeepSpeedZero> bad =
+      read("bad.json", R"({"bf16": {"enabled": true, "check_grad_overflow": 0},
+                      "zero_optimization": {"stage": 1}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bf16.check_grad_overflow"),
+            std::string::npos)
+      << bad.status();
+  absl::StatusOr<DeepSpeedZero> fp16 =
+      read("fp16.json", R"({"fp16": {"enabled": true},
+                            "zero_optimization": {"stage": 3}})");
+  ASSERT_TRUE(fp16.ok()) << fp16.status();
+  ASSERT_EQ(fp16->unmodelled.size(), 1u);
+  EXPECT_NE(fp16->unmodelled[0].find("overflow check"), std::string::npos);
 }
 
 std::string Write(const std::string& name, const std::string& text) {
