@@ -4,17 +4,22 @@
 // all-reduces, the framework defaults, and the framework files that set
 // them.
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "sim/base/layout.h"
 #include "sim/model/kernels.h"
 #include "sim/model/model.h"
 #include "sim/scenario/megatron_args.h"
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/torchtitan_config.h"
+#include "sim/schedule/lower.h"
 #include "sim/simulate/simulate.h"
 #include "sim/strategy/deepspeed_config.h"
+#include "sim/strategy/execution.h"
+#include "sim/strategy/strategy.h"
 #include "tests/util/test_util.h"
 
 namespace shardsim {
@@ -214,6 +219,37 @@ TEST(OverflowCheck, DeepSpeedConfigTurnsItOffOrReportsStageThreeFp16) {
   ASSERT_TRUE(fp16.ok()) << fp16.status();
   ASSERT_EQ(fp16->unmodelled.size(), 1u);
   EXPECT_NE(fp16->unmodelled[0].find("overflow check"), std::string::npos);
+}
+
+TEST(GradNormAndOverflowCheck, AllReducedOverTheTensorParallelGroupToo) {
+  // ZeRO-1 on 2 nodes of 8 as tp 2 x dp 8: each tensor-parallel rank holds
+  // half of every matrix, so the flag and the norm are all-reduced over the
+  // 8 data-parallel ranks (the shard's group), then over the tp pair.
+  const Mesh mesh{8, 2};
+  Scenario sc = test::Training(2);
+  sc.mutable_parallelism()->set_tp(2);
+  absl::StatusOr<Layout> layout = Layout::Make(mesh, sc.parallelism());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  absl::StatusOr<Strategy> st = ParseStrategy("zero1", layout->DpMesh());
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(ResolveExecution(sc.execution(), 4096, &*st).ok());
+  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<OwnedSchedule> s =
+      LowerStep(ModelLayers(*model, ScenarioBatch(sc)), *st, mesh, sc);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::map<std::string, int> calls;  // "tensor dimension (size)"
+  for (const Op& op : (*s)->ops()) {
+    if (op.body_case() != Op::kCollective || op.phase() != UPDATE) continue;
+    const CollectiveCall& c = op.collective();
+    if (c.op() != ALL_REDUCE || c.tensor() == "G") continue;  // buckets
+    ++calls[absl::StrCat(c.tensor(), " ", c.dimension(), " (",
+                         GroupSize(c.group()), ")")];
+  }
+  EXPECT_EQ(calls, (std::map<std::string, int>{{"grad norm  (8)", 1},
+                                               {"grad norm tp (2)", 1},
+                                               {"overflow  (8)", 1},
+                                               {"overflow tp (2)", 1}}));
 }
 
 std::string Write(const std::string& name, const std::string& text) {

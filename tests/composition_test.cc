@@ -86,12 +86,15 @@ TEST(Composition, Zero3Tp8Pp4TrafficIsDerivedByHand) {
   // backward; the embedding's output reduce-scattered and its gradient
   // gathered; the LM head's input gathered, again for its weight gradient,
   // and its gradient reduce-scattered; the vocabulary-parallel loss's 3
-  // all-reduces of b s fp32.
+  // all-reduces of b s fp32. Once a step the gradient norm is all-reduced
+  // over the tensor-parallel group too (one fp32 a member, 32 bytes), by
+  // every one of the 4 x 64 GPUs.
   const int64_t calls = 4 * 10 + 2 + 3;
   const int64_t tp =
       kMicroBatches * kStageGpus *
       (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
-  EXPECT_EQ(point->row.intra_node_bytes(), tp);
+  const int64_t tp_norm = 4 * kStageGpus * 2 * (4 * kTp) * 7 / 8;
+  EXPECT_EQ(point->row.intra_node_bytes(), tp + tp_norm);
 }
 
 TEST(Composition, Zero3Tp8Pp4Simulates) {

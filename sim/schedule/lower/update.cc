@@ -84,17 +84,32 @@ UpdatePass::Shard UpdatePass::GradientShard() const {
 int UpdatePass::AllReduceOverShard(int64_t bytes, DType dtype,
                                    const std::string& what,
                                    std::vector<int> deps) {
+  int last = -1;
   const Group g = FactorGroup(step_.strategy().os());
-  if (GroupSize(g) == 1) return -1;
   // On the compute stream: the host blocks on the result (c10d's default
   // stream, then .item() or the coefficient every update needs). One
   // value, counted as one per rank of the group so that every rank's chunk
   // of the ring holds one and every node's flows are alike (the engine
   // replays one node for all); a call of a few bytes costs its latency
   // either way.
-  return step_.Collective(COMPUTE, UPDATE, -1, -1, ALL_REDUCE, g,
-                          bytes * GroupSize(g), dtype, step_.AlgorithmFor(g),
-                          what, std::move(deps));
+  if (GroupSize(g) > 1) {
+    last = step_.Collective(COMPUTE, UPDATE, -1, -1, ALL_REDUCE, g,
+                            bytes * GroupSize(g), dtype, step_.AlgorithmFor(g),
+                            what, std::move(deps));
+    deps = {last};
+  }
+  // Tensor-parallel ranks hold other pieces of the parameters: the value
+  // is all-reduced over them too (Megatron-LM's get_grad_norm_fp32 over
+  // the model-parallel group, DeepSpeed's _model_parallel_all_reduce,
+  // torchtitan's DTensor norm). Pipeline stages do the same over theirs;
+  // a collective does not span stage programs here, so that one is left
+  // out (one small call's latency).
+  if (step_.layout().tp() > 1) {
+    last = step_.DimCollective(COMPUTE, UPDATE, -1, -1, Dim::kTp, ALL_REDUCE,
+                               bytes * step_.layout().tp(), dtype, what,
+                               std::move(deps));
+  }
+  return last;
 }
 
 // DeepSpeed's _has_inf_or_nan per tensor of the partition (stage_1_and_2.py

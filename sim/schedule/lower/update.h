@@ -41,8 +41,8 @@ class UpdatePass : public Pass {
   // `scaled`; returns the op.
   int Optimizer(int i, int after, bool scaled);
   // One value (`bytes`) all-reduced over the group the shard is cut from,
-  // on the compute stream, after `deps`; returns the all-reduce, or -1 on
-  // one GPU.
+  // then over the tensor-parallel group, on the compute stream, after
+  // `deps`; returns the last all-reduce, or -1 when both are one GPU.
   int AllReduceOverShard(int64_t bytes, DType dtype, const std::string& what,
                          std::vector<int> deps);
   // The layer's persistent parameters gathered again after `update`.
