@@ -11,8 +11,10 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/collective/sweep.h"
 #include "sim/compute/kernel_time.h"
@@ -465,6 +467,52 @@ TEST(ValidateKernels, H100CalibrationWithinFivePercentOnDgxH100) {
 
 namespace shardsim {
 namespace {
+
+TEST(ValidateKernels, OpRowsAreTheBlocksOwnKernelsInTheirStyle) {
+  // validate/reference/a100_liger_kernels.json: 32 GPU-bound rows. A FUSED
+  // RMSNorm forward is one kernel reading x and writing y (4 bytes an
+  // element) at the vectorized rate, plus one launch; FUSED rotary is one
+  // kernel on q and one on k (32 and 8 heads of h / 32), 4 bytes an
+  // element each. EAGER rows move general-path bytes.
+  absl::StatusOr<std::vector<KernelSample>> ops =
+      ReadKernelSamples(absl::StrCat(
+          SHARDSIM_SOURCE_DIR, "/validate/reference/a100_liger_kernels.json"));
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 32u);
+  absl::StatusOr<Platform> a100 = LoadPlatform("dgx_a100", "");
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  const double rate =
+      a100->gpu().hbm_bytes_per_s() * a100->kernels().vector_fraction();
+  const double launch = a100->kernels().launch_s();
+  int checked = 0;
+  for (const KernelCheck& c : CheckKernels(*a100, *ops)) {
+    EXPECT_EQ(c.sample->family, "op");
+    if (c.sample->what == "rmsnorm forward FUSED 2048x32768") {
+      EXPECT_NEAR(c.predicted, 2048.0 * 32768 * 4 / rate + launch, 1e-12);
+      ++checked;
+    }
+    if (c.sample->what == "rotary forward FUSED 16384x8192") {
+      EXPECT_NEAR(c.predicted, 16384.0 * (8192 + 2048) * 4 / rate + 2 * launch,
+                  1e-12);
+      ++checked;
+    }
+    if (absl::StrContains(c.sample->what, "EAGER")) {
+      bool general = false;
+      for (const Kernel& k : c.sample->kernels)
+        general = general || k.memory().general_bytes() > 0;
+      EXPECT_TRUE(general) << c.sample->what;
+    }
+  }
+  EXPECT_EQ(checked, 2);
+  const std::string bad = absl::StrCat(TempDir(), "/bad_op.json");
+  std::ofstream(bad) << R"({"ops": [{"op": "layernorm", "style": "FUSED",
+      "pass": "forward", "tokens": 8, "h": 64, "s": 1e-6}]})";
+  absl::StatusOr<std::vector<KernelSample>> refused = ReadKernelSamples(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("bad_op.json"),
+                               ::testing::HasSubstr("op layernorm")));
+}
 
 TEST(ValidateKernels, A100GemmsAreTheFitOfMeasuredLlmLayerShapes) {
   // validate/reference/a100_gemm_vidur_llm_shapes.json: 444 measured GEMMs

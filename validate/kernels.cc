@@ -102,6 +102,63 @@ std::vector<Kernel> BlockKernels(const Struct& row, bool backward,
   return out;
 }
 
+// One elementwise op of a block, in the kernel style it was run in:
+// RMSNorm over tokens x h, or rotary on q and k of tokens with heads and
+// kv_heads of h / heads. Its kernels are the block's own (BlockUnits), so
+// the two styles' definitions are checked, not restated.
+absl::StatusOr<std::vector<Kernel>> OpKernels(const std::string& path,
+                                              const Struct& row) {
+  auto text = [&](const char* key) {
+    const Value* v = Field(row, key);
+    return v == nullptr ? std::string() : v->string_value();
+  };
+  const std::string op = text("op"), style = text("style"), pass = text("pass");
+  const int64_t tokens = static_cast<int64_t>(Num(row, "tokens"));
+  const int64_t h = static_cast<int64_t>(Num(row, "h"));
+  const int heads = Has(row, "heads") ? static_cast<int>(Num(row, "heads")) : 1;
+  const std::string what = absl::StrCat(path, ": op ", op, " ", style, " ",
+                                        pass, " ", tokens, "x", h);
+  if ((op != "rmsnorm" && op != "rotary") ||
+      (style != "EAGER" && style != "FUSED") ||
+      (pass != "forward" && pass != "backward")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        ": op must be rmsnorm or rotary, style EAGER or FUSED, pass "
+        "forward or backward"));
+  }
+  if (tokens < 1 || h < 1 || heads < 1 || h % heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": tokens and h must be >= 1, and heads must divide h"));
+  }
+  Model m;
+  m.set_layers(1);
+  m.set_hidden(h);
+  m.set_heads(heads);
+  if (Has(row, "kv_heads"))
+    m.set_kv_heads(static_cast<int>(Num(row, "kv_heads")));
+  m.set_ffn_hidden(4 * h);
+  m.set_vocab(32000);
+  m.set_mlp(Model::SWIGLU);
+  m.set_norm(Model::RMSNORM);
+  Batch batch;
+  batch.micro_batch_size = 1;
+  batch.seq_len = tokens;
+  batch.flash_attention = true;
+  batch.kernels.set_style(style == "EAGER" ? KernelOptions::EAGER
+                                           : KernelOptions::FUSED);
+  // The norm's own kernels (not the residual's gradient sum beside it);
+  // rotary on q and then k.
+  const std::string prefix = op == "rmsnorm" ? "rmsnorm" : "rotary";
+  std::vector<Kernel> out;
+  for (const Unit& u : BlockUnits(m, batch)) {
+    if (op == "rmsnorm" && u.name != "input_layernorm") continue;
+    for (const Kernel& k : pass == "forward" ? u.forward : u.backward) {
+      if (absl::StartsWith(k.name(), prefix)) out.push_back(k);
+    }
+  }
+  return out;
+}
+
 std::string BlockName(const Struct& row, const char* pass) {
   return absl::StrFormat("block h%d %dx%d %s",
                          static_cast<int64_t>(Num(row, "h")),
@@ -174,6 +231,19 @@ absl::Status ReadReference(const std::string& path, const Struct& root,
       k.mutable_optimizer()->set_bytes_per_param(28);
       add(absl::StrCat("adam ", static_cast<int64_t>(Num(r, "params"))),
           "optimizer", {k}, Num(r, "s"));
+    }
+  }
+  if (const Value* ops = Field(root, "ops")) {
+    for (const Value& v : ops->list_value().values()) {
+      const Struct& r = v.struct_value();
+      absl::StatusOr<std::vector<Kernel>> kernels = OpKernels(path, r);
+      if (!kernels.ok()) return kernels.status();
+      add(absl::StrFormat("%s %s %s %dx%d", Field(r, "op")->string_value(),
+                          Field(r, "pass")->string_value(),
+                          Field(r, "style")->string_value(),
+                          static_cast<int64_t>(Num(r, "tokens")),
+                          static_cast<int64_t>(Num(r, "h"))),
+          "op", *std::move(kernels), Num(r, "s"));
     }
   }
   if (Has(root, "copy_gbps_rw")) {
@@ -468,7 +538,7 @@ bool IsKernelFile(const std::string& path) {
   if (!google::protobuf::util::JsonStringToMessage(*text, &root).ok()) {
     return false;
   }
-  for (const char* key : {"gemm", "layers", "blocks"}) {
+  for (const char* key : {"gemm", "layers", "blocks", "ops"}) {
     const Value* v = Field(root, key);
     if (v != nullptr && v->has_list_value()) return true;
   }
@@ -480,8 +550,8 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   const std::string path = parts[0];
   std::set<std::string> only;
-  const std::set<std::string> families = {"gemm", "attention", "memory",
-                                          "optimizer", "block"};
+  const std::set<std::string> families = {"gemm",      "attention", "memory",
+                                          "optimizer", "block",     "op"};
   for (size_t i = 1; i < parts.size(); ++i) {
     if (!absl::StartsWith(parts[i], "only=")) {
       return absl::InvalidArgumentError(
@@ -493,7 +563,7 @@ absl::StatusOr<std::vector<KernelSample>> ReadKernelSamples(
         return absl::InvalidArgumentError(
             absl::StrCat(spec, ": only=", f,
                          " is not one of gemm, attention, memory, "
-                         "optimizer, block"));
+                         "optimizer, block, op"));
       }
       only.insert(std::string(f));
     }

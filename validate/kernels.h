@@ -2,17 +2,21 @@
 //
 // A sample is a list of kernels (kernel.proto) and the seconds they took
 // together on one GPU: one GEMM, one attention, one memory-bound op, an
-// optimizer step, or a whole block's forward or backward. Files:
+// optimizer step, one of a block's elementwise ops in a kernel style, or a
+// whole block's forward or backward. Files:
 //  - a PyTorch reference in the layout of
 //    validate/reference/h100_calibration.json (layers, gemm, adam,
 //    copy_gbps_rw) or of validate/reference/torch_reference.py's output
 //    (blocks, gemm, attention, memory, adam): a block row becomes the
 //    kernel list of sim/model/kernels.h for its shape (EAGER, fused q/k/v,
 //    causal flash attention, as those files measure);
+//  - ops (validate/reference/a100_liger_kernels.json): RMSNorm or rotary,
+//    EAGER or FUSED, forward or backward, at tokens x h (rotary: heads
+//    and kv_heads), each the kernels that op has in a block of that style;
 //  - a Chrome trace whose events carry their kernels (args "kernels", the
 //    Kernel messages in protobuf's JSON mapping), as shardsim-hw writes.
 // `PATH:only=gemm,attention,...` keeps the samples of those families
-// (gemm, attention, memory, optimizer, block).
+// (gemm, attention, memory, optimizer, block, op).
 //
 // The fit, family by family, each on the samples of that family alone,
 // minimising the squared log error of KernelSeconds:
