@@ -23,7 +23,10 @@ std::vector<Layer> TwoLayers() {
   for (int i = 0; i < 2; ++i) {
     layers[i].name = absl::StrCat("block ", i);
     layers[i].params = 1000;
-    layers[i].units.push_back({"linear", 1000, {}, {}, {}, {}});
+    Unit linear;
+    linear.name = "linear";
+    linear.params = 1000;
+    layers[i].units.push_back(linear);
   }
   layers[1].recompute_flops = 1;
   return layers;

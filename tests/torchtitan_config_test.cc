@@ -213,19 +213,31 @@ std::string WithConverters(const std::string& converters) {
 }
 
 TEST(TorchtitanConfig, TheFloat8ConverterIsKernelsFloat8) {
-  // Tensorwise scaling, compiled, parameters gathered in bf16: what
-  // kernels.float8 simulates; nothing float8-specific is unmodelled.
+  // Tensorwise scaling, compiled, parameters gathered in bf16 or, with
+  // precomputed scales, in float8: what kernels.float8 simulates; nothing
+  // float8-specific is unmodelled.
   absl::StatusOr<FrameworkInput> in = Read(
       absl::StrCat(WithConverters("[\"quantize.linear.float8\"]"),
                    "[compile]\nenable = true\n"
                    "[quantize.linear.float8]\nfilter_fqns = [\"output\"]\n"));
   ASSERT_TRUE(in.ok()) << in.status();
   EXPECT_TRUE(in->scenario.kernels().float8().enabled());
+  EXPECT_FALSE(in->scenario.kernels().float8().fsdp_all_gather());
   EXPECT_THAT(in->unmodelled,
               ElementsAre(HasSubstr("compile.enable = true: compiles"),
                           HasSubstr("mixed_precision_reduce")));
-  // Away from it: rowwise scales, float8 all-gathers, eager casts, another
-  // converter.
+  in = Read(absl::StrCat(WithConverters("[\"quantize.linear.float8\"]"),
+                         "[compile]\nenable = true\n"
+                         "[quantize.linear.float8]\n"
+                         "enable_fsdp_float8_all_gather = true\n"
+                         "precompute_float8_dynamic_scale_for_fsdp = true\n"));
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_TRUE(in->scenario.kernels().float8().fsdp_all_gather());
+  EXPECT_THAT(in->unmodelled,
+              ElementsAre(HasSubstr("compile.enable = true: compiles"),
+                          HasSubstr("mixed_precision_reduce")));
+  // Away from it: rowwise scales, scales taken at every float8 all-gather,
+  // eager casts, another converter.
   in = Read(absl::StrCat(WithConverters("[\"float8\", \"quantize.linear.mx\"]"),
                          "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"
                          "enable_fsdp_float8_all_gather = true\n"));
@@ -234,8 +246,8 @@ TEST(TorchtitanConfig, TheFloat8ConverterIsKernelsFloat8) {
   EXPECT_THAT(in->unmodelled,
               ElementsAre(HasSubstr("\"quantize.linear.mx\": converts"),
                           HasSubstr("recipe_name = \"rowwise\": scales by row"),
-                          HasSubstr("enable_fsdp_float8_all_gather = true: "
-                                    "all-gathers parameters in float8"),
+                          HasSubstr("precompute_float8_dynamic_scale_for_fsdp "
+                                    "(default): each float8 weight's scale"),
                           HasSubstr("compile.enable (default): float8 without"),
                           HasSubstr("mixed_precision_reduce")));
   EXPECT_THAT(ErrorOf(WithConverters("\"float8\"")),

@@ -97,6 +97,26 @@ absl::Status CheckOffload(const Job& job, const std::string& spec, int gpus,
   return absl::OkStatus();
 }
 
+// FSDP2's float8 all-gather is a hook on FSDP's sharded parameters: other
+// frameworks, and strategies that keep parameters whole, have no gather to
+// run in float8.
+absl::Status CheckFloat8Gather(const Job& job, const std::string& spec,
+                               int gpus, const Strategy& strategy) {
+  if (!job.scenario.kernels().float8().fsdp_all_gather())
+    return absl::OkStatus();
+  if (strategy.execution().framework() != FSDP ||
+      FactorSize(strategy.p()) == 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        PointName(job, spec, gpus),
+        "kernels.float8.fsdp_all_gather is FSDP2's all-gather of sharded "
+        "parameters in float8; this strategy (",
+        FrameworkName(strategy.execution().framework()),
+        FactorSize(strategy.p()) == 1 ? ", parameters whole" : "",
+        ") gathers none that way"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
                                  int gpus) {
   absl::StatusOr<Mesh> mesh = JobMesh(job.platform, gpus);
@@ -137,6 +157,9 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
   }
   if (absl::Status s = CheckOffload(job, spec, gpus, *strategy, *scenario);
       !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckFloat8Gather(job, spec, gpus, *strategy); !s.ok()) {
     return s;
   }
   return Resolved{*scenario, *strategy, *mesh,

@@ -61,9 +61,10 @@ struct Shape {
   bool sp;          // Megatron's sequence parallelism
   bool gather_qkv;  // fewer kv heads than tp (KvHeadsPerGpu)
   bool eager, fused_qkv, flash, rmsnorm, swiglu, rotary;
-  bool fp8;       // linear layers as torchao's Float8Linear (Float8 message)
-  bool bias;      // on every linear layer
-  bool qkv_bias;  // on the q, k and v projections (bias implies it)
+  bool fp8;         // linear layers as torchao's Float8Linear (Float8 message)
+  bool fp8_gather;  // their weights arrive in float8 (fsdp_all_gather)
+  bool bias;        // on every linear layer
+  bool qkv_bias;    // on the q, k and v projections (bias implies it)
 };
 
 Shape ShapeOf(const Model& m, const Batch& batch) {
@@ -99,6 +100,7 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
   sh.eager = batch.kernels.style() != KernelOptions::FUSED;
   sh.fused_qkv = batch.kernels.fused_qkv();
   sh.fp8 = batch.kernels.float8().enabled();
+  sh.fp8_gather = sh.fp8 && batch.kernels.float8().fsdp_all_gather();
   sh.flash = batch.flash_attention;
   sh.rmsnorm = m.norm() == Model::RMSNORM;
   sh.swiglu = m.mlp() == Model::SWIGLU;
@@ -135,7 +137,11 @@ void LinearBackward(const std::string& name, const Shape& sh, int64_t out,
 //  - input, output gradient: one cast writing both layouts (reads 2 bytes
 //    an element, writes 1 + 1);
 //  - weight: one cast for forward, another for backward (2 + 1 each).
-// The GEMMs run on FP8 operands, their outputs in bf16.
+// The GEMMs run on FP8 operands, their outputs in bf16. With FSDP2's
+// float8 all-gather the weight arrives cast (fsdp_utils.py): forward uses
+// it as it is (weight.t() is the column-major operand _scaled_mm wants);
+// dgrad's row-major weight is copied to column-major (float8_ops.py
+// preprocess_addmm: 1 + 1 bytes).
 
 void Fp8Amax(const std::string& tensor, int64_t elements,
              std::vector<Kernel>* k) {
@@ -152,9 +158,11 @@ void Fp8LinearForward(const std::string& name, const Shape& sh, int64_t out,
   Fp8Amax(name + " input", sh.tokens * in, k);
   k->push_back(Streaming(name + " input to fp8", sh.tokens * in,
                          kBf16 + 2 * kFp8, 0, 1));
-  Fp8Amax(name + " weight", out * in, k);
-  k->push_back(
-      Streaming(name + " weight to fp8", out * in, kBf16 + kFp8, 0, 1));
+  if (!sh.fp8_gather) {
+    Fp8Amax(name + " weight", out * in, k);
+    k->push_back(
+        Streaming(name + " weight to fp8", out * in, kBf16 + kFp8, 0, 1));
+  }
   k->push_back(Fp8Gemm(GemmKernel(name, sh.tokens, out, in, Gemm::FORWARD)));
 }
 
@@ -163,8 +171,10 @@ void Fp8LinearBackward(const std::string& name, const Shape& sh, int64_t out,
   Fp8Amax(name + " output grad", sh.tokens * out, k);
   k->push_back(Streaming(name + " output grad to fp8", sh.tokens * out,
                          kBf16 + 2 * kFp8, 0, 1));
-  k->push_back(
-      Streaming(name + " weight to fp8 t", out * in, kBf16 + kFp8, 0, 1));
+  k->push_back(sh.fp8_gather ? Streaming(name + " fp8 weight to column-major",
+                                         out * in, 2 * kFp8, 0, 1)
+                             : Streaming(name + " weight to fp8 t", out * in,
+                                         kBf16 + kFp8, 0, 1));
   k->push_back(
       Fp8Gemm(GemmKernel(name + " dgrad", sh.tokens, in, out, Gemm::DGRAD)));
   k->push_back(
@@ -341,6 +351,7 @@ Unit LinearUnit(const std::string& name, const Shape& sh, int64_t out,
   Unit u = MakeUnit(name, out * in + (bias ? out : 0));
   if (bias) u.vectors = {out};
   if (sh.fp8) {
+    if (sh.fp8_gather) u.fp8_params = out * in;
     Fp8LinearForward(name, sh, out, in, &u.forward);
     Fp8LinearBackward(name, sh, out, in, &u.backward);
   } else {

@@ -68,6 +68,9 @@ struct Unit {
   // matrix the rest of `params` is, if any. DeepSpeed's qgZ quantizes
   // matrices only (sim/schedule/lower/).
   std::vector<int64_t> vectors;
+  // Parameters of its matrix gathered as float8, one byte each (FSDP2's
+  // float8 all-gather: Float8.fsdp_all_gather); the rest in bf16.
+  int64_t fp8_params = 0;
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
   // The collectives it issues, each list's in kernel order; none when tp

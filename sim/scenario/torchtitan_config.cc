@@ -199,9 +199,10 @@ std::vector<TKey> MakeKeys() {
       {"quantize.linear.float8", K::kSection, "", ""},
       {"quantize.linear.float8.enable_fsdp_float8_all_gather", K::kModelled, "",
        ""},
-      // Only changes the float8 all-gather, itself reported unmodelled.
+      // Read with the float8 all-gather: off, its per-gather all-reduces of
+      // each weight's amax are reported unmodelled.
       {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
-       K::kNoCost, "", ""},
+       K::kModelled, "", ""},
       {"quantize.linear.float8.recipe_name", K::kModelled, "", ""},
       {"quantize.linear.float8.filter_fqns", K::kModelled, "", ""},
       {"quantize.linear.float8.emulate", K::kModelled, "", ""},
@@ -765,8 +766,11 @@ absl::Status TitanMapper::Precision() {
 // model.converters (components/quantization: "quantize.linear.float8", or
 // "float8" in older torchtitan) turns the blocks' linear layers into
 // torchao's Float8Linear: kernels.float8, which models tensorwise dynamic
-// scaling with compiled casts, parameters gathered in bf16 and the output
-// projection left in bf16. Settings away from that are unmodelled.
+// scaling with compiled casts and the output projection left in bf16;
+// enable_fsdp_float8_all_gather is kernels.float8.fsdp_all_gather, with the
+// scales precomputed once a step (precompute_float8_dynamic_scale_for_fsdp,
+// as torchtitan's float8 recipes set it). Settings away from that are
+// unmodelled.
 absl::Status TitanMapper::Float8() {
   const toml::node* v = c_.Find("model.converters");
   if (v == nullptr) return absl::OkStatus();
@@ -802,19 +806,34 @@ absl::Status TitanMapper::Float8() {
     Unmodelled(f8 + "recipe_name",
                "scales by row or by block (simulated: tensorwise)");
   }
-  for (const char* key : {"enable_fsdp_float8_all_gather", "emulate"}) {
+  auto flag = [&](const char* key) -> absl::StatusOr<bool> {
     const toml::node* b = c_.Find(f8 + key);
-    if (b == nullptr) continue;
+    if (b == nullptr) return false;
     if (!b->is_boolean()) {
       return KeyError(
           *b, absl::StrCat(f8, key, " must be true or false, got ", Show(*b)));
     }
-    if (b->as_boolean()->get()) {
-      Unmodelled(f8 + key,
-                 std::string(key) == "emulate"
-                     ? "emulates float8 in bf16 (simulated: FP8 tensor cores)"
-                     : "all-gathers parameters in float8 (simulated: bf16)");
-    }
+    return b->as_boolean()->get();
+  };
+  absl::StatusOr<bool> emulate = flag("emulate");
+  if (!emulate.ok()) return emulate.status();
+  if (*emulate) {
+    Unmodelled(f8 + "emulate",
+               "emulates float8 in bf16 (simulated: FP8 tensor cores)");
+  }
+  absl::StatusOr<bool> gather = flag("enable_fsdp_float8_all_gather");
+  if (!gather.ok()) return gather.status();
+  absl::StatusOr<bool> precompute =
+      flag("precompute_float8_dynamic_scale_for_fsdp");
+  if (!precompute.ok()) return precompute.status();
+  out_->scenario.mutable_kernels()->mutable_float8()->set_fsdp_all_gather(
+      *gather);
+  if (*gather && !*precompute) {
+    // fsdp_pre_all_gather then takes each weight's amax at every gather,
+    // all-reduced over the mesh (hp_tensor_to_float8_dynamic, reduce_amax).
+    Unmodelled(f8 + "precompute_float8_dynamic_scale_for_fsdp",
+               "each float8 weight's scale is all-reduced at every gather "
+               "(simulated: once a step)");
   }
   // filter_fqns: torchtitan always leaves "output" (the LM head) in bf16,
   // as modelled; any other name keeps more layers in bf16.

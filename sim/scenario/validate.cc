@@ -265,7 +265,12 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
   c.Rule("kernels.float8.enabled",
          !s.kernels().float8().enabled() || std::max(1, p.tp()) == 1,
          "FP8 linear layers under tensor parallelism (torchao's "
-         "Float8ColwiseParallel) are not modelled: tp must be 1");
+         "Float8ColwiseParallel) are not modelled: tp must be 1")
+      .Rule("kernels.float8.fsdp_all_gather",
+            !s.kernels().float8().fsdp_all_gather() ||
+                s.kernels().float8().enabled(),
+            "gathers the float8 layers' weights in float8: needs "
+            "kernels.float8.enabled");
   const int cp = std::max(1, p.cp());
   c.Rule("flash_attention", cp == 1 || s.flash_attention(),
          "context parallelism (parallelism.cp > 1) runs Transformer Engine's "

@@ -149,8 +149,11 @@ void FetchPass::EmitCall(const std::vector<int>& fetches, Limit limit) {
   const Group group =
       hpz ? MakeGroup(strategy.secondary_params_intra(), 1, 1, 1)
           : FactorGroup(strategy.p());
-  int64_t params = 0;
-  for (int f : fetches) params += step_.segments[fetches_[f].seg].gathered;
+  int64_t params = 0, bytes = 0;
+  for (int f : fetches) {
+    params += step_.segments[fetches_[f].seg].gathered;
+    bytes += step_.segments[fetches_[f].seg].gathered_bytes;
+  }
   std::vector<int> waits;
   Limit why = limit;
   const int k = static_cast<int>(calls_.size());
@@ -170,11 +173,11 @@ void FetchPass::EmitCall(const std::vector<int>& fetches, Limit limit) {
   for (int f : fetches) {
     fetches_[f].alloc =
         step_.Alloc(GATHER, first.phase, first.mb, layer,
-                    2 * step_.segments[fetches_[f].seg].gathered, "P full");
+                    step_.segments[fetches_[f].seg].gathered_bytes, "P full");
   }
   const int id =
       step_.Collective(GATHER, first.phase, first.mb, layer, ALL_GATHER, group,
-                       qwz ? QuantizedBytes(params, 8) : 2 * params,
+                       qwz ? QuantizedBytes(params, 8) : bytes,
                        qwz ? INT8 : BF16, step_.AlgorithmFor(group),
                        qwz ? "P int8" : "P", {}, 0, ex.fetch_overhead_s());
   Op* op = step_.mutable_op(id);

@@ -41,8 +41,10 @@ struct Segment {
   std::string name;
   std::vector<const Unit*> units;  // forward order
   int64_t gathered = 0;            // parameters its gather brings
-  int64_t params = 0;              // parameters of its units (gradients)
-  bool first_of_layer = false;     // forward order
+  // Their bytes: 2 each, 1 for those gathered as float8 (Unit.fp8_params).
+  int64_t gathered_bytes = 0;
+  int64_t params = 0;           // parameters of its units (gradients)
+  bool first_of_layer = false;  // forward order
 };
 
 // One compute op of the step in host order: a segment's forward, its

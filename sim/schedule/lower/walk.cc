@@ -20,6 +20,7 @@ std::vector<Segment> BuildSegments(const std::vector<Layer>& layers,
       pending.params += u.params;
       if (u.params > ex.persistence_threshold() && params_sharded) {
         pending.gathered += u.params;
+        pending.gathered_bytes += 2 * u.params - u.fp8_params;
       }
       const bool closes =
           per_module ? u.params > ex.persistence_threshold() : false;
@@ -40,6 +41,7 @@ std::vector<Segment> BuildSegments(const std::vector<Layer>& layers,
         for (const Unit* u : pending.units) last.units.push_back(u);
         last.params += pending.params;
         last.gathered += pending.gathered;
+        last.gathered_bytes += pending.gathered_bytes;
       }
     }
     mine.front().first_of_layer = true;
