@@ -512,6 +512,13 @@ TEST(ValidateKernels, OpRowsAreTheBlocksOwnKernelsInTheirStyle) {
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::AllOf(::testing::HasSubstr("bad_op.json"),
                                ::testing::HasSubstr("op layernorm")));
+  std::ofstream(bad) << R"({"ops": [{"op": "rotary", "style": "FUSED",
+      "pass": "forward", "tokens": 8, "h": 64, "heads": 8, "kv_heads": 3,
+      "s": 1e-6}]})";
+  refused = ReadKernelSamples(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("kv_heads"));
 }
 
 TEST(ValidateKernels, A100GemmsAreTheFitOfMeasuredLlmLayerShapes) {

@@ -65,26 +65,43 @@ Kernel Memory(const std::string& name, int64_t vector, int64_t general) {
   return kernel;
 }
 
+// A LLaMA block (RMSNorm, SwiGLU, causal flash attention) of hidden size
+// h, heads query heads and kv_heads key/value heads (0: as many), MLP ffn,
+// over b sequences of s tokens, run with `kernels`.
+std::vector<Unit> LlamaBlock(int64_t h, int heads, int kv_heads, int64_t ffn,
+                             int64_t b, int64_t s,
+                             const KernelOptions& kernels) {
+  Model m;
+  m.set_layers(1);
+  m.set_hidden(h);
+  m.set_heads(heads);
+  m.set_kv_heads(kv_heads);
+  m.set_ffn_hidden(ffn);
+  m.set_vocab(32000);
+  m.set_mlp(Model::SWIGLU);
+  m.set_norm(Model::RMSNORM);
+  Batch batch;
+  batch.micro_batch_size = b;
+  batch.seq_len = s;
+  batch.flash_attention = true;
+  batch.kernels = kernels;
+  return BlockUnits(m, batch);
+}
+
 // An eager LLaMA block as both reference files time it: fused q/k/v,
 // causal attention on PyTorch's fused SDPA. `accumulate`: the backward
 // adds into existing .grad tensors (a loop that never zeroes them).
 std::vector<Kernel> BlockKernels(const Struct& row, bool backward,
                                  bool accumulate) {
-  Model m;
-  m.set_layers(1);
-  m.set_hidden(static_cast<int64_t>(Num(row, "h")));
-  m.set_heads(static_cast<int>(Num(row, "heads")));
-  m.set_ffn_hidden(static_cast<int64_t>(Num(row, "ffn")));
-  m.set_vocab(32000);
-  m.set_mlp(Model::SWIGLU);
-  m.set_norm(Model::RMSNORM);
-  Batch batch;
-  batch.micro_batch_size = static_cast<int64_t>(Num(row, "b"));
-  batch.seq_len = static_cast<int64_t>(Num(row, "s"));
-  batch.flash_attention = true;
-  batch.kernels.set_style(KernelOptions::EAGER);
-  batch.kernels.set_fused_qkv(true);
-  const std::vector<Unit> units = BlockUnits(m, batch);
+  const int64_t h = static_cast<int64_t>(Num(row, "h"));
+  const int64_t b = static_cast<int64_t>(Num(row, "b"));
+  const int64_t s = static_cast<int64_t>(Num(row, "s"));
+  KernelOptions eager;
+  eager.set_style(KernelOptions::EAGER);
+  eager.set_fused_qkv(true);
+  const std::vector<Unit> units =
+      LlamaBlock(h, static_cast<int>(Num(row, "heads")), 0,
+                 static_cast<int64_t>(Num(row, "ffn")), b, s, eager);
   std::vector<Kernel> out;
   if (!backward) {
     for (const Unit& u : units)
@@ -96,8 +113,7 @@ std::vector<Kernel> BlockKernels(const Struct& row, bool backward,
   }
   if (accumulate) {
     for (const Unit& u : units) out.push_back(AccumulateKernel(u.params));
-    out.push_back(
-        AccumulateKernel(batch.micro_batch_size * batch.seq_len * m.hidden()));
+    out.push_back(AccumulateKernel(b * s * h));
   }
   return out;
 }
@@ -116,6 +132,7 @@ absl::StatusOr<std::vector<Kernel>> OpKernels(const std::string& path,
   const int64_t tokens = static_cast<int64_t>(Num(row, "tokens"));
   const int64_t h = static_cast<int64_t>(Num(row, "h"));
   const int heads = Has(row, "heads") ? static_cast<int>(Num(row, "heads")) : 1;
+  const int kv_heads = static_cast<int>(Num(row, "kv_heads"));  // 0: heads
   const std::string what = absl::StrCat(path, ": op ", op, " ", style, " ",
                                         pass, " ", tokens, "x", h);
   if ((op != "rmsnorm" && op != "rotary") ||
@@ -126,31 +143,22 @@ absl::StatusOr<std::vector<Kernel>> OpKernels(const std::string& path,
         ": op must be rmsnorm or rotary, style EAGER or FUSED, pass "
         "forward or backward"));
   }
-  if (tokens < 1 || h < 1 || heads < 1 || h % heads != 0) {
+  if (tokens < 1 || h < 1 || heads < 1 || h % heads != 0 || kv_heads < 0 ||
+      (kv_heads > 0 && heads % kv_heads != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": tokens and h must be >= 1, and heads must divide h"));
+        what,
+        ": tokens and h must be >= 1, heads must divide h and kv_heads "
+        "heads"));
   }
-  Model m;
-  m.set_layers(1);
-  m.set_hidden(h);
-  m.set_heads(heads);
-  if (Has(row, "kv_heads"))
-    m.set_kv_heads(static_cast<int>(Num(row, "kv_heads")));
-  m.set_ffn_hidden(4 * h);
-  m.set_vocab(32000);
-  m.set_mlp(Model::SWIGLU);
-  m.set_norm(Model::RMSNORM);
-  Batch batch;
-  batch.micro_batch_size = 1;
-  batch.seq_len = tokens;
-  batch.flash_attention = true;
-  batch.kernels.set_style(style == "EAGER" ? KernelOptions::EAGER
-                                           : KernelOptions::FUSED);
+  KernelOptions kernels;
+  kernels.set_style(style == "EAGER" ? KernelOptions::EAGER
+                                     : KernelOptions::FUSED);
   // The norm's own kernels (not the residual's gradient sum beside it);
   // rotary on q and then k.
   const std::string prefix = op == "rmsnorm" ? "rmsnorm" : "rotary";
   std::vector<Kernel> out;
-  for (const Unit& u : BlockUnits(m, batch)) {
+  for (const Unit& u :
+       LlamaBlock(h, heads, kv_heads, 4 * h, 1, tokens, kernels)) {
     if (op == "rmsnorm" && u.name != "input_layernorm") continue;
     for (const Kernel& k : pass == "forward" ? u.forward : u.backward) {
       if (absl::StartsWith(k.name(), prefix)) out.push_back(k);

@@ -245,9 +245,10 @@ class PathWalk {
         b_.set_straggler_s(b_.straggler_s() + straggler);
         by_straggler_[ot.straggler_rank] += straggler;
       }
-      if (op.compute().kind() == "optimizer" ||
-          op.compute().kind() == "gradient norm" ||
-          op.compute().kind() == "overflow check") {
+      // The update's GPU work (the optimizer, and the overflow check and
+      // gradient norm before it) is the optimizer's time; its host side
+      // (offload) was counted above.
+      if (op.phase() == UPDATE) {
         b_.set_optimizer_s(b_.optimizer_s() + base);
         Mark(id, "optimizer");
       } else {

@@ -331,36 +331,36 @@ absl::Status ReadBatchKeys(const Json& root, DeepSpeedZero* k) {
 // _configure_zero_optimizer); stage 3 only in fp16, over its flat gradient
 // buffer, which is not modelled.
 absl::Status ReadPrecision(const Json& root, DeepSpeedZero* k) {
-  bool sixteen = false;
-  bool on[2] = {false, false};  // bf16, fp16
-  const char* sections[2] = {"bf16", "fp16"};
-  for (int i = 0; i < 2; ++i) {
-    const char* section = sections[i];
+  // SECTION.enabled: true, or "auto" (the Trainer's flag decides).
+  auto enabled = [&](const char* section) -> absl::StatusOr<bool> {
     if (!root.contains(section) || !root[section].is_object() ||
         !root[section].contains("enabled")) {
-      continue;
+      return false;
     }
-    const Json& enabled = root[section]["enabled"];
-    if (!enabled.is_boolean() && !IsAuto(enabled)) {
+    const Json& v = root[section]["enabled"];
+    if (!v.is_boolean() && !IsAuto(v)) {
       return WrongType(absl::StrCat(section, ".enabled"),
-                       "true, false or \"auto\"", enabled);
+                       "true, false or \"auto\"", v);
     }
-    on[i] = IsAuto(enabled) || enabled.get<bool>();
-    sixteen = sixteen || on[i];
-  }
-  if (on[0] && root["bf16"].contains("check_grad_overflow")) {
+    return IsAuto(v) || v.get<bool>();
+  };
+  const absl::StatusOr<bool> bf16 = enabled("bf16");
+  if (!bf16.ok()) return bf16.status();
+  const absl::StatusOr<bool> fp16 = enabled("fp16");
+  if (!fp16.ok()) return fp16.status();
+  if (*bf16 && root["bf16"].contains("check_grad_overflow")) {
     const Json& check = root["bf16"]["check_grad_overflow"];
     if (!check.is_boolean()) {
       return WrongType("bf16.check_grad_overflow", "true or false", check);
     }
     if (k->stage < 3) k->execution.set_overflow_check(check.get<bool>());
   }
-  if (on[1] && !on[0] && k->stage == 3) {
+  if (*fp16 && !*bf16 && k->stage == 3) {
     k->unmodelled.push_back(
         "fp16.enabled at stage 3: the overflow check over the flat gradient "
         "buffer before each update (stage3.py has_overflow)");
   }
-  if (!sixteen) {
+  if (!*bf16 && !*fp16) {
     k->unmodelled.push_back(
         "bf16.enabled, fp16.enabled not true: DeepSpeed trains in fp32 "
         "(4-byte parameters, gradients and collectives), shardsim in 16-bit "
