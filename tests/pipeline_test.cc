@@ -243,5 +243,44 @@ TEST(PipelineMemory, ActivationsInFlightPerStage) {
   }
 }
 
+// Interleaved 1F1B: stage s warms up with 2(p - s - 1) + (v - 1)p chunk
+// passes (schedules.py, forward_backward_pipelining_with_interleaving),
+// so it holds one more than that, each a chunk of L/(pv) blocks, whatever
+// the micro-batch count (of at least 2p; with m = p every forward runs
+// first, p v chunk passes). Stage 0 then holds 2(p - 1) + (v - 1)p + 1 =
+// pv + p - 1 chunks where 1F1B holds p stages' worth (pv chunks): 1F1B's
+// activations x (1 + (p - 1)/(pv)), Korthikanti et al. 2022 section 4.2.3.
+TEST(PipelineMemory, InterleavedHoldsItsWarmUpWhateverTheMicroBatches) {
+  const int p = 4, layers = 16;
+  const Model model = Uniform(layers);
+  for (int v : {2, 4}) {
+    const int per_chunk = layers / (p * v);
+    for (int m : {2 * p, 4 * p, 8 * p, 16 * p}) {
+      Piped piped = Lower(model, p, v, INTERLEAVED_1F1B, m);
+      Piped flat = Lower(model, p, 1, ONE_F_ONE_B, m);
+      const int64_t block = piped.layers[1].activation_bytes;
+      for (int s = 0; s < p; ++s) {
+        absl::StatusOr<AllocationPlan> plan =
+            PlanAllocations(*piped.schedule, s);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        const int in_flight = 2 * (p - s - 1) + (v - 1) * p + 1;
+        if (s > 0 && s < p - 1) {  // blocks only: exact
+          EXPECT_EQ(plan->own_peak.activations,
+                    int64_t{in_flight} * per_chunk * block)
+              << "v " << v << " m " << m << " stage " << s;
+        }
+        if (s != 0) continue;
+        absl::StatusOr<AllocationPlan> one = PlanAllocations(*flat.schedule, 0);
+        ASSERT_TRUE(one.ok()) << one.status();
+        // The embedding's activations (a vocabulary of 64) are a sliver.
+        EXPECT_NEAR(static_cast<double>(plan->own_peak.activations) /
+                        one->own_peak.activations,
+                    1.0 + (p - 1.0) / (p * v), 1e-3)
+            << "v " << v << " m " << m;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -2,7 +2,9 @@
 // strategy: more GPUs never raise a ZeRO-family strategy's model states,
 // recomputation and flash attention never raise activations, the parts sum
 // to the peak, and a point is out of memory exactly when its peak exceeds
-// the GPU's capacity.
+// the GPU's capacity; a pipeline stage holds no more activations than its
+// schedule keeps in flight, however many micro-batches.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "sim/analyze/analyze.h"
 #include "sim/memory/allocation.h"
 #include "sim/model/model.h"
+#include "sim/schedule/pipeline/pipeline.h"
 #include "tests/properties/property.h"
 
 namespace shardsim::property {
@@ -131,6 +134,130 @@ TEST(Memory, PartsSumToThePeakAndOutOfMemoryIsAboveCapacity) {
               row.peak_memory_bytes());
     RC_ASSERT(row.oom() == (row.peak_memory_bytes() >
                             Shipped(c.platform).gpu().memory_bytes()));
+  });
+}
+
+// A pipelined point: a built-in model cut to p v k blocks, p stages of v
+// chunks each, tp x p x dp GPUs, m micro-batches.
+struct PipeCase {
+  std::string model, strategy;
+  int p = 2, v = 1, k = 1, tp = 1, dp = 1;
+  PipelineSchedule schedule = ONE_F_ONE_B;
+  RecomputeGranularity recompute = RECOMPUTE_NONE;
+};
+
+PipeCase AnyPipeCase() {
+  PipeCase c;
+  c.model = *rc::gen::elementOf(BuiltinModelNames());
+  c.strategy = *AnyNamedStrategy();
+  c.p = *rc::gen::element(2, 3, 4);
+  c.schedule = *rc::gen::element(ONE_F_ONE_B, GPIPE, INTERLEAVED_1F1B);
+  c.v = c.schedule == INTERLEAVED_1F1B ? *rc::gen::inRange(2, 4) : 1;
+  c.k = *rc::gen::inRange(1, 3);
+  c.tp = *rc::gen::element(1, 2);
+  c.dp = *rc::gen::element(1, 2);
+  c.recompute = *rc::gen::element(RECOMPUTE_NONE, RECOMPUTE_FULL,
+                                  RECOMPUTE_SELECTIVE);
+  RC_LOG() << c.model << ", " << c.strategy << ", pp " << c.p << " vpp "
+           << c.v << " (" << PipelineSchedule_Name(c.schedule) << "), "
+           << c.p * c.v * c.k << " blocks, tp " << c.tp << ", dp " << c.dp
+           << ", " << RecomputeGranularity_Name(c.recompute) << "\n";
+  return c;
+}
+
+absl::StatusOr<Point> PipePoint(const PipeCase& c, int micro_batches) {
+  absl::StatusOr<Model> model = BuiltinModel(c.model);
+  if (!model.ok()) return model.status();
+  Scenario sc;
+  sc.set_name("property");
+  *sc.mutable_model_def() = *model;
+  sc.mutable_model_def()->set_layers(c.p * c.v * c.k);
+  sc.set_platform("dgx_a100");
+  sc.add_strategies(c.strategy);
+  const int gpus = c.tp * c.p * c.dp;
+  sc.add_gpus(gpus);
+  sc.set_micro_batch_size(1);
+  sc.set_micro_batches(micro_batches);
+  sc.set_seq_len(1024);
+  sc.set_flash_attention(true);
+  sc.set_optimizer_bytes_per_param(12);
+  sc.set_recompute_granularity(c.recompute);
+  sc.mutable_parallelism()->set_tp(c.tp);
+  sc.mutable_parallelism()->set_pp(c.p);
+  sc.mutable_parallelism()->set_vpp(c.v);
+  sc.mutable_parallelism()->set_pipeline_schedule(c.schedule);
+  absl::StatusOr<Job> job = ResolveJob("property.textproto", sc);
+  if (!job.ok()) return job.status();
+  return LowerPoint(*job, c.strategy, gpus);
+}
+
+// Chunk passes stage s holds at once (order.h): GPipe every forward,
+// 1F1B its warm-up and one, the interleaved schedule its warm-up and one
+// (every pass when m == p, Megatron's all-forwards-first case).
+int InFlight(const PipeCase& c, int s, int m) {
+  switch (c.schedule) {
+    case GPIPE:
+      return m;
+    case ONE_F_ONE_B:
+      return std::min(c.p - s, m);
+    default:
+      return m == c.p ? m * c.v
+                      : std::min(m * c.v, 2 * (c.p - s - 1) + (c.v - 1) * c.p +
+                                              1);
+  }
+}
+
+// Stage s's activation peak against what its schedule keeps: at most
+// InFlight chunk passes of its largest chunk's activations, plus the
+// largest recompute working set (one layer's, in one backward at a time).
+void CheckStage(const PipeCase& c, const Point& point, int s, int m) {
+  absl::StatusOr<std::vector<std::vector<int>>> vstages =
+      VirtualStageLayers(c.p * c.v * c.k, c.p, c.v, {});
+  RC_ASSERT(vstages.ok());
+  std::vector<int> chunk_of;  // stage-local layer index -> chunk
+  for (int ch = 0; ch < c.v; ++ch) {
+    chunk_of.insert(chunk_of.end(), (*vstages)[ch * c.p + s].size(), ch);
+  }
+  std::vector<int64_t> chunk(c.v, 0);
+  int64_t working = 0;
+  for (const Op& op : point.schedule->ops()) {
+    if (op.program() != s || !op.has_memory()) continue;
+    const int64_t bytes = op.memory().delta_bytes();
+    if (op.memory().buffer() == "activations" && bytes > 0 &&
+        op.micro_batch() == 0) {
+      chunk[chunk_of.at(op.layer())] += bytes;
+    }
+    if (op.memory().buffer() == "recompute") working = std::max(working, bytes);
+  }
+  const absl::StatusOr<AllocationPlan> plan =
+      PlanAllocations(*point.schedule, s);
+  RC_ASSERT(plan.ok());
+  const int64_t bound =
+      InFlight(c, s, m) * *std::max_element(chunk.begin(), chunk.end()) +
+      working;
+  RC_LOG() << "stage " << s << " at " << m << " micro-batches: "
+           << plan->own_peak.activations << " B, bound " << bound << "\n";
+  RC_ASSERT(plan->own_peak.activations <= bound);
+}
+
+TEST(Memory, PipelineStagesHoldNoMoreThanTheScheduleKeepsInFlight) {
+  Check(150, [] {
+    const PipeCase c = AnyPipeCase();
+    // Past 2p micro-batches the 1F1B schedules' in-flight count is fixed.
+    const int m = c.p * *rc::gen::inRange(2, 4);
+    const absl::StatusOr<Point> a = PipePoint(c, m);
+    RC_PRE(a.ok());
+    const absl::StatusOr<Point> b = PipePoint(c, 2 * m);
+    RC_ASSERT(b.ok());
+    for (int s = 0; s < c.p; ++s) {
+      CheckStage(c, *a, s, m);
+      CheckStage(c, *b, s, 2 * m);
+      if (c.schedule == GPIPE) continue;
+      const absl::StatusOr<AllocationPlan> pa = PlanAllocations(*a->schedule, s);
+      const absl::StatusOr<AllocationPlan> pb = PlanAllocations(*b->schedule, s);
+      RC_ASSERT(pa.ok() && pb.ok());
+      RC_ASSERT(pb->own_peak.activations == pa->own_peak.activations);
+    }
   });
 }
 

@@ -3,13 +3,12 @@
 namespace shardsim {
 namespace lower {
 
-ActivationsPass::ActivationsPass(Step* step)
-    : step_(*step), alloc_(step->layers().size(), -1) {}
+ActivationsPass::ActivationsPass(Step* step) : step_(*step) {}
 
 void ActivationsPass::BeforeCompute(int v, std::vector<int>* /*deps*/) {
   const Visit& visit = step_.visits[v];
   if (!visit.forward() || !step_.segments[visit.seg].first_of_layer) return;
-  alloc_[visit.layer] =
+  alloc_[{visit.layer, visit.mb}] =
       step_.Alloc(COMPUTE, FORWARD, visit.mb, visit.layer,
                   step_.layers()[visit.layer].activation_bytes, "activations");
 }
@@ -18,9 +17,10 @@ void ActivationsPass::AfterCompute(int v, int op) {
   const Visit& visit = step_.visits[v];
   // The layer's last backward is its first segment's.
   if (!visit.backward() || !step_.segments[visit.seg].first_of_layer) return;
-  step_.Free(COMPUTE, BACKWARD, visit.mb, visit.layer, alloc_[visit.layer],
-             {op});
-  alloc_[visit.layer] = -1;
+  const auto it = alloc_.find({visit.layer, visit.mb});
+  if (it == alloc_.end()) return;  // no forward of this micro-batch here
+  step_.Free(COMPUTE, BACKWARD, visit.mb, visit.layer, it->second, {op});
+  alloc_.erase(it);
 }
 
 }  // namespace lower

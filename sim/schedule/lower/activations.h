@@ -1,9 +1,14 @@
 // The activations a layer keeps from its forward for its backward (only
 // its input when it recomputes, Layer::activation_bytes): allocated at its
-// first forward kernel, freed after its last backward one.
+// first forward kernel, freed after its last backward one. Each
+// micro-batch's are its own: a pipeline stage runs several forwards of a
+// layer before their backwards (1F1B's warm-up, the interleaved schedule's
+// groups), and each backward frees the activations of its micro-batch.
 #ifndef SHARDSIM_SIM_SCHEDULE_LOWER_ACTIVATIONS_H_
 #define SHARDSIM_SIM_SCHEDULE_LOWER_ACTIVATIONS_H_
 
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "sim/schedule/lower/pass.h"
@@ -21,7 +26,8 @@ class ActivationsPass : public Pass {
 
  private:
   Step& step_;
-  std::vector<int> alloc_;  // per layer: its live activations' alloc
+  // (layer, micro-batch) -> its live activations' alloc op.
+  std::map<std::pair<int, int>, int> alloc_;
 };
 
 }  // namespace lower
