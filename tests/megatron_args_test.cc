@@ -166,6 +166,23 @@ TEST(MegatronArgs, UnmodelledArgumentsAreListedUnlessAtTheirDefault) {
               ElementsAre(HasSubstr("--recompute-method block")));
 }
 
+// A store_true flag is on once given: it has no value to compare with its
+// default, so one shardsim does not model is reported whenever it is in
+// the file (they passed silently, their empty value equal to their empty
+// default), and a value after it is an error.
+TEST(MegatronArgs, UnmodelledStoreTrueFlagsAreReportedWhenGiven) {
+  for (const char* flag :
+       {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
+        "--account-for-embedding-in-pipeline-split",
+        "--account-for-loss-in-pipeline-split"}) {
+    EXPECT_THAT(UnmodelledOf(absl::StrCat(kMinimal, flag)),
+                ElementsAre(HasSubstr(absl::StrCat(flag, ": "))))
+        << flag;
+    EXPECT_THAT(ErrorOf(absl::StrCat(kMinimal, flag, " true")),
+                HasSubstr(absl::StrCat(flag, " true: takes no value")));
+  }
+}
+
 TEST(MegatronArgs, EveryReadArgumentIsMegatrons) {
   // The names the reader classifies are all in arguments.py's list, or
   // the classification would accept what Megatron refuses.

@@ -25,6 +25,9 @@ enum class Kind {
   kModelled,    // read below
   kNoCost,      // changes no step time, memory or traffic: any value
   kUnmodelled,  // changes what shardsim does not model, unless at default
+  // A store_true flag (argparse's action="store_true", off by default)
+  // that changes what shardsim does not model: given at all, it is on.
+  kUnmodelledFlag,
 };
 
 struct Rule {
@@ -136,13 +139,13 @@ std::vector<Rule> MakeRules() {
       // Simulated only at Megatron's default.
       {"--transformer-impl", K::kUnmodelled, "transformer_engine",
        "runs other layer kernels"},
-      {"--overlap-grad-reduce", K::kUnmodelled, "",
+      {"--overlap-grad-reduce", K::kUnmodelledFlag, "",
        "overlaps the data-parallel gradient reduction with backward in "
        "Megatron's own buckets"},
-      {"--overlap-param-gather", K::kUnmodelled, "",
+      {"--overlap-param-gather", K::kUnmodelledFlag, "",
        "overlaps the distributed optimizer's parameter all-gather with "
        "forward"},
-      {"--tp-comm-overlap", K::kUnmodelled, "",
+      {"--tp-comm-overlap", K::kUnmodelledFlag, "",
        "overlaps tensor-parallel communication with GEMMs (Transformer "
        "Engine userbuffers)"},
       {"--fp8-format", K::kUnmodelled, "", "trains in FP8"},
@@ -155,9 +158,9 @@ std::vector<Rule> MakeRules() {
        "an uneven first pipeline stage"},
       {"--decoder-last-pipeline-num-layers", K::kUnmodelled, "",
        "an uneven last pipeline stage"},
-      {"--account-for-embedding-in-pipeline-split", K::kUnmodelled, "",
+      {"--account-for-embedding-in-pipeline-split", K::kUnmodelledFlag, "",
        "counts the embedding as a layer in the pipeline split"},
-      {"--account-for-loss-in-pipeline-split", K::kUnmodelled, "",
+      {"--account-for-loss-in-pipeline-split", K::kUnmodelledFlag, "",
        "counts the loss as a layer in the pipeline split"},
   };
   return rules;
@@ -350,6 +353,11 @@ absl::Status Classify(const Args& args, std::vector<std::string>* unmodelled) {
           a.Shown(), ": changes what shardsim does not model (it reads ",
           "the parallelism, batch, recomputation, attention, precision and "
           "model arguments)"));
+      continue;
+    }
+    if (r->kind == Kind::kUnmodelledFlag) {
+      if (!a.values.empty()) return Args::Bad(a, "takes no value");
+      unmodelled->push_back(absl::StrCat(a.Shown(), ": ", r->what));
       continue;
     }
     if (r->kind != Kind::kUnmodelled) continue;
