@@ -241,6 +241,38 @@ end = max(e["ts"] + e["dur"] for e in slices) / 1e6
 assert abs(end - z["step_time_s"]) < 1e-6 * z["step_time_s"], (end, z)
 PY
 
+# exposed s is every collective and send second on the critical path,
+# whichever stream it ran on (ZeRO-2's gradient all-reduce runs on the
+# compute stream); a pipeline's bubble is not among them. A pipeline's
+# trace has one process per stage, whose compute slices never overlap.
+"$bin" run "$quick" --strategy zero2 --gpus 16 --micro-batches 1 \
+  --json "$tmp/z2.json" >/dev/null || fail "run zero2"
+"$bin" run "$quick" --strategy zero1 --gpus 16 --pp 2 --micro-batches 4 \
+  --json "$tmp/pp.json" --trace "$tmp/pp_trace.json" >/dev/null || fail "run pp 2"
+python3 - "$tmp/z2.json" "$tmp/pp.json" "$tmp/pp_trace.json" <<'PY' && ok || fail "exposed and the pipeline's trace"
+import json, sys
+for path in sys.argv[1:3]:
+    r = json.load(open(path))["rows"][0]
+    b = r["breakdown"]
+    comm = sum(b.get(k, 0) for k in ["bandwidth_s", "latency_s", "prefetch_wait_s",
+           "prefetch_depth_s", "tensor_parallel_s", "context_parallel_s",
+           "point_to_point_s"])
+    assert abs(r["exposed_comm_s"] - comm) < 1e-9 * r["step_time_s"], (r["exposed_comm_s"], b)
+    named = {c["collective"]: c["seconds"] for c in b["by_collective"]}
+    assert r["exposed_comm_s"] >= max(named.values()) > 0, b
+    if "pipeline_bubble_s" in b:
+        assert b["pipeline_bubble_s"] > r["exposed_comm_s"], b
+        assert b["optimizer_s"] > 0, b
+trace = json.load(open(sys.argv[3]))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in trace
+         if e.get("ph") == "M" and e.get("name") == "process_name"}
+assert sorted(n.split(" (")[1].split(")")[0] for n in names.values()) == ["stage 0", "stage 1"], names
+for pid in names:
+    xs = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace
+                if e.get("ph") == "X" and e["pid"] == pid and e["tid"] == 1)
+    assert xs and all(a[1] <= b[0] + 1e-3 for a, b in zip(xs, xs[1:])), pid
+PY
+
 "$bin" run "$quick" --strategy zero3 --gpus 16 --micro-batches 1 --breakdown \
   >"$tmp/why" || fail "run --breakdown"
 grep -q "^why: the critical path" "$tmp/why" && grep -q "^zero3 .*|.*|" "$tmp/why" \

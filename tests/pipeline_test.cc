@@ -133,7 +133,7 @@ struct Piped {
 };
 
 Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
-            int micro_batches, const std::string& spec = "ddp") {
+            int micro_batches, const std::string& spec = "ddp", int dp = 1) {
   Scenario s = test::Training(micro_batches, 2048);
   s.set_flash_attention(true);
   s.mutable_parallelism()->set_pp(pp);
@@ -141,8 +141,8 @@ Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
   s.mutable_parallelism()->set_pipeline_schedule(schedule);
   Piped out;
   out.layers = ModelLayers(model, ScenarioBatch(s));
-  const Mesh mesh{pp, 1};  // one stage a GPU: no data parallelism
-  absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{1, 1});
+  const Mesh mesh{pp * dp, 1};  // dp GPUs a stage, on one node
+  absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{dp, 1});
   EXPECT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(ResolveExecution(Execution(), model.hidden(), &*st).ok());
   absl::StatusOr<OwnedSchedule> lowered = LowerStep(out.layers, *st, mesh, s);
@@ -219,6 +219,48 @@ TEST(PipelineBubble, InterleavingDividesItByTheChunks) {
   EXPECT_NEAR(t.span / expect, 1.0, 0.02)
       << "tf " << t.forward << " tb0 " << t.backward0 << " tb " << t.backward
       << " span " << t.span;
+}
+
+// ---- the breakdown ---------------------------------------------------
+
+// The critical path of a pipeline is its busiest stage's: every second of
+// the step is that stage's own work or a wait on the others. With alike
+// stages and no data parallelism nothing else keeps its compute stream
+// idle, so the bubble (with the host's launch gaps, a few microseconds)
+// is exactly the seconds that stream does nothing, for 1F1B and
+// interleaved alike; optim is that stage's update kernels (all on the
+// path: the step ends with them) and compute its other kernels.
+TEST(PipelineBreakdown, BubbleIsTheBusiestStagesIdleTime) {
+  const Platform a100 = test::ShippedPlatform("dgx_a100");
+  const int p = 4, m = 8;
+  for (const auto& [schedule, v] :
+       {std::pair{ONE_F_ONE_B, 1}, std::pair{INTERLEAVED_1F1B, 2}}) {
+    Piped piped = Lower(Uniform(8), p, v, schedule, m);
+    const test::Replayed r = test::Replay(*piped.schedule, a100, Mesh{p, 1});
+    ASSERT_FALSE(r.ops.empty());
+    std::vector<double> kernels(p, 0), busy(p, 0), update(p, 0);
+    for (const Op& op : piped.schedule->ops()) {
+      if (op.stream() != COMPUTE) continue;
+      const double d = r.ops[op.id()].second - r.ops[op.id()].first;
+      busy[op.program()] += d;
+      if (!op.has_compute()) continue;
+      kernels[op.program()] += d;
+      if (op.phase() == UPDATE) update[op.program()] += d;
+    }
+    const int b = static_cast<int>(
+        std::max_element(kernels.begin(), kernels.end()) - kernels.begin());
+    const Breakdown& w = r.breakdown;
+    const std::string what = PipelineSchedule_Name(schedule);
+    EXPECT_NEAR(w.pipeline_bubble_s() + w.launch_overhead_s(),
+                r.step - busy[b], 1e-9 * r.step)
+        << what;
+    EXPECT_LT(w.launch_overhead_s(), 1e-3 * r.step) << what;
+    EXPECT_NEAR(w.optimizer_s(), update[b], 1e-9 * r.step) << what;
+    EXPECT_GT(w.optimizer_s(), 0) << what;
+    EXPECT_NEAR(w.compute_s() + w.compute_slowdown_s() + w.optimizer_s(),
+                kernels[b], 1e-9 * r.step)
+        << what;
+  }
 }
 
 // Under 1F1B stage s holds min(p - s, m) micro-batches' activations at

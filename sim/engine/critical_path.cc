@@ -1,5 +1,7 @@
 // The critical path (replay.h, CriticalPathBreakdown): walked back from the
-// op that ends last, each second of it charged to one cause.
+// op that ends last, each second of it charged to one cause. A pipeline's
+// (several programs) is the busiest stage's: its own ops, and the time it
+// waits on the others (the bubble).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,23 +33,39 @@ class PathWalk {
         busiest_(BusiestProgram()) {}
 
   Breakdown Walk() {
-    int cur = t_.LastToEnd();
-    double t = cur >= 0 ? t_[cur].end : 0;
+    const int last = t_.LastToEnd();
+    double t = last >= 0 ? t_[last].end : 0;
+    // Several programs: the walk is the busiest stage's, from its own last
+    // op; its GPUs wait through the rest of the step.
+    int cur = busiest_ >= 0 ? LastOfBusiest() : last;
+    if (cur >= 0 && cur != last) Bubble(last, At(cur).end, &t);
     while (cur >= 0 && t > kEps) {
       SkipRepeats(&cur, &t);
       const Op& op = s_.op(cur);
       const OpTime ot = At(cur);
-      // What let it start: the latest of its GPU predecessors, or the host.
-      int pred = -1;
-      for (int d : s_.deps(cur)) {
+      // What let it start: the latest of its GPU predecessors, or the host;
+      // and the latest of those on its own program.
+      int pred = -1, own = -1;
+      auto consider = [&](int d) {
         if (pred < 0 || At(d).end > At(pred).end) pred = d;
-      }
-      const int sp = stream_prev_[cur];
-      if (sp >= 0 && (pred < 0 || At(sp).end > At(pred).end)) pred = sp;
+        if (s_.op(d).program() == op.program() &&
+            (own < 0 || At(d).end > At(own).end)) {
+          own = d;
+        }
+      };
+      for (int d : s_.deps(cur)) consider(d);
+      if (const int sp = stream_prev_[cur]; sp >= 0) consider(sp);
       const double issue = op.has_compute() ? ot.host_start : ot.host_end;
       const bool by_host = pred < 0 || issue > At(pred).end + kEps;
       Charge(cur, std::min(ot.start, t), t, by_host);
       t = std::min(ot.start, t);
+      if (!by_host && own != pred) {
+        // It waited for another stage's send: the busiest stage idles
+        // back to its own op before, or to the step's start.
+        Bubble(pred, own >= 0 ? At(own).end : 0.0, &t);
+        cur = own;
+        continue;
+      }
       if (!by_host) {
         Gap(At(pred).end, &t);
         cur = pred;
@@ -198,6 +216,26 @@ class PathWalk {
     return -1;
   }
 
+  // The busiest stage idle from `from` to *t, waiting on op `on` of
+  // another stage (its send, or the step's last op).
+  void Bubble(int on, double from, double* t) {
+    if (*t > from) {
+      b_.set_pipeline_bubble_s(b_.pipeline_bubble_s() + (*t - from));
+      Mark(on, "pipeline bubble");
+    }
+    *t = std::min(*t, from);
+  }
+
+  // The busiest program's op that ends last.
+  int LastOfBusiest() {
+    int out = -1;
+    for (int id = 0; id < s_.size(); ++id) {
+      if (s_.op(id).program() != busiest_) continue;
+      if (out < 0 || At(id).end > At(out).end) out = id;
+    }
+    return out;
+  }
+
   // Time between a predecessor's end and *t that nothing accounts for.
   void Gap(double end, double* t) {
     if (*t > end + kEps) {
@@ -220,11 +258,6 @@ class PathWalk {
     if (d <= 0) return;
     const Op& op = s_.op(id);
     const OpTime ot = At(id);
-    if (op.has_compute() && busiest_ >= 0 && op.program() != busiest_) {
-      b_.set_pipeline_bubble_s(b_.pipeline_bubble_s() + d);
-      Mark(id, "pipeline bubble");
-      return;
-    }
     if (op.has_compute() && OnHostSide(op)) {
       b_.set_offload_s(b_.offload_s() + d);
       Mark(id, "offload");

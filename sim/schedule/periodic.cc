@@ -202,7 +202,9 @@ OwnedSchedule Unfold(const StepOps& ops) {
   o.set_gpus(s.gpus());
   o.set_gpus_per_node(s.gpus_per_node());
   o.set_tokens_per_step(ops.tokens_per_step());
+  o.set_host_bytes_per_gpu(s.host_bytes_per_gpu());
   *o.mutable_kernel_lists() = s.kernel_lists();
+  *o.mutable_programs() = s.programs();
   o.mutable_ops()->Reserve(ops.size());
   for (int id = 0; id < ops.size(); ++id) {
     Op* n = o.add_ops();

@@ -113,7 +113,13 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
     row.set_mfu(flops_per_gpu / t->step_time_s /
                 job.platform.gpu().peak_flops());
     row.set_compute_s(t->compute_busy_s);
-    row.set_exposed_comm_s(t->step_time_s - t->compute_busy_s);
+    // Every second of the critical path spent in a collective or a send,
+    // whichever stream it ran on; a pipeline's bubble is not among them.
+    double exposed = 0;
+    for (const ExposedCollective& e : t->breakdown.by_collective()) {
+      exposed += e.seconds();
+    }
+    row.set_exposed_comm_s(exposed);
     *row.mutable_breakdown() = t->breakdown;
     *row.mutable_replay() = t->replay;
     const CollectiveEngine::ReplayCounts counts = collectives.replay_counts();
