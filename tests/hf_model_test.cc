@@ -258,6 +258,57 @@ TEST(HfConfig, Qwen2HasQkvBiases) {
   EXPECT_THAT(m.status().message(), HasSubstr("\"num_key_value_heads\""));
 }
 
+// Mistral's sliding_window: as given, none when null, and
+// MistralConfig's default of 4096 when the file leaves it out. A scenario
+// whose sequence runs past it is refused (attention beyond the window is
+// not modelled); within it, it runs as any model.
+TEST(HfConfig, MistralsSlidingWindowIsReadAndASequencePastItRefused) {
+  const std::string base =
+      "{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 4096,"
+      " \"num_hidden_layers\": 2, \"num_attention_heads\": 32,"
+      " \"num_key_value_heads\": 8, \"intermediate_size\": 14336,"
+      " \"vocab_size\": 32000";
+  auto window = [&](const std::string& extra) {
+    absl::StatusOr<Model> m =
+        ModelFromHfConfigText(base + extra + "}", "mistral", "m.json");
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? m->sliding_window() : -1;
+  };
+  EXPECT_EQ(window(", \"sliding_window\": 2048"), 2048);
+  EXPECT_EQ(window(", \"sliding_window\": null"), 0);
+  EXPECT_EQ(window(""), 4096);
+  EXPECT_FALSE(
+      ModelFromHfConfigText(base + ", \"sliding_window\": 0}", "m", "m.json")
+          .ok());
+  Scenario sc;
+  sc.set_name("window");
+  *sc.mutable_model_def() = LlamaShape(8);  // 2 blocks
+  sc.mutable_model_def()->set_sliding_window(4096);
+  sc.set_platform("dgx_a100");
+  sc.add_strategies("zero1");
+  sc.add_gpus(8);
+  sc.set_micro_batch_size(1);
+  sc.set_micro_batches(1);
+  sc.set_optimizer_bytes_per_param(12);
+  sc.set_seq_len(4096);
+  EXPECT_TRUE(ResolveJob("w.textproto", sc).ok());
+  sc.set_seq_len(16384);
+  absl::StatusOr<Job> past = ResolveJob("w.textproto", sc);
+  ASSERT_FALSE(past.ok());
+  EXPECT_THAT(past.status().message(),
+              HasSubstr("w.textproto: field seq_len: 16384 runs past model"));
+  // selective-layer:K with K beyond the blocks recomputes nothing.
+  sc.set_seq_len(4096);
+  sc.set_recompute_granularity(RECOMPUTE_SELECTIVE_LAYER);
+  sc.set_recompute_every_layers(2);
+  EXPECT_TRUE(ResolveJob("w.textproto", sc).ok());
+  sc.set_recompute_every_layers(3);
+  absl::StatusOr<Job> beyond = ResolveJob("w.textproto", sc);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(beyond.status().message(),
+              HasSubstr("field recompute_every_layers: 3 is more than"));
+}
+
 // Llama-3-70B: h = 8192, L = 80, 64 heads, 8 KV heads of 128,
 // ffn = 28672, V = 128256, untied. Per layer: q, o 2*8192^2 =
 // 134,217,728; k, v 2*8192*1024 = 16,777,216; MLP 3*8192*28672 =

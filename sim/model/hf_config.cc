@@ -35,6 +35,11 @@ class Keys {
         absl::StrCat(where_, ": key \"", key, "\": ", why));
   }
 
+  // Present, null or not.
+  bool Present(absl::string_view key) const {
+    return json_.find(std::string(key)) != json_.end();
+  }
+
   // Present and not null.
   bool Has(absl::string_view key) const {
     auto it = json_.find(std::string(key));
@@ -172,6 +177,17 @@ absl::Status ReadLlamaLike(const Keys& keys, absl::string_view arch, Model* m) {
           "shardsim (both true: every linear layer, Model's linear_bias)");
     }
     linear_bias = *attention;
+  } else if (arch == kMistral) {
+    // MistralConfig's sliding_window: 4096 when the file leaves it out
+    // (configuration_mistral.py's default, Mistral-7B-v0.1's value), null
+    // for none (v0.2 on).
+    if (!keys.Present("sliding_window")) {
+      m->set_sliding_window(4096);
+    } else if (keys.Has("sliding_window")) {
+      absl::StatusOr<int64_t> w = keys.Count("sliding_window");
+      if (!w.ok()) return w.status();
+      m->set_sliding_window(static_cast<int32_t>(*w));
+    }
   } else if (arch == kQwen2) {
     qkv_bias = true;
     if (absl::Status s =

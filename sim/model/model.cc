@@ -354,6 +354,7 @@ absl::Status ValidateModel(const Model& model) {
       .Count("ffn_hidden", model.ffn_hidden(), 1, kMaxFfnHidden)
       .Count("vocab", model.vocab(), 1, kMaxVocab)
       .Count("learned_positions", model.learned_positions(), 0, kMaxSeqLen)
+      .Count("sliding_window", model.sliding_window(), 0, kMaxSeqLen)
       .Rule("mlp", model.mlp() != Model::MLP_UNSPECIFIED,
             "must be specified (SWIGLU or GELU)")
       .Rule("norm", model.norm() != Model::NORM_UNSPECIFIED,

@@ -257,6 +257,26 @@ absl::StatusOr<Job> ResolveJob(const std::string& path, Scenario scenario) {
                      job.platform.name(),
                      "\" lacks (its gpu.fp8_peak_flops is 0)"));
   }
+  // What the model's shape makes of the scenario's fields: a window the
+  // sequence runs past, and a recomputation interval no block reaches,
+  // would each be silently the same as no window and no recomputation.
+  if (const int w = job.model.sliding_window(); w > 0 && s.seq_len() > w) {
+    return FieldError(
+        path, "seq_len",
+        absl::StrCat(s.seq_len(), " runs past model \"", job.model.name(),
+                     "\"'s sliding window of ", w,
+                     " keys (model sliding_window): attention beyond the "
+                     "window is not modelled; give seq_len <= ",
+                     w, ", where every query sees every earlier key"));
+  }
+  if (s.recompute_every_layers() > job.model.layers()) {
+    return FieldError(
+        path, "recompute_every_layers",
+        absl::StrCat(s.recompute_every_layers(), " is more than model \"",
+                     job.model.name(), "\"'s ", job.model.layers(),
+                     " blocks: no block would be recomputed (that is "
+                     "recompute_granularity RECOMPUTE_NONE)"));
+  }
   for (int gpus : s.gpus()) {
     if (absl::Status v = CheckGpuCount(job, gpus); !v.ok()) return v;
   }
