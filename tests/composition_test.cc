@@ -97,6 +97,62 @@ TEST(Composition, Zero3Tp8Pp4TrafficIsDerivedByHand) {
   EXPECT_EQ(point->row.intra_node_bytes(), tp + tp_norm);
 }
 
+// Megatron-LM's distributed optimizer on the same layout
+// (strategy.cc ParseMegatron; docs/source/api-guide/dist_optimizer.md):
+// each GPU keeps its stage's bf16 parameters whole (2 bytes a parameter),
+// the gradient buffer whole in fp32 (4), and 12 bytes of fp32 master
+// weights and Adam moments over its 8 dp ranks: 6 + 12/8 bytes.
+TEST(Composition, MegatronDistributedOptimizerMemoryIsDerivedByHand) {
+  absl::StatusOr<Point> point =
+      AnalyzePoint(ComposeJob(), "megatron:DISTRIBUTED_OPTIMIZER", 256);
+  ASSERT_TRUE(point.ok()) << point.status();
+  const Schedule& s = *point->schedule;
+  ASSERT_EQ(s.programs_size(), 4);
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(s.programs(k).role());
+    absl::StatusOr<AllocationPlan> plan = PlanAllocations(s, k);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->own_peak.params, kStage[k] * 2);
+    EXPECT_EQ(plan->own_peak.grads, kStage[k] * 4);
+    EXPECT_EQ(plan->own_peak.optimizer, kStage[k] * 12 / kDp);
+  }
+}
+
+// Its traffic: once a step, after the last micro-batch, each dp group (one
+// GPU of each of a stage's 8 nodes) reduce-scatters its stage's fp32
+// gradient buffer onto the optimizer's shards (4 bytes a parameter) and,
+// after the update, all-gathers the bf16 parameters (2 bytes); nothing per
+// micro-batch. The pipeline's sends and the gradient norm's all-reduce
+// over dp and tp are as under ZeRO-3 (above); tensor parallelism's calls
+// too.
+TEST(Composition, MegatronDistributedOptimizerTrafficIsDerivedByHand) {
+  absl::StatusOr<Point> point =
+      AnalyzePoint(ComposeJob(), "megatron:DISTRIBUTED_OPTIMIZER", 256);
+  ASSERT_TRUE(point.ok()) << point.status();
+  int64_t dp = 0;
+  for (int64_t p : kStage) dp += kStageGpus * (4 + 2) * p * 7 / 8;
+  const int64_t p2p = 2 * 3 * kMicroBatches * kStageGpus * (64 / kTp * 256 * 2);
+  const int64_t norm = 32 * kDp * 2 * (4 * kDp) * 7 / 8;
+  EXPECT_EQ(point->row.inter_node_bytes(), dp + p2p + norm);
+  const int64_t calls = 4 * 10 + 2 + 3;
+  const int64_t tp =
+      kMicroBatches * kStageGpus *
+      (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
+  const int64_t tp_norm = 4 * kStageGpus * 2 * (4 * kTp) * 7 / 8;
+  EXPECT_EQ(point->row.intra_node_bytes(), tp + tp_norm);
+  // Megatron's DDP all-reduces the same fp32 buffer instead (2 (p-1)/p of
+  // it), gathers nothing, and keeps Adam's states whole: its norm is
+  // all-reduced over tp alone, the gradients being whole on every rank.
+  absl::StatusOr<Point> ddp = AnalyzePoint(ComposeJob(), "megatron:DDP", 256);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  int64_t all_reduce = 0;
+  for (int64_t p : kStage) all_reduce += kStageGpus * 2 * 4 * p * 7 / 8;
+  EXPECT_EQ(ddp->row.inter_node_bytes(), all_reduce + p2p);
+  absl::StatusOr<AllocationPlan> plan = PlanAllocations(*ddp->schedule, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->own_peak.optimizer, kBlock * 12);
+}
+
 TEST(Composition, Zero3Tp8Pp4Simulates) {
   absl::StatusOr<Results> r = SimulateJob(ComposeJob(), EngineOptions());
   ASSERT_TRUE(r.ok()) << r.status();

@@ -78,7 +78,7 @@ fi
 # Megatron-LM arguments (sim/scenario/megatron_args.h): a pipeline-only run
 # from tests/data, an unknown argument named with its line and the nearest
 # one, an unmodelled one an error or, allowed, a warning.
-expect 0 "ddp" "16" "yes (80.0)" -- memory "$root/tests/data/megatron_pp.textproto"
+expect 0 "megatron:DDP" "16" "yes (80.0)" -- memory "$root/tests/data/megatron_pp.textproto"
 printf -- '--bf16 --micro-batch-size 1 --seq-length 512\n--pipeline-model-paralel-size 2\n' >"$tmp/typo.args"
 printf 'megatron_args: "typo.args"\nmodel: "llama-7b"\nplatform: "dgx_a100"\ngpus: 8\n' >"$tmp/meg.textproto"
 expect 1 "field megatron_args: Megatron-LM arguments $tmp/typo.args:2: unknown argument --pipeline-model-paralel-size" \

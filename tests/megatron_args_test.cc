@@ -62,8 +62,9 @@ TEST(MegatronArgs, FullRunMapsOntoTheScenario) {
   EXPECT_EQ(s.micro_batches(), 0);
   EXPECT_EQ(s.recompute_granularity(), RECOMPUTE_SELECTIVE);
   EXPECT_TRUE(s.flash_attention());
-  EXPECT_THAT(s.strategies(), ElementsAre("zero1"));
+  EXPECT_THAT(s.strategies(), ElementsAre("megatron:DISTRIBUTED_OPTIMIZER"));
   EXPECT_EQ(s.optimizer_bytes_per_param(), 12);
+  EXPECT_TRUE(s.execution().grad_fp32());  // --bf16: validate_args
   const Model& m = s.model_def();
   EXPECT_EQ(m.layers(), 32);
   EXPECT_EQ(m.hidden(), 4096);
@@ -90,7 +91,7 @@ TEST(MegatronArgs, MegatronDefaultsMakeAGpt) {
   EXPECT_EQ(s.global_batch_tokens(), 64 * 1024);
   EXPECT_EQ(s.recompute_granularity(), RECOMPUTE_FULL);
   EXPECT_TRUE(s.flash_attention());  // attention-backend auto
-  EXPECT_THAT(s.strategies(), ElementsAre("ddp"));
+  EXPECT_THAT(s.strategies(), ElementsAre("megatron:DDP"));
   const Model& m = s.model_def();
   EXPECT_EQ(m.ffn_hidden(), 4 * 1024);
   EXPECT_EQ(m.mlp(), Model::GELU);
@@ -183,6 +184,25 @@ TEST(MegatronArgs, UnmodelledStoreTrueFlagsAreReportedWhenGiven) {
   }
 }
 
+// The gradient buffer's type, as validate_args sets it: fp32 under bf16
+// unless --grad-reduce-in-bf16 or --main-grads-dtype bf16; 16-bit under
+// fp16 unless --accumulate-allreduce-grads-in-fp32.
+TEST(MegatronArgs, GradientsAreFp32UnderBf16AndHalfUnderFp16) {
+  auto fp32 = [](const std::string& args) {
+    absl::StatusOr<FrameworkInput> in =
+        ReadMegatronArgs(Write("p.args", "--micro-batch-size 1 " + args), "");
+    EXPECT_TRUE(in.ok()) << in.status();
+    return in.ok() && in->scenario.execution().grad_fp32();
+  };
+  EXPECT_TRUE(fp32("--bf16"));
+  EXPECT_FALSE(fp32("--bf16 --grad-reduce-in-bf16"));
+  EXPECT_FALSE(fp32("--bf16 --main-grads-dtype bf16"));
+  EXPECT_FALSE(fp32("--fp16"));
+  EXPECT_TRUE(fp32("--fp16 --accumulate-allreduce-grads-in-fp32"));
+  EXPECT_THAT(ErrorOf("--bf16 --main-grads-dtype fp8"),
+              HasSubstr("--main-grads-dtype fp8: takes fp32 or bf16"));
+}
+
 TEST(MegatronArgs, EveryReadArgumentIsMegatrons) {
   // The names the reader classifies are all in arguments.py's list, or
   // the classification would accept what Megatron refuses.
@@ -230,7 +250,7 @@ TEST(FrameworkInputs, AScenarioFieldMustAgreeWithTheFile) {
   s.mutable_parallelism()->set_order("tp-cp-dp-pp");
   ASSERT_TRUE(ApplyFrameworkInputs("sc", "", &s, &warnings).ok());
   EXPECT_EQ(s.parallelism().order(), "tp-cp-dp-pp");  // the scenario's own
-  EXPECT_THAT(s.strategies(), ElementsAre("ddp"));
+  EXPECT_THAT(s.strategies(), ElementsAre("megatron:DDP"));
   s.mutable_parallelism()->set_pp(2);
   EXPECT_THAT(ApplyFrameworkInputs("sc", "", &s, &warnings).message(),
               HasSubstr("sc: field parallelism.pp: the scenario gives 2 but "

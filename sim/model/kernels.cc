@@ -756,13 +756,18 @@ int KvHeadsPerGpu(int kv_heads, int tp) {
   return kv_heads >= tp ? kv_heads / tp : 1;
 }
 
-std::vector<Kernel> OptimizerKernels(int64_t params) {
+std::vector<Kernel> OptimizerKernels(int64_t params, bool fp32_grads) {
   Kernel adam;
   adam.set_name("adam");
   adam.mutable_optimizer()->set_params(params);
   adam.mutable_optimizer()->set_bytes_per_param(7 * kFp32);
-  return {Streaming("gradient to fp32", params, kBf16 + kFp32, 0, 1), adam,
-          Streaming("weights to bf16", params, kFp32 + kBf16, 0, 1)};
+  std::vector<Kernel> out;
+  if (!fp32_grads) {
+    out.push_back(Streaming("gradient to fp32", params, kBf16 + kFp32, 0, 1));
+  }
+  out.push_back(adam);
+  out.push_back(Streaming("weights to bf16", params, kFp32 + kBf16, 0, 1));
+  return out;
 }
 
 std::vector<Kernel> OffloadGradientKernels(int64_t params) {

@@ -99,9 +99,11 @@ std::vector<Kernel> CoreAttentionKernels(const Model& model,
 int KvHeadsPerGpu(int kv_heads, int tp);
 
 // The optimizer step over `params` fp32 master weights of one GPU's shard:
-// the reduced bf16 gradient cast to fp32, fused Adam over weights, m and v,
-// and the updated weights cast back to bf16 for the next forward.
-std::vector<Kernel> OptimizerKernels(int64_t params);
+// the reduced bf16 gradient cast to fp32 (none where the gradients are
+// fp32 already, `fp32_grads`: Megatron's main_grad), fused Adam over
+// weights, m and v, and the updated weights cast back to bf16 for the next
+// forward.
+std::vector<Kernel> OptimizerKernels(int64_t params, bool fp32_grads = false);
 
 // ZeRO-Offload (sim/schedule/lower/offload.h): a reduced bf16 gradient
 // shard of `params` cast to fp32 on the GPU and copied to the host (4 bytes

@@ -66,6 +66,9 @@ std::vector<Rule> MakeRules() {
       // Precision: shardsim models 16-bit mixed precision.
       {"--bf16", K::kModelled, "", ""},
       {"--fp16", K::kModelled, "", ""},
+      {"--accumulate-allreduce-grads-in-fp32", K::kModelled, "", ""},
+      {"--grad-reduce-in-bf16", K::kModelled, "", ""},
+      {"--main-grads-dtype", K::kModelled, "", ""},
       // The model's shape (TransformerConfig; arguments.py's network size).
       {"--num-layers", K::kModelled, "", ""},
       {"--hidden-size", K::kModelled, "", ""},
@@ -517,27 +520,43 @@ class Mapper {
     return absl::OkStatus();
   }
 
+  // The gradient buffer's type (arguments.py validate_args): fp32 under
+  // --bf16 unless --grad-reduce-in-bf16 or --main-grads-dtype bf16; under
+  // --fp16 only with --accumulate-allreduce-grads-in-fp32, else fp16.
   absl::Status Precision() {
     absl::StatusOr<bool> bf16 = a_.Flag("--bf16");
     absl::StatusOr<bool> fp16 = a_.Flag("--fp16");
-    if (!bf16.ok()) return bf16.status();
-    if (!fp16.ok()) return fp16.status();
+    absl::StatusOr<bool> fp32 = a_.Flag("--accumulate-allreduce-grads-in-fp32");
+    absl::StatusOr<bool> bf16_reduce = a_.Flag("--grad-reduce-in-bf16");
+    absl::StatusOr<std::optional<std::string>> main =
+        a_.Str("--main-grads-dtype");
+    for (const absl::StatusOr<bool>* f : {&bf16, &fp16, &fp32, &bf16_reduce}) {
+      if (!f->ok()) return f->status();
+    }
+    if (!main.ok()) return main.status();
+    const std::string main_dtype = main->value_or("fp32");
+    if (main_dtype != "fp32" && main_dtype != "bf16") {
+      return Args::Bad(*a_.Find("--main-grads-dtype"), "takes fp32 or bf16");
+    }
     if (!*bf16 && !*fp16) {
       out_->unmodelled.push_back(
           "no --bf16 or --fp16: Megatron trains in fp32 (4-byte parameters, "
           "gradients and collectives), shardsim in 16-bit mixed precision");
     }
+    const bool grad_fp32 =
+        *fp32 || (*bf16 && !*bf16_reduce && main_dtype == "fp32");
+    out_->scenario.mutable_execution()->set_grad_fp32(grad_fp32);
     return absl::OkStatus();
   }
 
-  // Megatron's distributed optimizer shards the fp32 master weights and
-  // Adam's moments over the data-parallel group, reduce-scatters the
-  // gradients and all-gathers the updated parameters: ZeRO stage 1's
-  // placement and traffic (zero1). Without it, DDP.
+  // Megatron's own data parallelism (strategy.cc ParseMegatron): its
+  // distributed optimizer with --use-distributed-optimizer, its DDP
+  // without.
   absl::Status Optimizer() {
     absl::StatusOr<bool> dist = a_.Flag("--use-distributed-optimizer");
     if (!dist.ok()) return dist.status();
-    out_->scenario.add_strategies(*dist ? "zero1" : "ddp");
+    out_->scenario.add_strategies(
+        *dist ? "megatron:DISTRIBUTED_OPTIMIZER" : "megatron:DDP");
     // Adam (the default) in mixed precision keeps an fp32 master copy and
     // two fp32 moments: 12 bytes per parameter.
     absl::StatusOr<std::optional<std::string>> opt = a_.Str("--optimizer");

@@ -208,6 +208,7 @@ bool DeployableFramework(const Strategy& strategy) {
     case DEEPSPEED:
     case FSDP:
     case TORCH_DDP:
+    case MEGATRON:
       return true;
     default:  // PARO_PAPER, INTERNEVO
       return false;

@@ -71,6 +71,7 @@ Execution DeepSpeed(int stage) {
   // engine.py _configure_zero_optimizer passes it). Stage 3 checks only
   // in fp16 (stage3.py _overflow_check_and_loss_scale_update).
   e.set_overflow_check(stage < 3);
+  e.set_grad_fp32(false);  // bf16 gradients (communication_data_type unset)
   return e;
 }
 
@@ -108,6 +109,7 @@ Execution Fsdp() {
   e.set_grad_norm(NO_GRAD_NORM);
   // In bf16 PyTorch runs no GradScaler, so nothing checks for overflow.
   e.set_overflow_check(false);
+  e.set_grad_fp32(false);  // gradients in the parameters' bf16
   return e;
 }
 
@@ -151,6 +153,38 @@ Execution InternEvo() {
   return e;
 }
 
+// Megatron-LM's DistributedDataParallel (megatron/core/distributed/,
+// NVIDIA/Megatron-LM d98e8a6), with or without the distributed optimizer
+// (the strategy's factors say which), at pretrain_gpt.py's defaults:
+// every parameter's gradient in one contiguous buffer, in fp32 under bf16
+// (validate_args sets accumulate_allreduce_grads_in_fp32 with --bf16 and
+// the default --main-grads-dtype fp32; training.py passes it as
+// grad_reduce_in_fp32). Without --overlap-grad-reduce the buffer is one
+// bucket (distributed_data_parallel.py: bucket_size None when
+// overlap_grad_reduce is False), reduced after the last micro-batch's
+// backward (no_sync on the others; finalize_model_grads) by a blocking call
+// on the compute stream (param_and_grad_buffer.py start_grad_sync:
+// async_op = overlap_grad_reduce): reduce-scattered onto the optimizer's
+// shards with the distributed optimizer, all-reduced without. Without
+// --overlap-param-gather the updated bf16 parameters are all-gathered in
+// one call after the step (distrib_optimizer.py: start_param_sync when not
+// overlap_param_gather). --clip-grad defaults to 1.0: the norm over the
+// fp32 main gradients every step (clip_grads.py, multi_tensor_l2norm).
+Execution Megatron() {
+  Execution e = Fsdp();
+  e.set_gather_unit(LAYER);
+  e.set_prefetch_units(0);
+  e.set_max_gathered_units(0);
+  e.set_reduce_bucket_elements(limits::kMaxElements);  // one bucket
+  e.set_overlap_comm(false);
+  e.set_reduce_every_micro_batch(false);
+  e.set_all_reduce_buckets(false);
+  e.set_rebuild_per_layer(false);
+  e.set_grad_norm(FOREACH_NORM);
+  e.set_grad_fp32(true);
+  return e;
+}
+
 int ZeroStage(const Strategy& s) {
   if (FactorSize(s.p()) > 1) return 3;
   if (FactorSize(s.g()) > 1) return 2;
@@ -171,6 +205,8 @@ const char* FrameworkName(Framework f) {
       return "PaRO";
     case INTERNEVO:
       return "InternEvo";
+    case MEGATRON:
+      return "Megatron-LM";
     default:
       return "unknown";
   }
@@ -194,6 +230,9 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden, Strategy* s) {
       break;
     case INTERNEVO:
       e = InternEvo();
+      break;
+    case MEGATRON:
+      e = Megatron();
       break;
     default:
       return absl::InternalError(

@@ -1,6 +1,7 @@
 // The model states one GPU keeps all step under a strategy's factors
 // (docs/strategies.md §2): bf16 parameters, bf16 gradients and K bytes of
-// optimizer state per parameter, each divided over its shard count. The
+// optimizer state per parameter, each divided over its shard count
+// (gradients in fp32 where Execution.grad_fp32 says so). The
 // lowering allocates exactly these before the step (sim/schedule/), and the
 // memory report reads them back from there (sim/memory/).
 #ifndef SHARDSIM_SIM_STRATEGY_MODEL_STATES_H_
@@ -25,6 +26,9 @@ struct ModelStates {
   int64_t host_optimizer = 0;
   int64_t host_buffers = 0;
 };
+
+// Bytes of one gradient element: 2, or 4 with Execution.grad_fp32.
+inline int64_t GradBytes(const Execution& e) { return e.grad_fp32() ? 4 : 2; }
 
 // Model states of `psi` parameters with K optimizer bytes per parameter.
 // Shards round up (the largest shard); exact in integers when K is whole.

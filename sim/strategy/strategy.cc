@@ -28,7 +28,8 @@ constexpr char kKnownSpecs[] =
     "mics[:shard_size=S][:hierarchical_params_gather=true|false], "
     "zeropp[:hpz=S][:qwz=true|false][:qgz=true|false], "
     "paro-XYZ (X, Y, Z in N, I, G for P, G, OS), "
-    "lins:p=AxB:g=CxD:os=ExF, or a DeepSpeed config *.json";
+    "lins:p=AxB:g=CxD:os=ExF, megatron:DDP|DISTRIBUTED_OPTIMIZER, or a "
+    "DeepSpeed config *.json";
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(what);
@@ -163,6 +164,29 @@ absl::StatusOr<Strategy> ParseFsdp(const std::vector<std::string>& parts,
                                 "\"; known: ", kModes));
   }
   return s;
+}
+
+// Megatron-LM's data parallelism (execution.cc Megatron): its DDP keeps
+// every state whole and all-reduces the gradient buffer; its distributed
+// optimizer (--use-distributed-optimizer) shards the fp32 master weights
+// and Adam's states over the data-parallel group, reduce-scatters the
+// gradient buffer onto those shards and all-gathers the updated bf16
+// parameters, while parameters and the gradient buffer stay whole on every
+// GPU (distrib_optimizer.py; docs/source/api-guide/dist_optimizer.md:
+// 6 + 12/d bytes a parameter with bf16 parameters and fp32 gradients).
+absl::StatusOr<Strategy> ParseMegatron(const std::vector<std::string>& parts,
+                                       const Mesh& mesh) {
+  constexpr char kModes[] = "DDP, DISTRIBUTED_OPTIMIZER";
+  if (parts.size() != 1) {
+    return Invalid(absl::StrCat("megatron takes one mode: ", kModes));
+  }
+  const Factor n = NoShard(), g = GlobalShard(mesh);
+  if (parts[0] == "ddp") return MakeStrategy(n, n, n, PARO, RING, MEGATRON);
+  if (parts[0] == "distributed_optimizer") {
+    return MakeStrategy(n, n, g, PARO, RING, MEGATRON);
+  }
+  return Invalid(absl::StrCat("unknown megatron mode \"", parts[0],
+                              "\"; known: ", kModes));
 }
 
 // MiCS shards everything over a partition group of `size` GPUs: part of a
@@ -364,7 +388,8 @@ absl::StatusOr<Strategy> ParseDeepSpeedConfig(absl::string_view spec,
 // The names a spec starts with, for "did you mean".
 std::vector<std::string> SpecHeads() {
   std::vector<std::string> heads = {"ddp",  "zero1", "zero2",  "zero3",
-                                    "fsdp", "mics",  "zeropp", "lins"};
+                                    "fsdp", "mics",  "zeropp", "lins",
+                                    "megatron"};
   for (char p : {'N', 'I', 'G'}) {
     for (char g : {'N', 'I', 'G'}) {
       for (char os : {'N', 'I', 'G'}) {
@@ -390,6 +415,7 @@ absl::StatusOr<Strategy> ParseSpec(absl::string_view spec, const Mesh& mesh,
   if (head == "mics") return ParseMics(parts, mesh);
   if (head == "zeropp") return ParseZeroPP(parts, mesh);
   if (head == "lins") return ParseLins(parts);
+  if (head == "megatron") return ParseMegatron(parts, mesh);
   if (absl::StartsWith(head, "paro-")) {
     if (!parts.empty()) return Invalid("paro-XYZ takes no options");
     return ParsePaRO(absl::string_view(head).substr(5), mesh);

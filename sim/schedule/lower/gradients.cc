@@ -21,7 +21,8 @@ void GradientsPass::BeforeCompute(int v, std::vector<int>* /*deps*/) {
   if (!visit.backward() || !TransientGrad()) return;
   const Segment& seg = step_.segments[visit.seg];
   grad_alloc_[visit.seg] = step_.Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,
-                                       2 * seg.params, "G full");
+                                       step_.grad_bytes() * seg.params,
+                                       "G full");
 }
 
 void GradientsPass::AfterCompute(int v, int op) {

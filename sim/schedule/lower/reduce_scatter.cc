@@ -22,7 +22,8 @@ class ReduceScatter : public Reducer {
       done = step_.Collective(
           step_.ReduceStream(), BACKWARD, mb, layer,
           step_.ex().all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER, g,
-          2 * bucket.params, BF16, step_.AlgorithmFor(g), "G", {done});
+          step_.grad_bytes() * bucket.params, step_.grad_dtype(),
+          step_.AlgorithmFor(g), "G", {done});
     }
     if (mb != step_.last_mb()) return done;
     return ReduceOverOsScope(&step_, layer, bucket.params, done);

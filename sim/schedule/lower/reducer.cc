@@ -17,11 +17,12 @@ int ReduceOverOsScope(Step* step, int layer, int64_t params, int done) {
   const Stream stream = step->ReduceStream();
   const CollectiveOp reduce =
       step->ex().all_reduce_buckets() ? ALL_REDUCE : REDUCE_SCATTER;
-  int64_t shard = CeilDiv(2 * params, FactorSize(strategy.g()));
+  int64_t shard =
+      CeilDiv(step->grad_bytes() * params, FactorSize(strategy.g()));
   if (FactorSize(strategy.os()) > FactorSize(strategy.g())) {
     const Group g = RatioGroup(strategy.os(), strategy.g());
-    done = step->Collective(stream, UPDATE, -1, layer, reduce, g, shard, BF16,
-                            step->AlgorithmFor(g),
+    done = step->Collective(stream, UPDATE, -1, layer, reduce, g, shard,
+                            step->grad_dtype(), step->AlgorithmFor(g),
                             FactorSize(strategy.g()) > 1 ? "G shard" : "G",
                             {done});
     shard = CeilDiv(shard, GroupSize(g));
@@ -29,7 +30,7 @@ int ReduceOverOsScope(Step* step, int layer, int64_t params, int done) {
   if (FactorSize(step->dp()) > FactorSize(strategy.os())) {
     const Group g = RatioGroup(step->dp(), strategy.os());
     done = step->Collective(stream, UPDATE, -1, layer, ALL_REDUCE, g, shard,
-                            BF16, step->AlgorithmFor(g),
+                            step->grad_dtype(), step->AlgorithmFor(g),
                             FactorSize(strategy.os()) > 1 ? "G shard" : "G",
                             {done});
   }

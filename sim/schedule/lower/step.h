@@ -86,6 +86,10 @@ class Step {
   // Where gradient reductions run: their own stream when they overlap.
   Stream ReduceStream() const { return ex_.overlap_comm() ? REDUCE : COMPUTE; }
   Algorithm AlgorithmFor(const Group& g) const;
+  // A gradient element: bf16's 2 bytes, or fp32's 4 (Execution.grad_fp32,
+  // Megatron's main_grad buffer), in memory and on the wire.
+  int64_t grad_bytes() const { return ex_.grad_fp32() ? 4 : 2; }
+  DType grad_dtype() const { return ex_.grad_fp32() ? FP32 : BF16; }
 
   // ---- the walk (walk.h, recompute.h), fixed before any op is added ----
   std::vector<Segment> segments;  // forward order over the model

@@ -167,9 +167,12 @@ int UpdatePass::Optimizer(int i, int after, bool scaled) {
       CeilDiv(layer.params, FactorSize(step_.strategy().os()));
   const int list =
       step_.KernelListOf({"optimizer", i, false, 0}, [&](KernelList* l) {
-        std::vector<Kernel> kernels = OptimizerKernels(shard);
+        std::vector<Kernel> kernels =
+            OptimizerKernels(shard, step_.ex().grad_fp32());
         // The gradients scaled by the norm's coefficient once in fp32.
-        if (scaled) kernels.insert(kernels.begin() + 1, GradScaleKernel(shard));
+        if (scaled) {
+          kernels.insert(kernels.end() - 2, GradScaleKernel(shard));
+        }
         for (const Kernel& k : kernels) *l->add_kernels() = k;
       });
   return step_.Compute(UPDATE, -1, i, "optimizer", layer.name, list,
