@@ -50,6 +50,34 @@ const Kernel* FindKernel(const std::vector<Unit>& units,
   return nullptr;
 }
 
+// Without flash attention the FUSED style runs Megatron-LM's fused
+// scale-mask-softmax: one kernel of 2 + 2 bytes a score forward and 3 x 2
+// backward, where EAGER's fp32 softmax is four kernels of 4 + 6 vector and
+// 4 + 6 general bytes, and three backward. b 2, 32 heads, s 16: 16,384
+// scores.
+TEST(ModelKernels, FusedStyleRunsMegatronsFusedSoftmax) {
+  Batch batch;
+  batch.seq_len = 16;
+  batch.micro_batch_size = 2;
+  batch.kernels.set_style(KernelOptions::FUSED);
+  const std::vector<Unit> fused = BlockUnits(LlamaShape(0), batch);
+  const int64_t scores = 2 * 32 * 16 * 16;
+  const Kernel* f = FindKernel(fused, "scale mask softmax");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(KernelBytes(*f), 4 * scores);
+  EXPECT_EQ(f->memory().launches(), 1);
+  const Kernel* b = FindKernel(fused, "scale mask softmax backward");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(KernelBytes(*b), 6 * scores);
+  EXPECT_EQ(FindKernel(fused, "softmax"), nullptr);
+  batch.kernels.set_style(KernelOptions::EAGER);
+  const std::vector<Unit> eager = BlockUnits(LlamaShape(0), batch);
+  const Kernel* e = FindKernel(eager, "softmax");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(KernelBytes(*e), 20 * scores);
+  EXPECT_EQ(e->memory().launches(), 4);
+}
+
 // Korthikanti et al. 2022 §4.1: of the attention block's 11*s*b*h bytes,
 // K and V are 2*s*b*h each under MHA. With kv = 8 heads of d = 4096/32 =
 // 128, each is 2*s*b*kv*d. With s = 16, b = 2:

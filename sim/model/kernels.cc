@@ -288,9 +288,19 @@ void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
   }
   k->push_back(
       GemmKernel("scores", sh.s, sh.kv_seq, sh.head_dim, Gemm::BATCHED, bh));
-  // * scaling 4 vector; + causal mask 4 general (broadcast over heads);
-  // softmax in fp32: read bf16, write fp32, 6 general; .to(bf16) 6 vector.
-  k->push_back(Streaming("softmax", scores, 4 + 6, 4 + 6, 4));
+  if (sh.eager) {
+    // * scaling 4 vector; + causal mask 4 general (broadcast over heads);
+    // softmax in fp32: read bf16, write fp32, 6 general; .to(bf16) 6
+    // vector.
+    k->push_back(Streaming("softmax", scores, 4 + 6, 4 + 6, 4));
+  } else {
+    // Megatron-LM's fused scale, causal mask and softmax, one kernel that
+    // reads the 16-bit scores and writes the 16-bit probabilities, fp32
+    // inside (megatron/core/fusions/fused_softmax.py, FusedScaleMaskSoftmax
+    // with scaled_upper_triang_masked_softmax; Transformer Engine's
+    // unfused attention calls its own fused one alike).
+    k->push_back(Streaming("scale mask softmax", scores, 2 + 2, 0, 1));
+  }
   k->push_back(
       GemmKernel("context", sh.s, sh.head_dim, sh.kv_seq, Gemm::BATCHED, bh));
 }
@@ -312,9 +322,17 @@ void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
                           Gemm::BATCHED, bh));
   k->push_back(GemmKernel("context wgrad", sh.kv_seq, sh.head_dim, sh.s,
                           Gemm::BATCHED, bh));
-  // The bf16 gradient cast to fp32 6 general; softmax backward reads the
-  // fp32 output and gradient, writes bf16: 10 general; * scaling 4 vector.
-  k->push_back(Streaming("softmax backward", scores, 4, 6 + 10, 3));
+  if (sh.eager) {
+    // The bf16 gradient cast to fp32 6 general; softmax backward reads the
+    // fp32 output and gradient, writes bf16: 10 general; * scaling 4
+    // vector.
+    k->push_back(Streaming("softmax backward", scores, 4, 6 + 10, 3));
+  } else {
+    // The fused backward reads the probabilities and their gradient and
+    // writes the scores' gradient, scaled, all 16-bit, in one kernel.
+    k->push_back(
+        Streaming("scale mask softmax backward", scores, 3 * 2, 0, 1));
+  }
   k->push_back(GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.kv_seq,
                           Gemm::BATCHED, bh));
   k->push_back(GemmKernel("scores wgrad", sh.kv_seq, sh.head_dim, sh.s,

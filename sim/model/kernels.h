@@ -16,7 +16,8 @@
 //    rotate_half 5 and 9 per tensor. Checked against torch.profiler's
 //    kernel list of one block (validate/reference/).
 //  - FUSED: one kernel per op (Apex's RMSNorm, flash-attn's rotary, a fused
-//    SwiGLU), reading its inputs and writing its outputs once.
+//    SwiGLU; without flash attention Megatron-LM's fused scale-mask-softmax),
+//    reading its inputs and writing its outputs once.
 #ifndef SHARDSIM_SIM_MODEL_KERNELS_H_
 #define SHARDSIM_SIM_MODEL_KERNELS_H_
 
