@@ -251,8 +251,8 @@ TEST(PipelineBreakdown, BubbleIsTheBusiestStagesIdleTime) {
         std::max_element(kernels.begin(), kernels.end()) - kernels.begin());
     const Breakdown& w = r.breakdown;
     const std::string what = PipelineSchedule_Name(schedule);
-    EXPECT_NEAR(w.pipeline_bubble_s() + w.launch_overhead_s(),
-                r.step - busy[b], 1e-9 * r.step)
+    EXPECT_NEAR(w.pipeline_bubble_s() + w.launch_overhead_s(), r.step - busy[b],
+                1e-9 * r.step)
         << what;
     EXPECT_LT(w.launch_overhead_s(), 1e-3 * r.step) << what;
     EXPECT_NEAR(w.optimizer_s(), update[b], 1e-9 * r.step) << what;

@@ -330,8 +330,7 @@ void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
   } else {
     // The fused backward reads the probabilities and their gradient and
     // writes the scores' gradient, scaled, all 16-bit, in one kernel.
-    k->push_back(
-        Streaming("scale mask softmax backward", scores, 3 * 2, 0, 1));
+    k->push_back(Streaming("scale mask softmax backward", scores, 3 * 2, 0, 1));
   }
   k->push_back(GemmKernel("scores dgrad", sh.s, sh.head_dim, sh.kv_seq,
                           Gemm::BATCHED, bh));

@@ -555,8 +555,8 @@ class Mapper {
   absl::Status Optimizer() {
     absl::StatusOr<bool> dist = a_.Flag("--use-distributed-optimizer");
     if (!dist.ok()) return dist.status();
-    out_->scenario.add_strategies(
-        *dist ? "megatron:DISTRIBUTED_OPTIMIZER" : "megatron:DDP");
+    out_->scenario.add_strategies(*dist ? "megatron:DISTRIBUTED_OPTIMIZER"
+                                        : "megatron:DDP");
     // Adam (the default) in mixed precision keeps an fp32 master copy and
     // two fp32 moments: 12 bytes per parameter.
     absl::StatusOr<std::optional<std::string>> opt = a_.Str("--optimizer");

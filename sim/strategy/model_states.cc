@@ -39,8 +39,8 @@ ModelStates ModelStateBytes(int64_t psi, double optimizer_bytes_per_param,
         ShardBytes(psi, kHalfBytes, strategy.secondary_params_intra());
     states.params += states.secondary;
   }
-  states.grads = ShardBytes(psi, GradBytes(strategy.execution()),
-                            Shards(strategy.g()));
+  states.grads =
+      ShardBytes(psi, GradBytes(strategy.execution()), Shards(strategy.g()));
   states.optimizer =
       ShardBytes(psi, optimizer_bytes_per_param, Shards(strategy.os()));
   if (strategy.execution().offload_optimizer()) {

@@ -387,9 +387,9 @@ absl::StatusOr<Strategy> ParseDeepSpeedConfig(absl::string_view spec,
 
 // The names a spec starts with, for "did you mean".
 std::vector<std::string> SpecHeads() {
-  std::vector<std::string> heads = {"ddp",  "zero1", "zero2",  "zero3",
-                                    "fsdp", "mics",  "zeropp", "lins",
-                                    "megatron"};
+  std::vector<std::string> heads = {"ddp",    "zero1", "zero2",
+                                    "zero3",  "fsdp",  "mics",
+                                    "zeropp", "lins",  "megatron"};
   for (char p : {'N', 'I', 'G'}) {
     for (char g : {'N', 'I', 'G'}) {
       for (char os : {'N', 'I', 'G'}) {

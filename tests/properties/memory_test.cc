@@ -156,10 +156,10 @@ PipeCase AnyPipeCase() {
   c.k = *rc::gen::inRange(1, 3);
   c.tp = *rc::gen::element(1, 2);
   c.dp = *rc::gen::element(1, 2);
-  c.recompute = *rc::gen::element(RECOMPUTE_NONE, RECOMPUTE_FULL,
-                                  RECOMPUTE_SELECTIVE);
-  RC_LOG() << c.model << ", " << c.strategy << ", pp " << c.p << " vpp "
-           << c.v << " (" << PipelineSchedule_Name(c.schedule) << "), "
+  c.recompute =
+      *rc::gen::element(RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE);
+  RC_LOG() << c.model << ", " << c.strategy << ", pp " << c.p << " vpp " << c.v
+           << " (" << PipelineSchedule_Name(c.schedule) << "), "
            << c.p * c.v * c.k << " blocks, tp " << c.tp << ", dp " << c.dp
            << ", " << RecomputeGranularity_Name(c.recompute) << "\n";
   return c;
@@ -201,9 +201,9 @@ int InFlight(const PipeCase& c, int s, int m) {
     case ONE_F_ONE_B:
       return std::min(c.p - s, m);
     default:
-      return m == c.p ? m * c.v
-                      : std::min(m * c.v, 2 * (c.p - s - 1) + (c.v - 1) * c.p +
-                                              1);
+      return m == c.p
+                 ? m * c.v
+                 : std::min(m * c.v, 2 * (c.p - s - 1) + (c.v - 1) * c.p + 1);
   }
 }
 
@@ -235,8 +235,9 @@ void CheckStage(const PipeCase& c, const Point& point, int s, int m) {
   const int64_t bound =
       InFlight(c, s, m) * *std::max_element(chunk.begin(), chunk.end()) +
       working;
-  RC_LOG() << "stage " << s << " at " << m << " micro-batches: "
-           << plan->own_peak.activations << " B, bound " << bound << "\n";
+  RC_LOG() << "stage " << s << " at " << m
+           << " micro-batches: " << plan->own_peak.activations << " B, bound "
+           << bound << "\n";
   RC_ASSERT(plan->own_peak.activations <= bound);
 }
 
@@ -253,8 +254,10 @@ TEST(Memory, PipelineStagesHoldNoMoreThanTheScheduleKeepsInFlight) {
       CheckStage(c, *a, s, m);
       CheckStage(c, *b, s, 2 * m);
       if (c.schedule == GPIPE) continue;
-      const absl::StatusOr<AllocationPlan> pa = PlanAllocations(*a->schedule, s);
-      const absl::StatusOr<AllocationPlan> pb = PlanAllocations(*b->schedule, s);
+      const absl::StatusOr<AllocationPlan> pa =
+          PlanAllocations(*a->schedule, s);
+      const absl::StatusOr<AllocationPlan> pb =
+          PlanAllocations(*b->schedule, s);
       RC_ASSERT(pa.ok() && pb.ok());
       RC_ASSERT(pb->own_peak.activations == pa->own_peak.activations);
     }

@@ -20,9 +20,9 @@ void GradientsPass::BeforeCompute(int v, std::vector<int>* /*deps*/) {
   const Visit& visit = step_.visits[v];
   if (!visit.backward() || !TransientGrad()) return;
   const Segment& seg = step_.segments[visit.seg];
-  grad_alloc_[visit.seg] = step_.Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,
-                                       step_.grad_bytes() * seg.params,
-                                       "G full");
+  grad_alloc_[visit.seg] =
+      step_.Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,
+                  step_.grad_bytes() * seg.params, "G full");
 }
 
 void GradientsPass::AfterCompute(int v, int op) {
