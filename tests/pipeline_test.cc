@@ -133,7 +133,8 @@ struct Piped {
 };
 
 Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
-            int micro_batches, const std::string& spec = "ddp", int dp = 1) {
+            int micro_batches, const std::string& spec = "ddp", int dp = 1,
+            const Execution& ex = Execution()) {
   Scenario s = test::Training(micro_batches, 2048);
   s.set_flash_attention(true);
   s.mutable_parallelism()->set_pp(pp);
@@ -144,7 +145,7 @@ Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
   const Mesh mesh{pp * dp, 1};  // dp GPUs a stage, on one node
   absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{dp, 1});
   EXPECT_TRUE(st.ok()) << st.status();
-  EXPECT_TRUE(ResolveExecution(Execution(), model.hidden(), &*st).ok());
+  EXPECT_TRUE(ResolveExecution(ex, model.hidden(), &*st).ok());
   absl::StatusOr<OwnedSchedule> lowered = LowerStep(out.layers, *st, mesh, s);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   if (lowered.ok()) out.schedule = *std::move(lowered);
@@ -260,6 +261,48 @@ TEST(PipelineBreakdown, BubbleIsTheBusiestStagesIdleTime) {
     EXPECT_NEAR(w.compute_s() + w.compute_slowdown_s() + w.optimizer_s(),
                 kernels[b], 1e-9 * r.step)
         << what;
+  }
+}
+
+// FSDP2 under a pipeline, as torchtitan runs it (reshard_after_forward
+// False, no reshard and no gradient sync after any backward but the last):
+// each stage gathers each unit once a step and reduce-scatters it once,
+// where FULL_SHARD gathers it for every forward and backward and reduces
+// it every micro-batch. Held through the step, a stage's peak buffers are
+// all its units whole, parameters and accumulated gradients: 2 + 2 bytes a
+// parameter.
+TEST(PipelineMemory, FsdpHeldThroughTheStepGathersAndReducesOnce) {
+  const int p = 2, m = 4, dp = 2;
+  Execution held;
+  held.set_hold_params_through_step(true);
+  held.set_reduce_every_micro_batch(false);
+  Piped once =
+      Lower(Uniform(8), p, 1, ONE_F_ONE_B, m, "fsdp:FULL_SHARD", dp, held);
+  Piped every = Lower(Uniform(8), p, 1, ONE_F_ONE_B, m, "fsdp:FULL_SHARD", dp);
+  absl::StatusOr<std::vector<std::vector<int>>> stages =
+      VirtualStageLayers(8, p, 1, {});
+  ASSERT_TRUE(stages.ok());
+  // The parameters' gathers ("P") and the gradients' reductions ("G").
+  auto count = [](const Schedule& s, int program, CollectiveOp kind) {
+    const std::string tensor = kind == ALL_GATHER ? "P" : "G";
+    int n = 0;
+    for (const Op& op : s.ops()) {
+      n += op.program() == program && op.has_collective() &&
+           op.collective().op() == kind && op.collective().tensor() == tensor;
+    }
+    return n;
+  };
+  for (int s = 0; s < p; ++s) {
+    const int units = static_cast<int>((*stages)[s].size());
+    int64_t params = 0;
+    for (int l : (*stages)[s]) params += once.layers[l].params;
+    EXPECT_EQ(count(*once.schedule, s, ALL_GATHER), units) << s;
+    EXPECT_EQ(count(*every.schedule, s, ALL_GATHER), 2 * m * units) << s;
+    EXPECT_EQ(count(*once.schedule, s, REDUCE_SCATTER), units) << s;
+    EXPECT_EQ(count(*every.schedule, s, REDUCE_SCATTER), m * units) << s;
+    absl::StatusOr<AllocationPlan> plan = PlanAllocations(*once.schedule, s);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->own_peak.buffers, (2 + 2) * params) << s;
   }
 }
 

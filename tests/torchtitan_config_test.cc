@@ -16,9 +16,11 @@
 namespace shardsim {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 const std::string kData = absl::StrCat(SHARDSIM_SOURCE_DIR, "/tests/data");
 
@@ -125,6 +127,36 @@ TEST(TorchtitanConfig, DataParallelDegreesPickTheStrategy) {
     EXPECT_EQ(in->scenario.micro_batch_size(), 8);
     EXPECT_EQ(in->scenario.micro_batches(), 1);
   }
+}
+
+// With a pipeline, FSDP2's default (and "never") keeps the parameters
+// gathered after forward (apply_fsdp: reshard_after_forward = not
+// pp_enabled) and the pipeline stage skips the reshard and the gradient
+// sync after every backward but the last: gathered once a step, reduced
+// once. "always" reshards after each forward only: reported.
+TEST(TorchtitanConfig, UnderAPipelineFsdpGathersAndReducesOnceAStep) {
+  for (const char* policy : {"", "fsdp_reshard_after_forward = \"never\"\n"}) {
+    absl::StatusOr<FrameworkInput> in = Read(absl::StrCat(
+        kBase, "[parallelism]\npipeline_parallel_degree = 4\n", policy));
+    ASSERT_TRUE(in.ok()) << in.status();
+    EXPECT_THAT(in->scenario.strategies(), ElementsAre("fsdp:FULL_SHARD"));
+    EXPECT_TRUE(in->scenario.execution().hold_params_through_step()) << policy;
+    EXPECT_FALSE(in->scenario.execution().reduce_every_micro_batch());
+    EXPECT_THAT(in->unmodelled,
+                Not(Contains(HasSubstr("fsdp_reshard_after_forward"))));
+  }
+  absl::StatusOr<FrameworkInput> always =
+      Read(absl::StrCat(kBase,
+                        "[parallelism]\npipeline_parallel_degree = 4\n"
+                        "fsdp_reshard_after_forward = \"always\"\n"));
+  ASSERT_TRUE(always.ok()) << always.status();
+  EXPECT_FALSE(always->scenario.execution().hold_params_through_step());
+  EXPECT_THAT(always->unmodelled,
+              Contains(HasSubstr("always, with a pipeline")));
+  // Without a pipeline nothing is held.
+  absl::StatusOr<FrameworkInput> flat = Read(kBase);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_FALSE(flat->scenario.execution().has_hold_params_through_step());
 }
 
 TEST(TorchtitanConfig, ActivationCheckpointModes) {

@@ -478,9 +478,28 @@ class TitanMapper {
                       "parallelism.fsdp_reshard_after_forward is default, "
                       "always or never");
     }
-    // "default" reshards except on the last pipeline stage, whose
-    // backward follows at once; shardsim reshards every stage alike.
-    const bool keep = *reshard == "never";
+    // "default" is reshard_after_forward = not pp_enabled
+    // (parallelize.py apply_fsdp). Under a pipeline the stage also turns
+    // reshard_after_backward and the gradient sync off for every backward
+    // but the last (torch.distributed.pipelining stage.py,
+    // backward_maybe_with_nosync): without resharding after forward, the
+    // parameters are gathered once a step and the gradients
+    // reduce-scattered once, after the last micro-batch.
+    const bool pp = d_.pp > 1;
+    if (pp && *reshard == "always") {
+      Unmodelled("parallelism.fsdp_reshard_after_forward",
+                 "always, with a pipeline: resharded after each forward but "
+                 "not after backward (simulated: gathered for every forward "
+                 "and backward)");
+    }
+    const bool hold = pp && *reshard != "always";
+    if (pp) {
+      out_->scenario.mutable_execution()->set_reduce_every_micro_batch(false);
+      if (hold) {
+        out_->scenario.mutable_execution()->set_hold_params_through_step(true);
+      }
+    }
+    const bool keep = *reshard == "never" && !hold;
     std::string spec;
     if (d_.shard == 1) {
       spec = "ddp";

@@ -72,6 +72,7 @@ Execution DeepSpeed(int stage) {
   // in fp16 (stage3.py _overflow_check_and_loss_scale_update).
   e.set_overflow_check(stage < 3);
   e.set_grad_fp32(false);  // bf16 gradients (communication_data_type unset)
+  e.set_hold_params_through_step(false);
   return e;
 }
 
@@ -110,6 +111,7 @@ Execution Fsdp() {
   // In bf16 PyTorch runs no GradScaler, so nothing checks for overflow.
   e.set_overflow_check(false);
   e.set_grad_fp32(false);  // gradients in the parameters' bf16
+  e.set_hold_params_through_step(false);
   return e;
 }
 

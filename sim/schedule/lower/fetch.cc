@@ -14,11 +14,17 @@ FetchPass::FetchPass(Step* step)
       users_(step->visits.size()),
       pending_(step->segments.size()) {
   const std::vector<Segment>& segments = step_.segments;
-  const bool keep = step_.KeepsParams();
+  const bool hold = step_.HoldsParams();
+  const bool keep = step_.KeepsParams() || hold;
+  std::vector<bool> held(segments.size(), false);
   for (int v = 0; v < static_cast<int>(step_.visits.size()); ++v) {
     const Visit& visit = step_.visits[v];
     if (visit.forward()) {
-      if (segments[visit.seg].gathered > 0) Add(v, visit.seg, FORWARD);
+      // Held through the step: only the first forward gathers.
+      if (segments[visit.seg].gathered > 0 && !held[visit.seg]) {
+        Add(v, visit.seg, FORWARD);
+        held[visit.seg] = hold;
+      }
     } else if (visit.recompute()) {
       // The layer's segments, in backward order: its recompute needs them
       // all, and its backward runs on what the recompute gathered.
@@ -36,9 +42,10 @@ FetchPass::FetchPass(Step* step)
         Add(v, q, BACKWARD);
       }
       // Backward frees what this segment used: its own fetch, a
-      // recompute's, or (SHARD_GRAD_OP) the one kept since forward.
+      // recompute's, or (SHARD_GRAD_OP) the one kept since forward; one
+      // held through the step, its last backward.
       for (int f : pending_[q]) fetches_[f].user = v;
-      pending_[q].clear();
+      if (!hold) pending_[q].clear();
     }
   }
   for (int f = 0; f < static_cast<int>(fetches_.size()); ++f) {
@@ -57,7 +64,9 @@ void FetchPass::Add(int v, int seg, Phase phase) {
   own_[v].push_back(id);
   // A backward fetch, or a forward one kept through backward, is freed by
   // its segment's backward.
-  if (phase == BACKWARD || step_.KeepsParams()) pending_[seg].push_back(id);
+  if (phase == BACKWARD || step_.KeepsParams() || step_.HoldsParams()) {
+    pending_[seg].push_back(id);
+  }
   fetches_.push_back(f);
 }
 
@@ -157,8 +166,8 @@ void FetchPass::EmitCall(const std::vector<int>& fetches, Limit limit) {
   std::vector<int> waits;
   Limit why = limit;
   const int k = static_cast<int>(calls_.size());
-  if (!step_.KeepsParams() && ex.max_gathered_units() > 0 &&
-      k >= ex.max_gathered_units()) {
+  if (!step_.KeepsParams() && !step_.HoldsParams() &&
+      ex.max_gathered_units() > 0 && k >= ex.max_gathered_units()) {
     const Fetch& old = fetches_[calls_[k - ex.max_gathered_units()]];
     if (old.user < static_cast<int>(step_.visit_ops.size())) {
       waits.push_back(step_.visit_ops[old.user]);

@@ -6,7 +6,9 @@
 //
 // A fetch is one gather of a segment's parameters and the visit that first
 // needs it: each forward, and each backward unless P is kept from forward
-// (SHARD_GRAD_OP) or a recompute of the layer gathered it already.
+// (SHARD_GRAD_OP) or a recompute of the layer gathered it already; held
+// through the step (Execution.hold_params_through_step), the first forward
+// only, freed after the step's last backward of the segment.
 #ifndef SHARDSIM_SIM_SCHEDULE_LOWER_FETCH_H_
 #define SHARDSIM_SIM_SCHEDULE_LOWER_FETCH_H_
 

@@ -19,6 +19,9 @@ bool GradientsPass::TransientGrad() const {
 void GradientsPass::BeforeCompute(int v, std::vector<int>* /*deps*/) {
   const Visit& visit = step_.visits[v];
   if (!visit.backward() || !TransientGrad()) return;
+  // Accumulated until the last micro-batch reduces it: one buffer a
+  // segment (FSDP's unsharded gradients under no_sync).
+  if (grad_alloc_[visit.seg] >= 0) return;
   const Segment& seg = step_.segments[visit.seg];
   grad_alloc_[visit.seg] =
       step_.Alloc(COMPUTE, BACKWARD, visit.mb, seg.layer,

@@ -1,5 +1,6 @@
 // The gradients of backward: each segment's full-size buffer (where G or P
-// is sharded, gradients live in it only until reduced), the buckets they
+// is sharded, gradients live in it only until reduced; when only the last
+// micro-batch reduces, the micro-batches accumulate into one), the buckets they
 // are reduced in (by the strategy's Reducer, reducer.h), and DeepSpeed
 // ZeRO-3's wait for its reductions at the end of each backward.
 //

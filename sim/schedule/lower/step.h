@@ -83,6 +83,9 @@ class Step {
   bool ParamsSharded() const;
   // P stays gathered from forward through backward (SHARD_GRAD_OP).
   bool KeepsParams() const { return strategy_.keep_params_through_backward(); }
+  // P gathered once a step and kept to its last backward
+  // (Execution.hold_params_through_step).
+  bool HoldsParams() const { return ex_.hold_params_through_step(); }
   // Where gradient reductions run: their own stream when they overlap.
   Stream ReduceStream() const { return ex_.overlap_comm() ? REDUCE : COMPUTE; }
   Algorithm AlgorithmFor(const Group& g) const;
