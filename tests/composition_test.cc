@@ -29,6 +29,21 @@ constexpr int64_t kHead = 256 + 1024 / kTp * 256;  // final norm, lm_head
 constexpr int64_t kStage[4] = {kEmbedding + kBlock, kBlock, kBlock,
                                kBlock + kHead};
 
+// Bytes every strategy on this layout sends alike: the pipeline's sends,
+// each boundary's activations forward and their gradients back, b s / tp x
+// h bf16 a rank (sequence parallel) over 3 boundaries, between nodes; the
+// gradient norm's all-reduce in each of the 256 / 8 = 32 dp groups
+// (counted as one fp32 a member, 32 bytes); and inside nodes, tensor
+// parallelism's calls and the norm's all-reduce over tp (derived in
+// Zero3Tp8Pp4TrafficIsDerivedByHand).
+constexpr int64_t kP2pBytes =
+    2 * 3 * kMicroBatches * kStageGpus * (64 / kTp * 256 * 2);
+constexpr int64_t kDpNormBytes = 32 * kDp * 2 * (4 * kDp) * 7 / 8;
+constexpr int64_t kIntraNodeBytes =
+    kMicroBatches * kStageGpus *
+        ((4 * 10 + 2 + 3) * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8) +
+    4 * kStageGpus * 2 * (4 * kTp) * 7 / 8;
+
 // `grad_norm`: in place of DeepSpeed's, unless unspecified.
 Job ComposeJob(GradNorm grad_norm = GRAD_NORM_UNSPECIFIED) {
   const std::string path = test::SourcePath("tests/data/compose_256.textproto");
@@ -76,9 +91,7 @@ TEST(Composition, Zero3Tp8Pp4TrafficIsDerivedByHand) {
   int64_t params = 0;
   for (int64_t p : kStage) params += p;
   const int64_t dp = kStageGpus * kMicroBatches * 3 * (2 * params) * 7 / 8;
-  const int64_t p2p = 2 * 3 * kMicroBatches * kStageGpus * (64 / kTp * 256 * 2);
-  const int64_t norm = 32 * kDp * 2 * (4 * kDp) * 7 / 8;
-  EXPECT_EQ(point->row.inter_node_bytes(), dp + p2p + norm);
+  EXPECT_EQ(point->row.inter_node_bytes(), dp + kP2pBytes + kDpNormBytes);
   // Inside nodes, tensor parallelism's groups of 8 (sequence parallel),
   // each call of the hidden states, b s h bf16 = 32 KiB: per block 2
   // all-gathers and 2 reduce-scatters forward, 4 all-gathers (2 of them
@@ -95,6 +108,7 @@ TEST(Composition, Zero3Tp8Pp4TrafficIsDerivedByHand) {
       (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
   const int64_t tp_norm = 4 * kStageGpus * 2 * (4 * kTp) * 7 / 8;
   EXPECT_EQ(point->row.intra_node_bytes(), tp + tp_norm);
+  EXPECT_EQ(tp + tp_norm, kIntraNodeBytes);
 }
 
 // Megatron-LM's distributed optimizer on the same layout
@@ -131,15 +145,8 @@ TEST(Composition, MegatronDistributedOptimizerTrafficIsDerivedByHand) {
   ASSERT_TRUE(point.ok()) << point.status();
   int64_t dp = 0;
   for (int64_t p : kStage) dp += kStageGpus * (4 + 2) * p * 7 / 8;
-  const int64_t p2p = 2 * 3 * kMicroBatches * kStageGpus * (64 / kTp * 256 * 2);
-  const int64_t norm = 32 * kDp * 2 * (4 * kDp) * 7 / 8;
-  EXPECT_EQ(point->row.inter_node_bytes(), dp + p2p + norm);
-  const int64_t calls = 4 * 10 + 2 + 3;
-  const int64_t tp =
-      kMicroBatches * kStageGpus *
-      (calls * (64 * 256 * 2) * 7 / 8 + 3 * 2 * (64 * 4) * 7 / 8);
-  const int64_t tp_norm = 4 * kStageGpus * 2 * (4 * kTp) * 7 / 8;
-  EXPECT_EQ(point->row.intra_node_bytes(), tp + tp_norm);
+  EXPECT_EQ(point->row.inter_node_bytes(), dp + kP2pBytes + kDpNormBytes);
+  EXPECT_EQ(point->row.intra_node_bytes(), kIntraNodeBytes);
   // Megatron's DDP all-reduces the same fp32 buffer instead (2 (p-1)/p of
   // it), gathers nothing, and keeps Adam's states whole: its norm is
   // all-reduced over tp alone, the gradients being whole on every rank.
@@ -147,7 +154,7 @@ TEST(Composition, MegatronDistributedOptimizerTrafficIsDerivedByHand) {
   ASSERT_TRUE(ddp.ok()) << ddp.status();
   int64_t all_reduce = 0;
   for (int64_t p : kStage) all_reduce += kStageGpus * 2 * 4 * p * 7 / 8;
-  EXPECT_EQ(ddp->row.inter_node_bytes(), all_reduce + p2p);
+  EXPECT_EQ(ddp->row.inter_node_bytes(), all_reduce + kP2pBytes);
   absl::StatusOr<AllocationPlan> plan = PlanAllocations(*ddp->schedule, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->own_peak.optimizer, kBlock * 12);
