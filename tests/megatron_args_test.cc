@@ -172,10 +172,9 @@ TEST(MegatronArgs, UnmodelledArgumentsAreListedUnlessAtTheirDefault) {
 // the file (they passed silently, their empty value equal to their empty
 // default), and a value after it is an error.
 TEST(MegatronArgs, UnmodelledStoreTrueFlagsAreReportedWhenGiven) {
-  for (const char* flag :
-       {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
-        "--account-for-embedding-in-pipeline-split",
-        "--account-for-loss-in-pipeline-split"}) {
+  for (const char* flag : {"--overlap-param-gather", "--tp-comm-overlap",
+                           "--account-for-embedding-in-pipeline-split",
+                           "--account-for-loss-in-pipeline-split"}) {
     EXPECT_THAT(UnmodelledOf(absl::StrCat(kMinimal, flag)),
                 ElementsAre(HasSubstr(absl::StrCat(flag, ": "))))
         << flag;
@@ -201,6 +200,24 @@ TEST(MegatronArgs, GradientsAreFp32UnderBf16AndHalfUnderFp16) {
   EXPECT_TRUE(fp32("--fp16 --accumulate-allreduce-grads-in-fp32"));
   EXPECT_THAT(ErrorOf("--bf16 --main-grads-dtype fp8"),
               HasSubstr("--main-grads-dtype fp8: takes fp32 or bf16"));
+}
+
+// --overlap-grad-reduce: buckets of max(40M, 1M x dp) parameters reduced
+// on their own stream (distributed_data_parallel.py); without it one
+// bucket on the compute stream (execution.cc Megatron).
+TEST(MegatronArgs, OverlapGradReduceBucketsOnTheirOwnStream) {
+  absl::StatusOr<FrameworkInput> in = ReadMegatronArgs(
+      Write("o.args", absl::StrCat(kMinimal, "--overlap-grad-reduce")), "");
+  ASSERT_TRUE(in.ok()) << in.status();
+  const Execution& e = in->scenario.execution();
+  EXPECT_TRUE(e.overlap_comm());
+  EXPECT_EQ(e.reduce_bucket_elements(), 40'000'000);
+  EXPECT_EQ(e.reduce_bucket_elements_per_rank(), 1'000'000);
+  EXPECT_THAT(in->unmodelled, IsEmpty());
+  absl::StatusOr<FrameworkInput> off =
+      ReadMegatronArgs(Write("n.args", kMinimal), "");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->scenario.execution().has_overlap_comm());
 }
 
 TEST(MegatronArgs, EveryReadArgumentIsMegatrons) {

@@ -306,6 +306,33 @@ TEST(PipelineMemory, FsdpHeldThroughTheStepGathersAndReducesOnce) {
   }
 }
 
+// Megatron's --overlap-grad-reduce buckets: max(reduce_bucket_elements,
+// per rank x dp) parameters, filled in backward order (head 270,336,
+// blocks 201,342,976 each, embedding 262,144) and reduced when the next
+// segment would overflow: at 2 x 150M = 300M the head goes with block 7
+// and the embedding with block 0, 8 buckets; at 2 x 250M = 500M, {head,
+// 7, 6}, {5, 4}, {3, 2}, {1, 0, embedding}: 4; a bucket of one element
+// reduces every segment alone: 10.
+TEST(PipelineMemory, MegatronBucketsGrowWithTheDataParallelRanks) {
+  auto buckets = [](int64_t per_rank) {
+    Execution ex;
+    ex.set_overlap_comm(true);
+    ex.set_reduce_bucket_elements(1);
+    ex.set_reduce_bucket_elements_per_rank(per_rank);
+    Piped step = Lower(Uniform(8), 1, 1, PIPELINE_SCHEDULE_UNSPECIFIED, 2,
+                       "megatron:DISTRIBUTED_OPTIMIZER", 2, ex);
+    int n = 0;
+    for (const Op& op : step.schedule->ops()) {
+      n += op.has_collective() && op.collective().op() == REDUCE_SCATTER &&
+           op.stream() == REDUCE;
+    }
+    return n;
+  };
+  EXPECT_EQ(buckets(150'000'000), 8);
+  EXPECT_EQ(buckets(250'000'000), 4);
+  EXPECT_EQ(buckets(0), 10);
+}
+
 // Under 1F1B stage s holds min(p - s, m) micro-batches' activations at
 // once, under GPipe all m: the activation line's own peak of each stage is
 // that many times the stage's layers' activations of one micro-batch.

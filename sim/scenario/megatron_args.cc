@@ -50,6 +50,7 @@ std::vector<Rule> MakeRules() {
       {"--sequence-parallel", K::kModelled, "", ""},
       {"--context-parallel-size", K::kModelled, "", ""},
       {"--use-distributed-optimizer", K::kModelled, "", ""},
+      {"--overlap-grad-reduce", K::kModelled, "", ""},
       {"--optimizer", K::kModelled, "", ""},
       // Batch (TrainingConfig).
       {"--micro-batch-size", K::kModelled, "", ""},
@@ -142,9 +143,6 @@ std::vector<Rule> MakeRules() {
       // Simulated only at Megatron's default.
       {"--transformer-impl", K::kUnmodelled, "transformer_engine",
        "runs other layer kernels"},
-      {"--overlap-grad-reduce", K::kUnmodelledFlag, "",
-       "overlaps the data-parallel gradient reduction with backward in "
-       "Megatron's own buckets"},
       {"--overlap-param-gather", K::kUnmodelledFlag, "",
        "overlaps the distributed optimizer's parameter all-gather with "
        "forward"},
@@ -557,6 +555,18 @@ class Mapper {
     if (!dist.ok()) return dist.status();
     out_->scenario.add_strategies(*dist ? "megatron:DISTRIBUTED_OPTIMIZER"
                                         : "megatron:DDP");
+    // --overlap-grad-reduce: each bucket reduced on its own stream as soon
+    // as backward has filled it (async_op), in buckets of
+    // max(40000000, 1000000 * dp_size) parameters
+    // (distributed_data_parallel.py), still on the last micro-batch only.
+    absl::StatusOr<bool> overlap = a_.Flag("--overlap-grad-reduce");
+    if (!overlap.ok()) return overlap.status();
+    if (*overlap) {
+      Execution* e = out_->scenario.mutable_execution();
+      e->set_overlap_comm(true);
+      e->set_reduce_bucket_elements(40'000'000);
+      e->set_reduce_bucket_elements_per_rank(1'000'000);
+    }
     // Adam (the default) in mixed precision keeps an fp32 master copy and
     // two fp32 moments: 12 bytes per parameter.
     absl::StatusOr<std::optional<std::string>> opt = a_.Str("--optimizer");

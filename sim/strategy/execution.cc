@@ -73,6 +73,7 @@ Execution DeepSpeed(int stage) {
   e.set_overflow_check(stage < 3);
   e.set_grad_fp32(false);  // bf16 gradients (communication_data_type unset)
   e.set_hold_params_through_step(false);
+  e.set_reduce_bucket_elements_per_rank(0);
   return e;
 }
 
@@ -112,6 +113,7 @@ Execution Fsdp() {
   e.set_overflow_check(false);
   e.set_grad_fp32(false);  // gradients in the parameters' bf16
   e.set_hold_params_through_step(false);
+  e.set_reduce_bucket_elements_per_rank(0);
   return e;
 }
 
@@ -268,6 +270,8 @@ absl::Status ResolveExecution(const Execution& o, int64_t hidden, Strategy* s) {
              kMaxElements)
       .Count("reduce_bucket_elements", e.reduce_bucket_elements(), 0,
              kMaxElements)
+      .Count("reduce_bucket_elements_per_rank",
+             e.reduce_bucket_elements_per_rank(), 0, kMaxElements)
       // Units: at most one per layer, plus the embedding and the head.
       .Count("prefetch_units", e.prefetch_units(), 0, limits::kMaxLayers + 2)
       .Count("max_gathered_units", e.max_gathered_units(), 0,

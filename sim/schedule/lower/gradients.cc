@@ -1,7 +1,9 @@
 #include "sim/schedule/lower/gradients.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "sim/schema/limits.h"
 #include "sim/strategy/strategy.h"
 
 namespace shardsim {
@@ -50,7 +52,10 @@ void GradientsPass::ReduceAfter(int v, int op) {
   const Segment& seg = step_.segments[q];
   const bool last_of_layer = q == 0 || step_.segments[q - 1].layer != seg.layer;
   if (!ex.reduce_every_micro_batch() && visit.mb != step_.last_mb()) return;
-  const int64_t cap = ex.reduce_bucket_elements();
+  const int64_t ranks = FactorSize(step_.dp());
+  const int64_t per_rank = std::min(ex.reduce_bucket_elements_per_rank(),
+                                    limits::kMaxElements / ranks);
+  const int64_t cap = std::max(ex.reduce_bucket_elements(), per_rank * ranks);
   if (cap > 0 && bucket_.params > 0 && bucket_.params + seg.params > cap) {
     Flush(visit.mb);
   }
