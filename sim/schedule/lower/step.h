@@ -20,6 +20,7 @@
 #include "sim/schema/scenario.pb.h"
 #include "sim/schema/schedule.pb.h"
 #include "sim/schema/strategy.pb.h"
+#include "sim/strategy/model_states.h"
 
 namespace shardsim {
 namespace lower {
@@ -91,7 +92,7 @@ class Step {
   Algorithm AlgorithmFor(const Group& g) const;
   // A gradient element: bf16's 2 bytes, or fp32's 4 (Execution.grad_fp32,
   // Megatron's main_grad buffer), in memory and on the wire.
-  int64_t grad_bytes() const { return ex_.grad_fp32() ? 4 : 2; }
+  int64_t grad_bytes() const { return GradBytes(ex_); }
   DType grad_dtype() const { return ex_.grad_fp32() ? FP32 : BF16; }
 
   // ---- the walk (walk.h, recompute.h), fixed before any op is added ----

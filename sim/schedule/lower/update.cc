@@ -170,6 +170,8 @@ int UpdatePass::Optimizer(int i, int after, bool scaled) {
         std::vector<Kernel> kernels =
             OptimizerKernels(shard, step_.ex().grad_fp32());
         // The gradients scaled by the norm's coefficient once in fp32.
+        // Just before Adam (the last two kernels are Adam and the bf16
+        // copy-back), after the gradients' cast where there is one.
         if (scaled) {
           kernels.insert(kernels.end() - 2, GradScaleKernel(shard));
         }
