@@ -134,15 +134,16 @@ struct Piped {
 
 Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
             int micro_batches, const std::string& spec = "ddp", int dp = 1,
-            const Execution& ex = Execution()) {
+            const Execution& ex = Execution(), int tp = 1) {
   Scenario s = test::Training(micro_batches, 2048);
   s.set_flash_attention(true);
   s.mutable_parallelism()->set_pp(pp);
   s.mutable_parallelism()->set_vpp(vpp);
   s.mutable_parallelism()->set_pipeline_schedule(schedule);
+  if (tp > 1) s.mutable_parallelism()->set_tp(tp);
   Piped out;
   out.layers = ModelLayers(model, ScenarioBatch(s));
-  const Mesh mesh{pp * dp, 1};  // dp GPUs a stage, on one node
+  const Mesh mesh{pp * dp * tp, 1};  // tp x dp GPUs a stage, on one node
   absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{dp, 1});
   EXPECT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(ResolveExecution(ex, model.hidden(), &*st).ok());
@@ -392,6 +393,110 @@ TEST(PipelineMemory, InterleavedHoldsItsWarmUpWhateverTheMicroBatches) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace shardsim
+
+namespace shardsim {
+namespace {
+
+// ---- what crosses between stages -----------------------------------------
+
+// Megatron-LM's scatter-gather of pipeline tensors (p2p_communication.py at
+// 6985e58): each of the tp ranks sends 1/tp of the boundary, 2 s h bytes
+// of one micro-batch (16 MiB at seq 2048, hidden 4096: 8 MiB each at tp
+// 2), and the receiving stage all-gathers the whole boundary over its
+// tensor-parallel group before the pass that needs it, once for each
+// forward stage 1 receives and each backward stage 0 receives: m each.
+// Without it every rank sends the whole boundary and nothing is gathered.
+TEST(PipelineSends, ScatterGatherSendsATpthAndGathersItAtTheReceiver) {
+  const int p = 2, m = 4, tp = 2;
+  const int64_t boundary = int64_t{2} * 2048 * 4096;
+  for (bool split : {false, true}) {
+    Execution ex;
+    ex.set_pipeline_scatter_gather(split);
+    Piped piped = Lower(Uniform(8), p, 1, ONE_F_ONE_B, m, "ddp", 1, ex, tp);
+    ASSERT_EQ(piped.layers[1].output_bytes, boundary);
+    const Schedule& s = *piped.schedule;
+    std::map<std::pair<int, std::string>, int> gathers;  // (program, tensor)
+    int sends = 0;
+    for (const Op& op : s.ops()) {
+      if (op.has_send()) {
+        ++sends;
+        EXPECT_EQ(op.send().bytes(), split ? boundary / tp : boundary);
+      }
+      if (!op.has_collective() || op.collective().op() != ALL_GATHER) continue;
+      EXPECT_EQ(op.collective().bytes(), boundary) << op.label();
+      EXPECT_EQ(GroupSize(op.collective().group()), tp) << op.label();
+      // It waits for the other stage's send.
+      bool waits = false;
+      for (int d : op.deps()) {
+        waits = waits ||
+                (s.ops(d).has_send() && s.ops(d).program() != op.program());
+      }
+      EXPECT_TRUE(waits) << op.label();
+      ++gathers[{op.program(), op.collective().tensor()}];
+    }
+    EXPECT_EQ(sends, 2 * m);
+    if (split) {
+      EXPECT_EQ((gathers[{1, "received activations"}]), m);
+      EXPECT_EQ((gathers[{0, "received activation grads"}]), m);
+      EXPECT_EQ(gathers.size(), 2u);
+    } else {
+      EXPECT_TRUE(gathers.empty());
+    }
+  }
+}
+
+// Megatron-LM reduces its gradients after the pipeline schedule
+// (finalize_model_grads), so a stage's reduction never holds back the
+// gradients it sends to the stage before: in every stage but the first
+// the data-parallel all-reduce is issued after the last send and starts
+// after it has left. (Issued before it, the reductions ran one stage after
+// another down the pipeline, p of them on the path where one is.)
+TEST(PipelineSends, TheReductionAfterTheScheduleWaitsForTheLastSend) {
+  const int p = 4, m = 8, dp = 2;
+  Piped piped = Lower(Uniform(8), p, 1, ONE_F_ONE_B, m, "megatron:DDP", dp);
+  const Schedule& s = *piped.schedule;
+  const test::Replayed r =
+      test::Replay(s, test::ShippedPlatform("dgx_a100"), Mesh{p * dp, 1});
+  for (int stage = 1; stage < p; ++stage) {
+    int last_send = -1, reduce = -1;
+    for (const Op& op : s.ops()) {
+      if (op.program() != stage) continue;
+      if (op.has_send()) last_send = op.id();
+      if (op.has_collective() && op.collective().op() == ALL_REDUCE &&
+          op.collective().tensor() == "G") {
+        reduce = op.id();
+      }
+    }
+    ASSERT_GE(last_send, 0) << stage;
+    ASSERT_GE(reduce, 0) << stage;
+    EXPECT_GT(reduce, last_send) << stage;
+    EXPECT_GE(r.ops[reduce].first, r.ops[last_send].second - 1e-12) << stage;
+  }
+}
+
+// The scatter-gather needs a pipeline to split and is not modelled with
+// sequence parallelism: each refused, naming the field.
+TEST(PipelineSends,
+     ScatterGatherRefusedWithoutAPipelineOrWithSequenceParallel) {
+  Scenario s = test::TinyStep("ddp", 8);
+  s.mutable_execution()->set_pipeline_scatter_gather(true);
+  s.mutable_parallelism()->set_tp(2);
+  absl::Status v = ValidateScenario(s, "sg.textproto");
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(v.message().find("execution.pipeline_scatter_gather"),
+            std::string::npos)
+      << v;
+  EXPECT_NE(v.message().find("pp > 1"), std::string::npos) << v;
+  s.mutable_parallelism()->set_pp(2);
+  EXPECT_TRUE(ValidateScenario(s, "sg.textproto").ok());
+  s.mutable_parallelism()->set_sequence_parallel(true);
+  v = ValidateScenario(s, "sg.textproto");
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(v.message().find("sequence_parallel"), std::string::npos) << v;
 }
 
 }  // namespace

@@ -242,7 +242,14 @@ absl::Status ValidateScenario(const Scenario& s, absl::string_view where) {
             "blocks per stage need a pipeline: pp > 1")
       .Rule("parallelism.pipeline_schedule",
             p.pipeline_schedule() == PIPELINE_SCHEDULE_UNSPECIFIED || staged,
-            "a pipeline schedule needs a pipeline: pp > 1");
+            "a pipeline schedule needs a pipeline: pp > 1")
+      .Rule("execution.pipeline_scatter_gather",
+            !s.execution().pipeline_scatter_gather() || staged,
+            "splits a pipeline's sends: needs pp > 1")
+      .Rule("execution.pipeline_scatter_gather",
+            !s.execution().pipeline_scatter_gather() || !p.sequence_parallel(),
+            "is not modelled with parallelism.sequence_parallel, whose "
+            "boundary the tensor-parallel ranks hold split already");
   c.Rule("parallelism.sequence_parallel", !p.sequence_parallel() || p.tp() > 1,
          "sequence parallelism splits along tp: needs tp > 1")
       .Count("recompute_every_layers", s.recompute_every_layers(), 0,

@@ -74,6 +74,7 @@ Execution DeepSpeed(int stage) {
   e.set_grad_fp32(false);  // bf16 gradients (communication_data_type unset)
   e.set_hold_params_through_step(false);
   e.set_reduce_bucket_elements_per_rank(0);
+  e.set_pipeline_scatter_gather(false);
   return e;
 }
 
@@ -114,6 +115,7 @@ Execution Fsdp() {
   e.set_grad_fp32(false);  // gradients in the parameters' bf16
   e.set_hold_params_through_step(false);
   e.set_reduce_bucket_elements_per_rank(0);
+  e.set_pipeline_scatter_gather(false);
   return e;
 }
 
@@ -186,6 +188,8 @@ Execution Megatron() {
   e.set_rebuild_per_layer(false);
   e.set_grad_norm(FOREACH_NORM);
   e.set_grad_fp32(true);
+  // Megatron-Core's p2p_communication.py sends the whole boundary.
+  e.set_pipeline_scatter_gather(false);
   return e;
 }
 

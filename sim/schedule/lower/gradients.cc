@@ -64,10 +64,24 @@ void GradientsPass::ReduceAfter(int v, int op) {
   bucket_.allocs.push_back(grad_alloc_[q]);
   grad_alloc_[q] = -1;
   bucket_.after = op;
+  // A reduction that does not overlap backward is the framework's call
+  // after the whole backward (Megatron-LM's finalize_model_grads after the
+  // pipeline schedule, DeepSpeed's pipeline ReduceGrads after the last
+  // SendGrad): the step's last one is issued after every pass's hooks,
+  // after a pipeline stage's last send. Without a pipeline nothing comes
+  // between.
+  if (q == 0 && !ex.overlap_comm() && visit.mb == step_.last_mb()) {
+    final_mb_ = visit.mb;
+    return;
+  }
   if ((cap == 0 && last_of_layer) || q == 0) Flush(visit.mb);
   if (q == 0 && ex.sync_after_backward() && visit.mb < step_.last_mb()) {
     sync_pending_ = last_reduce_;
   }
+}
+
+void GradientsPass::End() {
+  if (final_mb_ >= 0) Flush(final_mb_);
 }
 
 void GradientsPass::Flush(int mb) {

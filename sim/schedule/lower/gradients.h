@@ -28,6 +28,8 @@ class GradientsPass : public Pass {
   void BeforeCompute(int v, std::vector<int>* deps) override;
   // A pending sync's host waits; a backward's gradients into the bucket.
   void AfterCompute(int v, int op) override;
+  // The step's last reduction where it waits for the whole backward.
+  void End() override;
 
  private:
   // Whether gradients live in full-size buffers only until reduced.
@@ -41,6 +43,7 @@ class GradientsPass : public Pass {
   std::vector<int> grad_alloc_;  // per segment: its unreduced gradients
   int last_reduce_ = -1;
   int sync_pending_ = -1;  // the next visit's ops wait for this reduction
+  int final_mb_ = -1;      // the micro-batch End() reduces, if any
 };
 
 }  // namespace lower

@@ -52,14 +52,27 @@ std::vector<lower::Visit> WalkStage(const std::vector<lower::Segment>& segs,
 class SendPass : public lower::Pass {
  public:
   // `peer(key)`: the program a pass's output goes to, -1 for none.
+  // `from(key)`: the program a pass's input comes from, -1 for none.
+  // Under Execution.pipeline_scatter_gather each tensor-parallel rank sends
+  // 1/tp of the `bytes` (Megatron-LM's split_tensor_into_1d_equal_chunks,
+  // when they divide evenly) and the receiving pass first all-gathers them
+  // over its tensor-parallel group (gather_split_1d_tensor), on the compute
+  // stream as that code blocks on it.
   SendPass(lower::Step* step, const std::vector<int>& chunk_of_layer,
-           std::function<int(const PassKey&)> peer, int64_t bytes,
+           std::function<int(const PassKey&)> peer,
+           std::function<int(const PassKey&)> from, int64_t bytes,
            std::map<PassKey, Boundary>* out)
       : step_(*step),
         chunk_of_layer_(chunk_of_layer),
         peer_(std::move(peer)),
+        from_(std::move(from)),
         bytes_(bytes),
-        out_(*out) {}
+        out_(*out) {
+    const int tp = step_.layout().tp();
+    split_ = step_.ex().pipeline_scatter_gather() && tp > 1 &&
+             bytes_ % (2 * tp) == 0;  // whole bf16 values a rank
+    if (split_) send_bytes_ = bytes_ / tp;
+  }
 
   void Begin() override {
     // Recomputes are in the visits now (InsertRecomputes): a backward pass
@@ -72,9 +85,22 @@ class SendPass : public lower::Pass {
     }
   }
 
+  void BeforeCompute(int v, std::vector<int>* deps) override {
+    const PassKey k = Key(v);
+    if (!split_ || first_[k] != v || from_(k) < 0) return;
+    const lower::Visit& visit = step_.visits[v];
+    const bool fwd = std::get<0>(k);
+    const int gather = step_.DimCollective(
+        COMPUTE, visit.phase, visit.mb, visit.layer, Dim::kTp, ALL_GATHER,
+        bytes_, BF16,
+        fwd ? "received activations" : "received activation grads", {});
+    out_[k].receive = gather;  // what waits for the sender's send
+    deps->push_back(gather);
+  }
+
   void AfterCompute(int v, int op) override {
     const PassKey k = Key(v);
-    if (first_[k] == v) out_[k].receive = op;
+    if (first_[k] == v && out_[k].receive < 0) out_[k].receive = op;
     if (last_[k] != v) return;
     const int peer = peer_(k);
     if (peer < 0) return;
@@ -86,7 +112,7 @@ class SendPass : public lower::Pass {
                      "stage ", peer),
         {op});
     PointToPoint* p = send->mutable_send();
-    p->set_bytes(bytes_);
+    p->set_bytes(send_bytes_);
     p->set_dtype(BF16);
     p->set_tensor(fwd ? "activations" : "activation grads");
     p->set_peer_program(peer);
@@ -102,7 +128,10 @@ class SendPass : public lower::Pass {
   lower::Step& step_;
   const std::vector<int>& chunk_of_layer_;
   std::function<int(const PassKey&)> peer_;
+  std::function<int(const PassKey&)> from_;
   const int64_t bytes_;
+  bool split_ = false;
+  int64_t send_bytes_ = bytes_;  // what each rank sends
   std::map<PassKey, Boundary>& out_;
   std::map<PassKey, int> first_, last_;  // visits of each pass
 };
@@ -264,7 +293,12 @@ absl::Status LowerPipeline(const std::vector<Layer>& layers,
     step.segments = lower::BuildSegments(stage_layers[s], strategy.execution(),
                                          step.ParamsSharded());
     step.visits = WalkStage(step.segments, chunk_of_layer, *order);
-    SendPass sends(&step, chunk_of_layer, peer, boundary,
+    // Forward from virtual stage c * pp + s - 1, backward from ... + 1.
+    auto from = [s, pp, last_virtual](const PassKey& k) {
+      const int v = std::get<2>(k) * pp + s + (std::get<0>(k) ? -1 : 1);
+      return v < 0 || v > last_virtual ? -1 : v % pp;
+    };
+    SendPass sends(&step, chunk_of_layer, peer, from, boundary,
                    &stages[s].boundaries);
     lower::RunLoweringPasses(&step, &sends);
   }
