@@ -78,6 +78,52 @@ TEST(ModelKernels, FusedStyleRunsMegatronsFusedSoftmax) {
   EXPECT_EQ(e->memory().launches(), 4);
 }
 
+// Dropout's kernels, counted by hand (torch's native_dropout and Megatron's
+// fused bias-dropout-add): b 2, s 16, 32 heads: 16,384 scores and T = 32
+// tokens of h 4096. Attention dropout reads and writes 2 bytes a score and
+// writes its 1-byte mask, 5 bytes; its backward reads the gradient and the
+// mask and writes 2: 5. Hidden dropout writes its mask in each residual
+// add, 3 x 2 + 1 = 7 bytes an element, and its backward is 5; the
+// embedding's output is dropped in a kernel of its own, 5 and 5. No
+// dropout, none of them; with FlashAttention the attention's is inside
+// the kernel.
+TEST(ModelKernels, DropoutWritesItsMaskAndBackwardReadsIt) {
+  Batch batch;
+  batch.seq_len = 16;
+  batch.micro_batch_size = 2;
+  batch.kernels.set_style(KernelOptions::FUSED);
+  Model m = LlamaShape(0);
+  m.set_attention_dropout(0.1);
+  m.set_hidden_dropout(0.1);
+  const int64_t scores = 2 * 32 * 16 * 16, x = 2 * 16 * 4096;
+  const std::vector<Unit> block = BlockUnits(m, batch);
+  auto bytes = [](const std::vector<Unit>& units, const std::string& name) {
+    const Kernel* k = FindKernel(units, name);
+    return k == nullptr ? int64_t{-1} : KernelBytes(*k);
+  };
+  EXPECT_EQ(bytes(block, "attention dropout"), 5 * scores);
+  EXPECT_EQ(bytes(block, "attention dropout backward"), 5 * scores);
+  EXPECT_EQ(bytes(block, "dropout residual add"), 7 * x);
+  EXPECT_EQ(bytes(block, "hidden dropout backward"), 5 * x);
+  EXPECT_EQ(bytes(block, "residual add"), -1);
+  int backward = 0;
+  for (const Unit& u : block) {
+    for (const Kernel& k : u.backward) {
+      backward += k.name() == "hidden dropout backward";
+    }
+  }
+  EXPECT_EQ(backward, 2);  // after attention and after the MLP
+  const std::vector<Unit> embedding = EmbeddingUnits(m, batch);
+  EXPECT_EQ(bytes(embedding, "embedding dropout"), 5 * x);
+  EXPECT_EQ(bytes(embedding, "hidden dropout backward"), 5 * x);
+  const std::vector<Unit> none = BlockUnits(LlamaShape(0), batch);
+  EXPECT_EQ(bytes(none, "attention dropout"), -1);
+  EXPECT_EQ(bytes(none, "hidden dropout backward"), -1);
+  EXPECT_EQ(bytes(none, "residual add"), 6 * x);
+  batch.flash_attention = true;
+  EXPECT_EQ(bytes(BlockUnits(m, batch), "attention dropout"), -1);
+}
+
 // Korthikanti et al. 2022 §4.1: of the attention block's 11*s*b*h bytes,
 // K and V are 2*s*b*h each under MHA. With kv = 8 heads of d = 4096/32 =
 // 128, each is 2*s*b*kv*d. With s = 16, b = 2:
@@ -224,6 +270,37 @@ std::string LlamaJson(const std::string& extra) {
       " \"num_hidden_layers\": 32, \"num_attention_heads\": 32,"
       " \"intermediate_size\": 11008, \"vocab_size\": 32000",
       extra, "}");
+}
+
+// Dropouts as the config classes give them: GPT2Config's three 0.1s
+// (tests/data's gpt2 config writes them out), Llama's attention_dropout
+// (0.0 when absent); a value out of [0, 1), or GPT-2's embedding dropout
+// without its residual one, is an error naming the key.
+TEST(HfConfig, DropoutsAreReadOrRefusedByKey) {
+  absl::StatusOr<Model> gpt2 = Hf("tests/data/hf/gpt2/config.json");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  EXPECT_EQ(gpt2->attention_dropout(), 0.1);
+  EXPECT_EQ(gpt2->hidden_dropout(), 0.1);
+  absl::StatusOr<Model> llama =
+      ModelFromHfConfigText(LlamaJson(""), "x", "cfg.json");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ(llama->attention_dropout(), 0);
+  llama = ModelFromHfConfigText(LlamaJson(", \"attention_dropout\": 0.2"), "x",
+                                "cfg.json");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ(llama->attention_dropout(), 0.2);
+  EXPECT_EQ(llama->hidden_dropout(), 0);
+  absl::StatusOr<Model> bad = ModelFromHfConfigText(
+      LlamaJson(", \"attention_dropout\": 1.5"), "x", "cfg.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"attention_dropout\""));
+  const std::string gpt2_text =
+      "{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 768,"
+      " \"n_layer\": 2, \"n_head\": 12, \"vocab_size\": 50257,"
+      " \"n_positions\": 1024, \"embd_pdrop\": 0}";
+  bad = ModelFromHfConfigText(gpt2_text, "x", "g.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"embd_pdrop\""));
 }
 
 TEST(HfConfig, ShapeKeysNotModelledAreErrorsNamingTheKey) {

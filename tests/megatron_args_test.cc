@@ -100,7 +100,35 @@ TEST(MegatronArgs, MegatronDefaultsMakeAGpt) {
   EXPECT_TRUE(m.linear_bias());
   EXPECT_EQ(m.learned_positions(), 1024);
   EXPECT_EQ(m.vocab(), 50304);  // 50257 up to a multiple of 128
+  // --attention-dropout and --hidden-dropout: 0.1 each by default.
+  EXPECT_EQ(m.attention_dropout(), 0.1);
+  EXPECT_EQ(m.hidden_dropout(), 0.1);
   EXPECT_THAT(in->unmodelled, IsEmpty());
+}
+
+// The dropouts are the model's: given, read; out of [0, 1), an error
+// naming the argument; without the model in the file, an error too (they
+// would have nothing to set).
+TEST(MegatronArgs, DropoutsAreTheModelsOrAnError) {
+  const std::string model =
+      "--num-layers 2 --hidden-size 1024 --num-attention-heads 8 "
+      "--vocab-size 256 --max-position-embeddings 1024 ";
+  absl::StatusOr<FrameworkInput> in = ReadMegatronArgs(
+      Write("dropout.args", absl::StrCat(kMinimal, model,
+                                         "--attention-dropout 0 "
+                                         "--hidden-dropout 0.25")),
+      "");
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->scenario.model_def().attention_dropout(), 0);
+  EXPECT_EQ(in->scenario.model_def().hidden_dropout(), 0.25);
+  const std::string bad =
+      ErrorOf(absl::StrCat(kMinimal, model, "--attention-dropout 1"));
+  EXPECT_THAT(bad, HasSubstr("--attention-dropout"));
+  EXPECT_THAT(bad, HasSubstr("[0, 1)"));
+  const std::string alone =
+      ErrorOf(absl::StrCat(kMinimal, "--hidden-dropout 0"));
+  EXPECT_THAT(alone, HasSubstr("--hidden-dropout"));
+  EXPECT_THAT(alone, HasSubstr("--num-layers"));
 }
 
 TEST(MegatronArgs, SwigluFfnDefaultsToEightThirdsRoundedDownTo64) {

@@ -86,6 +86,18 @@ class Keys {
     return v.get<std::string>();
   }
 
+  // A probability in [0, 1); absent or null: `otherwise`.
+  absl::StatusOr<double> Probability(absl::string_view key,
+                                     double otherwise) const {
+    if (!Has(key)) return otherwise;
+    const Json& v = json_.at(std::string(key));
+    if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() < 1)) {
+      return Error(
+          key, absl::StrCat("must be a probability in [0, 1), got ", v.dump()));
+    }
+    return v.get<double>();
+  }
+
   // A key that, set, changes the shape in a way Model cannot express:
   // absent, null, false or 0 are fine.
   absl::Status Unmodelled(absl::string_view key, absl::string_view what) const {
@@ -162,6 +174,10 @@ absl::Status ReadLlamaLike(const Keys& keys, absl::string_view arch, Model* m) {
                                    arch));
   }
   if (absl::Status s = MoeKeys(keys); !s.ok()) return s;
+  // On the attention weights (LlamaAttention and its kin; 0.0 by default).
+  absl::StatusOr<double> dropout = keys.Probability("attention_dropout", 0);
+  if (!dropout.ok()) return dropout.status();
+  m->set_attention_dropout(*dropout);
 
   bool linear_bias = false, qkv_bias = false;
   if (arch == kLlama) {
@@ -251,6 +267,23 @@ absl::Status ReadGpt2(const Keys& keys, Model* m) {
     return s;
   }
   if (absl::Status s = MoeKeys(keys); !s.ok()) return s;
+  // GPT2Config's dropouts, 0.1 each by default: on the attention weights,
+  // on each residual branch (resid_pdrop) and on the embedding's output
+  // (embd_pdrop), the last two one hidden dropout in Model.
+  absl::StatusOr<double> attn = keys.Probability("attn_pdrop", 0.1);
+  if (!attn.ok()) return attn.status();
+  absl::StatusOr<double> resid = keys.Probability("resid_pdrop", 0.1);
+  if (!resid.ok()) return resid.status();
+  absl::StatusOr<double> embd = keys.Probability("embd_pdrop", 0.1);
+  if (!embd.ok()) return embd.status();
+  if ((*embd > 0) != (*resid > 0)) {
+    return keys.Error("embd_pdrop",
+                      "dropout on the embedding but not on the residual "
+                      "branches, or the reverse, is not modelled by shardsim "
+                      "(give both or neither)");
+  }
+  m->set_attention_dropout(*attn);
+  m->set_hidden_dropout(*resid);
 
   m->set_layers(static_cast<int32_t>(*layers));
   m->set_hidden(*hidden);

@@ -7,19 +7,22 @@
 //    "swish"), RMSNorm, rotary positions. Read: hidden_size,
 //    num_hidden_layers, num_attention_heads, num_key_value_heads,
 //    intermediate_size, vocab_size, tie_word_embeddings, hidden_act;
-//    Llama also attention_bias and mlp_bias. Qwen2's q_proj, k_proj and v_proj
-//    always carry biases (modeling_qwen2.py: bias=True; o_proj and the MLP
-//    none): Model's qkv_bias.
+//    attention_dropout; Llama also attention_bias and mlp_bias. Qwen2's q_proj,
+//    k_proj and v_proj always carry biases (modeling_qwen2.py: bias=True;
+//    o_proj and the MLP none): Model's qkv_bias.
 //  - GPT2LMHeadModel: GELU MLP, LayerNorm, biases on every linear layer of
 //    a block, learned positions. Read: n_embd, n_layer, n_head, n_inner
 //    (absent or null: 4 * n_embd), vocab_size, n_positions (rows of the
-//    position table), activation_function, tie_word_embeddings.
+//    position table), activation_function, tie_word_embeddings, attn_pdrop
+//    and resid_pdrop with embd_pdrop (Model's hidden_dropout: both or
+//    neither).
 //
 // A key absent takes its transformers config class's default:
 // num_key_value_heads (Llama only: num_attention_heads, LlamaConfig),
 // tie_word_embeddings (false for LlamaConfig, MistralConfig and
 // Qwen2Config; true for GPT2Config, PretrainedConfig's default),
-// hidden_act ("silu"), activation_function ("gelu_new"). The shape keys
+// hidden_act ("silu"), activation_function ("gelu_new"), attention_dropout
+// (0.0), attn_pdrop, resid_pdrop and embd_pdrop (0.1). The shape keys
 // (hidden_size ... vocab_size; n_embd ... n_positions) are required, and
 // so is num_key_value_heads for Mistral and Qwen2, whose class defaults (8
 // and 32) are no safe guess.
@@ -40,13 +43,12 @@
 // checkpoint's dtype), transformers_version, model_type, _name_or_path,
 // bos_token_id, eos_token_id, pad_token_id, rope_theta, rope_scaling,
 // max_position_embeddings (rotary tables hold no parameters), rms_norm_eps,
-// layer_norm_epsilon, initializer_range, use_cache, attention_dropout,
-// resid_pdrop, embd_pdrop, attn_pdrop, pretraining_tp, max_window_layers,
-// scale_attn_weights, scale_attn_by_inverse_layer_idx,
+// layer_norm_epsilon, initializer_range, use_cache, pretraining_tp,
+// max_window_layers, scale_attn_weights, scale_attn_by_inverse_layer_idx,
 // reorder_and_upcast_attn, the summary_* and task_specific_params keys of
-// GPT-2, and any other key not named above. Mistral's sliding_window is
-// skipped too: attention is modelled as full causal attention, exact for
-// sequences no longer than the window and an overestimate beyond it.
+// GPT-2, and any other key not named above. Mistral's sliding_window
+// (4096 when absent, null for none) is read into Model's sliding_window,
+// and a scenario whose sequences exceed it is refused.
 #ifndef SHARDSIM_SIM_MODEL_HF_CONFIG_H_
 #define SHARDSIM_SIM_MODEL_HF_CONFIG_H_
 

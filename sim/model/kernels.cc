@@ -65,6 +65,7 @@ struct Shape {
   bool fp8_gather;  // their weights arrive in float8 (fsdp_all_gather)
   bool bias;        // on every linear layer
   bool qkv_bias;    // on the q, k and v projections (bias implies it)
+  bool attention_dropout, hidden_dropout;  // > 0 (Model's)
 };
 
 Shape ShapeOf(const Model& m, const Batch& batch) {
@@ -82,6 +83,8 @@ Shape ShapeOf(const Model& m, const Batch& batch) {
   sh.tokens = sh.b * sh.s;
   sh.norm_tokens = sh.sp ? sh.tokens / sh.tp : sh.tokens;
   sh.h = m.hidden();
+  sh.attention_dropout = m.attention_dropout() > 0;
+  sh.hidden_dropout = m.hidden_dropout() > 0;
   const int kv_heads = m.kv_heads() > 0 ? m.kv_heads() : m.heads();
   sh.heads = m.heads() / sh.tp;
   sh.kv_heads = KvHeadsPerGpu(kv_heads, sh.tp);
@@ -301,6 +304,11 @@ void MaterialisedForward(const Shape& sh, std::vector<Kernel>* k) {
     // unfused attention calls its own fused one alike).
     k->push_back(Streaming("scale mask softmax", scores, 2 + 2, 0, 1));
   }
+  if (sh.attention_dropout) {
+    // torch's native_dropout: reads the probabilities, writes them dropped
+    // and the bool mask backward reads.
+    k->push_back(Streaming("attention dropout", scores, 2 + 2 + 1, 0, 1));
+  }
   k->push_back(
       GemmKernel("context", sh.s, sh.head_dim, sh.kv_seq, Gemm::BATCHED, bh));
 }
@@ -322,6 +330,11 @@ void MaterialisedBackward(const Shape& sh, std::vector<Kernel>* k) {
                           Gemm::BATCHED, bh));
   k->push_back(GemmKernel("context wgrad", sh.kv_seq, sh.head_dim, sh.s,
                           Gemm::BATCHED, bh));
+  if (sh.attention_dropout) {
+    // native_dropout_backward: the gradient times the mask, scaled.
+    k->push_back(
+        Streaming("attention dropout backward", scores, 2 + 1 + 2, 0, 1));
+  }
   if (sh.eager) {
     // The bf16 gradient cast to fp32 6 general; softmax backward reads the
     // fp32 output and gradient, writes bf16: 10 general; * scaling 4
@@ -384,8 +397,21 @@ Kernel GradientSum(const std::string& name, int64_t tokens, const Shape& sh) {
   return Streaming(name, tokens * sh.h, 3 * kBf16, 0, 1);
 }
 
+// With hidden dropout the branch is dropped before the add, in the same
+// kernel (Megatron-LM's fused bias-dropout-add), which writes the mask too.
 Kernel Residual(const Shape& sh) {
-  return Streaming("residual add", sh.norm_tokens * sh.h, 3 * kBf16, 0, 1);
+  return Streaming(sh.hidden_dropout ? "dropout residual add" : "residual add",
+                   sh.norm_tokens * sh.h,
+                   3 * kBf16 + (sh.hidden_dropout ? 1 : 0), 0, 1);
+}
+
+// Hidden dropout's backward over `tokens` x h: the gradient times the
+// mask, scaled (none without dropout).
+void HiddenDropoutBackward(const Shape& sh, int64_t tokens,
+                           std::vector<Kernel>* k) {
+  if (!sh.hidden_dropout) return;
+  k->push_back(
+      Streaming("hidden dropout backward", tokens * sh.h, 2 + 1 + 2, 0, 1));
 }
 
 Unit NormUnit(const std::string& name, const Shape& sh) {
@@ -606,6 +632,7 @@ std::vector<Unit> AttentionUnits(const Shape& sh) {
   // (RowParallelLinear adds it once, after the reduction).
   Unit o = LinearUnit("o_proj", sh, sh.h, sh.q_width, sh.bias);
   o.forward.push_back(Residual(sh));
+  HiddenDropoutBackward(sh, sh.norm_tokens, &o.backward);
   RowParallel(sh, &o);
   units.push_back(std::move(o));
   return units;
@@ -650,6 +677,7 @@ std::vector<Unit> MlpUnits(const Shape& sh) {
   Unit down =
       LinearUnit(sh.swiglu ? "down_proj" : "fc2", sh, sh.h, sh.ffn, sh.bias);
   down.forward.push_back(Residual(sh));
+  HiddenDropoutBackward(sh, sh.norm_tokens, &down.backward);
   RowParallel(sh, &down);
   units.push_back(std::move(down));
   return units;
@@ -707,6 +735,14 @@ std::vector<Unit> EmbeddingUnits(const Model& model, const Batch& batch) {
                                 model.learned_positions() > 0 ? 2 : 1));
   // The dense gradient of the table: zeroed, then the T rows' gradients
   // added into it (sort, then a segmented add).
+  if (sh.hidden_dropout) {
+    // The embedding's output dropped (Megatron's embedding_dropout).
+    // Under sequence parallelism after the scatter to the sequence-parallel
+    // region, on 1/tp of the tokens.
+    u.forward.push_back(
+        Streaming("embedding dropout", sh.norm_tokens * sh.h, 2 + 2 + 1, 0, 1));
+    HiddenDropoutBackward(sh, sh.norm_tokens, &u.backward);
+  }
   Kernel backward = Streaming("embedding backward", x, 0, 3 * kBf16, 3);
   backward.mutable_memory()->set_vector_bytes(kBf16 * rows * sh.h);
   u.backward.push_back(backward);

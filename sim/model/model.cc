@@ -355,6 +355,12 @@ absl::Status ValidateModel(const Model& model) {
       .Count("vocab", model.vocab(), 1, kMaxVocab)
       .Count("learned_positions", model.learned_positions(), 0, kMaxSeqLen)
       .Count("sliding_window", model.sliding_window(), 0, kMaxSeqLen)
+      .Real("attention_dropout", model.attention_dropout(), 0, 1)
+      .Rule("attention_dropout", model.attention_dropout() < 1,
+            "is a probability below 1")
+      .Real("hidden_dropout", model.hidden_dropout(), 0, 1)
+      .Rule("hidden_dropout", model.hidden_dropout() < 1,
+            "is a probability below 1")
       .Rule("mlp", model.mlp() != Model::MLP_UNSPECIFIED,
             "must be specified (SWIGLU or GELU)")
       .Rule("norm", model.norm() != Model::NORM_UNSPECIFIED,

@@ -72,6 +72,8 @@ std::vector<Rule> MakeRules() {
       {"--main-grads-dtype", K::kModelled, "", ""},
       // The model's shape (TransformerConfig; arguments.py's network size).
       {"--num-layers", K::kModelled, "", ""},
+      {"--hidden-dropout", K::kModelled, "", ""},
+      {"--attention-dropout", K::kModelled, "", ""},
       {"--hidden-size", K::kModelled, "", ""},
       {"--num-attention-heads", K::kModelled, "", ""},
       {"--ffn-hidden-size", K::kModelled, "", ""},
@@ -89,7 +91,7 @@ std::vector<Rule> MakeRules() {
       {"--make-vocab-size-divisible-by", K::kModelled, "", ""},
       // Not simulated at any value: they change no step's time, memory or
       // traffic (schedules of the learning rate, logging, checkpoint files,
-      // data and tokenizer files, initialization, dropout's rate, norm
+      // data and tokenizer files, initialization, norm
       // epsilons, timeouts, the length of the run).
       {"--lr", K::kNoCost, "", ""},
       {"--min-lr", K::kNoCost, "", ""},
@@ -133,8 +135,6 @@ std::vector<Rule> MakeRules() {
       {"--tokenizer-model", K::kNoCost, "", ""},
       {"--seed", K::kNoCost, "", ""},
       {"--init-method-std", K::kNoCost, "", ""},
-      {"--hidden-dropout", K::kNoCost, "", ""},
-      {"--attention-dropout", K::kNoCost, "", ""},
       {"--norm-epsilon", K::kNoCost, "", ""},
       {"--rotary-base", K::kNoCost, "", ""},
       {"--distributed-backend", K::kNoCost, "", ""},
@@ -320,6 +320,19 @@ class Args {
       return Bad(*Find(name), "takes a whole number >= 1");
     }
     return std::optional<int64_t>(v);
+  }
+
+  // A probability in [0, 1).
+  absl::StatusOr<std::optional<double>> Probability(
+      absl::string_view name) const {
+    absl::StatusOr<std::optional<std::string>> s = Str(name);
+    if (!s.ok()) return s.status();
+    if (!s->has_value()) return std::optional<double>();
+    double v = 0;
+    if (!absl::SimpleAtod(**s, &v) || !(v >= 0 && v < 1)) {
+      return Bad(*Find(name), "takes a probability in [0, 1)");
+    }
+    return std::optional<double>(v);
   }
 
   static absl::Status Bad(const Arg& a, absl::string_view why) {
@@ -611,7 +624,16 @@ class Mapper {
 // --make-vocab-size-divisible-by (128) x tp (training/vocab_utils.py).
 absl::Status Mapper::ModelDef() {
   const Arg* layers_arg = a_.Find("--num-layers");
-  if (layers_arg == nullptr) return absl::OkStatus();
+  if (layers_arg == nullptr) {
+    for (const char* name : {"--attention-dropout", "--hidden-dropout"}) {
+      if (const Arg* a = a_.Find(name); a != nullptr) {
+        return Args::Bad(*a,
+                         "sets the model's dropout: needs the model from this "
+                         "file (--num-layers and the rest of its shape)");
+      }
+    }
+    return absl::OkStatus();
+  }
   int32_t layers = 0, heads = 0, groups = 0, divisible = 128, tp = 1;
   int32_t hidden = 0, ffn = 0, vocab = 0, positions = 0, kv_channels = 0;
   for (auto [name, out] :
@@ -678,6 +700,16 @@ absl::Status Mapper::ModelDef() {
     return Args::Bad(*a_.Find("--normalization"), "is LayerNorm or RMSNorm");
   }
   m.set_norm(n == "RMSNorm" ? Model::RMSNORM : Model::LAYERNORM);
+  // Both 0.1 by default (arguments.py; TransformerConfig's hidden_dropout
+  // and attention_dropout).
+  for (auto [name, set] :
+       {std::pair<const char*, void (Model::*)(double)>{
+            "--attention-dropout", &Model::set_attention_dropout},
+        {"--hidden-dropout", &Model::set_hidden_dropout}}) {
+    absl::StatusOr<std::optional<double>> p = a_.Probability(name);
+    if (!p.ok()) return p.status();
+    (m.*set)(p->value_or(0.1));
+  }
   const std::string p = pos->value_or("learned_absolute");
   if (p == "learned_absolute") {
     if (positions == 0) {
