@@ -367,20 +367,26 @@ TEST(FlatVolume, TreeEdgesCarryTheirHalf) {
   EXPECT_EQ(v.inter_node + v.intra_node, 24000);
 }
 
-// Tree-0 (channel 0) and tree-1 (channel 1) edges of an all-reduce, read off
-// the reduce-up transfers.
-std::pair<std::set<std::pair<int, int>>, std::set<std::pair<int, int>>>
-TreeEdges(int p) {
-  std::set<std::pair<int, int>> edges[2];
-  absl::StatusOr<Plan> plan =
-      MakePlan(Request(TREE, ALL_REDUCE, {1, p}, 64 * p));
+// The (child, parent) edges of an all-reduce's channel `channel` of
+// `channels`, read off the reduce-up transfers.
+std::set<std::pair<int, int>> ReduceEdges(PlanShape shape, int channels,
+                                          int channel) {
+  std::set<std::pair<int, int>> edges;
+  absl::StatusOr<Plan> plan = MakePlan(
+      Request(TREE, ALL_REDUCE, shape, 64 * shape.size() * channels, channels));
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (plan.ok()) {
     for (const Transfer& t : ExpandTransfers(*plan)) {
-      if (t.reduce) edges[t.channel].insert({t.src, t.dst});
+      if (t.reduce && t.channel == channel) edges.insert({t.src, t.dst});
     }
   }
-  return {edges[0], edges[1]};
+  return edges;
+}
+
+// Tree-0 (channel 0) and tree-1 (channel 1) edges over p one-member nodes.
+std::pair<std::set<std::pair<int, int>>, std::set<std::pair<int, int>>>
+TreeEdges(int p) {
+  return {ReduceEdges({1, p}, 1, 0), ReduceEdges({1, p}, 1, 1)};
 }
 
 TEST(FlatTree, MatchesNcclDoubleBinaryTree) {
@@ -412,6 +418,49 @@ TEST(FlatTree, MatchesNcclDoubleBinaryTree) {
   for (auto [a, b] : tree13) shifted.insert({(a + 1) % 13, (b + 1) % 13});
   EXPECT_EQ(u1, shifted);
   EXPECT_TRUE(u1.count({9, 1}) && u1.count({0, 9}) && u1.count({11, 0}));
+}
+
+TEST(FlatTree, BuildsItsTreesOverNodesWithAChainInEachNode) {
+  // NCCL's trees (connect.cc): the binary trees over nodes, a chain inside
+  // each node from the channel's own member. Two nodes of 8, channel 0:
+  // tree 0 is rooted at node 0's head, member 0; node 1 (child type 1 of
+  // node 0) links its head, 8, to node 0's head. Tree 1 mirrors the nodes.
+  std::set<std::pair<int, int>> tree0 = {{8, 0}};
+  std::set<std::pair<int, int>> tree1 = {{0, 8}};
+  for (int i = 1; i < 8; ++i) {
+    tree0.insert({i, i - 1});
+    tree0.insert({8 + i, 8 + i - 1});
+    tree1.insert({i, i - 1});
+    tree1.insert({8 + i, 8 + i - 1});
+  }
+  EXPECT_EQ(ReduceEdges({8, 2}, 2, 0), tree0);
+  EXPECT_EQ(ReduceEdges({8, 2}, 2, 2), tree1);
+  // Channel 1's chains start at each node's member 1: 1 -> 2 -> ... -> 7
+  // -> 0, heads 1 and 9.
+  const std::set<std::pair<int, int>> channel1 = ReduceEdges({8, 2}, 2, 1);
+  EXPECT_TRUE(channel1.count({9, 1}) && channel1.count({0, 7}) &&
+              channel1.count({8, 15}) && channel1.count({2, 1}));
+  EXPECT_EQ(channel1.size(), 15u);
+
+  // Four nodes of two, tree 0 over the nodes (ncclGetBtree): node 2's
+  // parent is node 0 (child type 1: to the head, 0), node 1's is node 2
+  // (type 0, rank 1 < 2: to node 2's second member, 5), node 3's is node 2
+  // (type 1: to the head, 4).
+  const std::set<std::pair<int, int>> four = {{1, 0}, {4, 0}, {5, 4}, {2, 5},
+                                              {3, 2}, {6, 4}, {7, 6}};
+  EXPECT_EQ(ReduceEdges({2, 4}, 1, 0), four);
+}
+
+TEST(FlatTree, TwoNodesSendTheBufferOnceEachWayBetweenThem) {
+  // Each tree crosses between two nodes on one edge, carrying its half up
+  // and then down: count elements each way, 2 x count in all, where a ring
+  // over 16 members crosses twice with 2 x 15/16 x count each: 3.75 x count.
+  // Every edge still carries its tree's half twice: 2 x (p - 1) x count.
+  const PlanVolume tree = Volume(Request(TREE, ALL_REDUCE, {8, 2}, 1600, 4));
+  EXPECT_EQ(tree.inter_node, 2 * 1600);
+  EXPECT_EQ(tree.inter_node + tree.intra_node, 2 * 15 * 1600);
+  const PlanVolume ring = Volume(Request(RING, ALL_REDUCE, {8, 2}, 1600, 4));
+  EXPECT_EQ(ring.inter_node, 2 * 2 * 15 * 1600 / 16);
 }
 
 }  // namespace

@@ -1095,6 +1095,38 @@ TEST(EngineProtocol, AFasterNicIsNeverSlower) {
 // hops, and its floor's one step is the NIC's load: 4 B, both GPUs of the
 // node sending as that member of their own groups, where one member sends
 // 2 B.
+TEST(EngineTree, OnTwoNodesItSendsHalfTheRingsNetworkBytes) {
+  // NCCL's tree on two nodes (connect.cc): a chain in each node, one edge
+  // between them per channel and tree. Each node sends the whole buffer S
+  // out over its NICs (each tree's half up or down), where a ring over 16
+  // GPUs sends 2 x 15/16 x S: so the tree is faster than the ring on two
+  // DGX A100s (NVIDIA/nccl#946: "up to ~2x the network speed"), and no
+  // faster than S over the node's NICs at their reachable rate. On eight
+  // nodes each inner node's NICs carry more than on two, and the tree is
+  // no longer ahead by much.
+  const Platform p = Shipped("dgx_a100");
+  const double gib = 1 << 30;
+  const double nics = p.network().nics_per_node() *
+                      p.network().nic_bandwidth() *
+                      p.efficiency().network_fraction();
+  for (int gpus : {16, 64}) {
+    SCOPED_TRACE(gpus);
+    absl::StatusOr<CollectiveResults> tree =
+        Sweep(p, ALL_REDUCE, TREE, gpus, 0, gib, gib, 2);
+    absl::StatusOr<CollectiveResults> ring =
+        Sweep(p, ALL_REDUCE, RING, gpus, 0, gib, gib, 2);
+    ASSERT_TRUE(tree.ok() && ring.ok());
+    const double t_tree = Seconds(tree->rows(0));
+    const double t_ring = Seconds(ring->rows(0));
+    EXPECT_GE(t_tree, gib / nics);
+    if (gpus == 16) {
+      EXPECT_LT(t_tree, t_ring);
+    } else {
+      EXPECT_GT(t_tree, 0.8 * t_ring);
+    }
+  }
+}
+
 TEST(EngineFloor, ATreeStepLoadsItsNicWithEveryGpuOnIt) {
   Knobs k;
   k.gpus_per_node = 2;

@@ -1,25 +1,33 @@
-// NCCL's double binary tree. Two binary trees over the members, built as
-// NCCL builds them (src/graph/trees.cc: ncclGetBtree, ncclGetDtree), each
-// carrying half of the buffer: a member that is a leaf in one tree is
-// (nearly always) an inner node in the other, so the members share the work
-// of the inner nodes about evenly.
+// NCCL's double binary tree, built as NCCL builds it (src/graph/trees.cc
+// ncclGetBtree and ncclGetDtree; src/graph/connect.cc ncclTopoPreset and
+// connectTrees, NVIDIA/nccl at 5067397): two binary trees over the nodes,
+// each carrying half of the buffer (a node that is a leaf in one tree is
+// nearly always an inner node in the other), and inside each node a chain
+// of its members. A channel's chain starts at its own member (NCCL's
+// search starts each channel at another GPU and NIC): the chain's head
+// links to the parent node, and a child node links to the head
+// (parentChildType 1) or to the chain's second member (type 0), NCCL's
+// BALANCED_TREE pattern, the first it tries (init.cc), which spreads a
+// node's network links over two GPUs. NCCL routes both through the head's
+// NIC; here each GPU sends through its own.
 //
-// NCCL itself offers the tree algorithm for all-reduce only (and builds its
-// trees over nodes, with a chain inside each node); here the trees span the
-// members directly, and all-gather, reduce-scatter and broadcast are lowered
-// on them too, so that the simulator can compare the algorithms op by op:
+// NCCL itself offers the tree for all-reduce only; here all-gather,
+// reduce-scatter and broadcast are lowered on the same trees too, so that
+// the simulator can compare the algorithms op by op:
 //   ALL_REDUCE      pipelined reduce up to the root, then pipelined
 //                   broadcast down.
-//   BROADCAST       pipelined broadcast down from the root (the members are
-//                   relabelled so that the broadcast root is the tree root).
+//   BROADCAST       pipelined broadcast down from the root (the nodes are
+//                   relabelled so that the root's node is the tree's root,
+//                   and every chain starts at the root's place in its node).
 //   ALL_GATHER      gather up (each child sends its subtree's chunks), then
 //                   each parent sends each child the rest of the half.
 //   REDUCE_SCATTER  pipelined reduce up, then the root scatters down (each
 //                   parent sends each child only its subtree's chunks).
 //
 // Channels: like NCCL, which runs tree 0 on channels 0..k-1 and tree 1 on
-// duplicated channels k..2k-1, tree t's half is cut into k parts and part c
-// goes on channel t * k + c. Transfers thus use channels 0..2k-1.
+// duplicated channels k..2k-1 with the same chains, tree t's half is cut
+// into k parts and part c goes on channel t * k + c. Transfers thus use
+// channels 0..2k-1.
 #include <algorithm>
 
 #include "absl/status/statusor.h"
@@ -42,21 +50,30 @@ int BtreeParent(int n, int rank) {
   return up < n ? up : (rank ^ bit);
 }
 
-// ncclGetDtree's second tree: the first tree shifted by one rank when n is
-// odd, mirrored (rank -> n - 1 - rank) when n is even.
-int SecondTreeParent(int n, int rank) {
-  if (n % 2 == 1) {
-    const int u = BtreeParent(n, (rank - 1 + n) % n);
-    return u < 0 ? -1 : (u + 1) % n;
-  }
-  const int u = BtreeParent(n, n - 1 - rank);
-  return u < 0 ? -1 : n - 1 - u;
+// A node's parent in tree `tree` (0 or 1) over n nodes (-1 at the root),
+// and which child of it the node is (ncclGetBtree's parentChildType: 0 if
+// the node's rank is below its parent's). ncclGetDtree's second tree is the
+// first shifted by one rank when n is odd, mirrored (rank -> n - 1 - rank)
+// when n is even; the child type is the one in the shifted or mirrored
+// numbering.
+struct NodeLink {
+  int up = -1;
+  int child_type = 0;
+};
+NodeLink NodeParent(int n, int tree, int rank) {
+  int r = rank;
+  if (tree == 1) r = n % 2 == 1 ? (rank - 1 + n) % n : n - 1 - rank;
+  const int u = BtreeParent(n, r);
+  if (u < 0) return {};
+  const int child_type = r < u ? 0 : 1;
+  if (tree == 0) return {u, child_type};
+  return {n % 2 == 1 ? (u + 1) % n : n - 1 - u, child_type};
 }
 
-// ncclGetDtreeRoots.
+// ncclGetDtreeRoots (one node: the root of both).
 int TreeRoot(int n, int tree) {
   if (tree == 0) return 0;
-  return n % 2 == 1 ? 1 : n - 1;
+  return n % 2 == 1 ? 1 % n : n - 1;
 }
 
 struct Tree {
@@ -66,21 +83,41 @@ struct Tree {
   int height() const { return static_cast<int>(levels.size()) - 1; }
 };
 
-// Tree `tree` (0 or 1) of NCCL's pair over p members, rotated so that
-// `root` is its root: member = (rank - TreeRoot + root) mod p. A rotation
-// keeps the tree's shape; with root = TreeRoot it is NCCL's tree itself.
-absl::StatusOr<Tree> MakeTree(int p, int tree, int root) {
-  const int shift = root - TreeRoot(p, tree);
-  auto member = [&](int rank) { return ((rank + shift) % p + p) % p; };
+// Tree `tree` (0 or 1) of NCCL's pair over `shape`, each node's chain
+// starting at its member `start` (0 .. per_node - 1), the nodes rotated so
+// that node `root_node` is the tree's root: node-rank r sits on node
+// (r - TreeRoot + root_node) mod nodes. A rotation keeps the tree's shape;
+// with root_node = TreeRoot it is NCCL's tree itself.
+absl::StatusOr<Tree> MakeTree(const PlanShape& shape, int tree, int start,
+                              int root_node) {
+  const int nodes = shape.nodes;
+  const int per = shape.per_node;
+  const int p = shape.size();
+  const int shift = root_node - TreeRoot(nodes, tree);
+  auto node_of = [&](int rank) {
+    return ((rank + shift) % nodes + nodes) % nodes;
+  };
+  // The member at place i of node n's chain.
+  auto chain = [&](int n, int i) { return n * per + (start + i) % per; };
   Tree t;
   t.parent.assign(p, -1);
   t.children.assign(p, {});
-  for (int rank = 0; rank < p; ++rank) {
-    const int up = tree == 0 ? BtreeParent(p, rank) : SecondTreeParent(p, rank);
-    if (up < 0) continue;
-    t.parent[member(rank)] = member(up);
-    t.children[member(up)].push_back(member(rank));
+  auto link = [&](int child, int up) {
+    t.parent[child] = up;
+    t.children[up].push_back(child);
+  };
+  for (int rank = 0; rank < nodes; ++rank) {
+    const int n = node_of(rank);
+    const NodeLink up = NodeParent(nodes, tree, rank);
+    if (up.up >= 0) {
+      // BALANCED_TREE: child0 of a node links to its chain's second member
+      // (the head itself when the node has one member), child1 to the head.
+      const int at = up.child_type == 0 ? std::min(1, per - 1) : 0;
+      link(chain(n, 0), chain(node_of(up.up), at));
+    }
+    for (int i = 1; i < per; ++i) link(chain(n, i), chain(n, i - 1));
   }
+  const int root = chain(root_node, 0);
   int reached = 0;
   for (std::vector<int> level = {root}; !level.empty();) {
     reached += static_cast<int>(level.size());
@@ -106,10 +143,14 @@ struct Lane {
   int channel;
 };
 
-// Pipeline depth: 2 * height pieces keep the fill and drain of a reduce +
-// broadcast (2 * height - 1 steps) to about half of the run.
+// Pipeline depth: NCCL halves a tree's chunk until every channel has at
+// least depth x 8 of them (src/enqueue.cc, Simple protocol; depth is the
+// tree's height, connect.cc), and larger messages have more: 8 x height
+// pieces, the fewest NCCL runs where the chunks are not at their floor
+// (128 KiB), keep the fill and drain of a reduce + broadcast (2 x height - 1
+// steps) to a fifth of the run.
 std::vector<Range> Pieces(const Lane& lane) {
-  const int n = std::max(1, 2 * lane.tree->height());
+  const int n = std::max(1, 8 * lane.tree->height());
   std::vector<Range> pieces(n);
   for (int j = 0; j < n; ++j) pieces[j] = SubRange(lane.range, n, j);
   return pieces;
@@ -281,17 +322,21 @@ int RunLane(const PlanRequest& req, const Lane& lane,
 absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
   const CollectiveOp op = request.op;
   if (!IsLoweredOp(op)) return UnsupportedOp("tree", op);
-  const int p = request.shape.size();
+  const PlanShape& shape = request.shape;
   const int k = request.channels;
   int steps = 0;
   for (int t = 0; t < 2; ++t) {
-    const int root = op == BROADCAST ? request.root : TreeRoot(p, t);
-    absl::StatusOr<Tree> tree = MakeTree(p, t, root);
-    if (!tree.ok()) return tree.status();
-    std::vector<std::vector<int>> sub;
-    if (op == ALL_GATHER || op == REDUCE_SCATTER) sub = Subtrees(*tree);
-    const Range half = ChunkRange(request.count, 2, t);
+    const int root_node =
+        op == BROADCAST ? shape.NodeOf(request.root) : TreeRoot(shape.nodes, t);
     for (int c = 0; c < k; ++c) {
+      // A broadcast's chains start at the root's place, so that the root
+      // heads its node; else channel c's chains start at member c.
+      const int start = (op == BROADCAST ? request.root : c) % shape.per_node;
+      absl::StatusOr<Tree> tree = MakeTree(shape, t, start, root_node);
+      if (!tree.ok()) return tree.status();
+      std::vector<std::vector<int>> sub;
+      if (op == ALL_GATHER || op == REDUCE_SCATTER) sub = Subtrees(*tree);
+      const Range half = ChunkRange(request.count, 2, t);
       const Lane lane{&*tree, SubRange(half, k, c), t * k + c};
       steps = std::max(steps, RunLane(request, lane, sub, plan));
     }
