@@ -328,6 +328,7 @@ absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
   for (int t = 0; t < 2; ++t) {
     const int root_node =
         op == BROADCAST ? shape.NodeOf(request.root) : TreeRoot(shape.nodes, t);
+    const Range half = ChunkRange(request.count, 2, t);
     for (int c = 0; c < k; ++c) {
       // A broadcast's chains start at the root's place, so that the root
       // heads its node; else channel c's chains start at member c.
@@ -336,7 +337,6 @@ absl::Status BuildTree(const PlanRequest& request, Plan* plan) {
       if (!tree.ok()) return tree.status();
       std::vector<std::vector<int>> sub;
       if (op == ALL_GATHER || op == REDUCE_SCATTER) sub = Subtrees(*tree);
-      const Range half = ChunkRange(request.count, 2, t);
       const Lane lane{&*tree, SubRange(half, k, c), t * k + c};
       steps = std::max(steps, RunLane(request, lane, sub, plan));
     }
