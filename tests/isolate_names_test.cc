@@ -1,6 +1,6 @@
 // RunIsolated names a task by the number it is given (a rank of a
 // distributed sweep runs some points and names them as the whole sweep
-// does), and its progress line never draws when stderr is not a terminal.
+// does).
 #include <unistd.h>
 
 #include <cerrno>

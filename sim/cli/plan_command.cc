@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -82,7 +83,11 @@ absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
   absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
-  *plan->mutable_warnings() = {job.warnings.begin(), job.warnings.end()};
+  // The scenario's warnings first, then the search's own.
+  google::protobuf::RepeatedPtrField<std::string> warnings(job.warnings.begin(),
+                                                           job.warnings.end());
+  warnings.MergeFrom(plan->warnings());
+  *plan->mutable_warnings() = std::move(warnings);
   OutputFiles files = OutputFilesFromFlags();
   const std::string figure = absl::GetFlag(FLAGS_figure);
   // The figure is drawn from the JSON: written beside it unless asked for.

@@ -162,7 +162,7 @@ std::vector<absl::StatusOr<std::string>> RunIsolated(
   // Its destructor erases the line, whichever way this returns.
   std::optional<Progress> progress;
   if (options.progress) progress.emplace();
-  const bool ticking = progress && progress->active();
+  const bool ticking = progress.has_value();
   const Clock::time_point start = Clock::now();
   std::vector<absl::StatusOr<std::string>> results(
       tasks.size(), absl::InternalError("not run"));

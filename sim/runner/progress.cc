@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,34 +29,45 @@ Progress::Progress() : start_(Clock::now()), tty_(isatty(STDERR_FILENO) == 1) {}
 
 Progress::~Progress() { Clear(); }
 
+double Progress::Elapsed() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
 void Progress::Update(size_t done, size_t total) {
-  if (!tty_ || done >= total) return;
-  const double elapsed =
-      std::chrono::duration<double>(Clock::now() - start_).count();
+  if (done >= total) return;
+  const double elapsed = Elapsed();
   if (elapsed < kQuietS) return;
-  std::string line = absl::StrFormat("\r  %d/%d points", done, total);
+  std::string line = absl::StrFormat("  %d/%d points", done, total);
   if (done > 0) {
     const double left =
         elapsed / static_cast<double>(done) * static_cast<double>(total - done);
     absl::StrAppend(&line, ", ", MinutesSeconds(left), " left");
   }
-  Draw(std::move(line));
+  Draw(line);
 }
 
 void Progress::Show(const std::string& what) {
-  if (!tty_) return;
-  const double elapsed =
-      std::chrono::duration<double>(Clock::now() - start_).count();
+  const double elapsed = Elapsed();
   if (elapsed < kQuietS) return;
-  Draw(absl::StrCat("\r  ", what, ", ", MinutesSeconds(elapsed), " elapsed"));
+  Draw(absl::StrCat("  ", what, ", ", MinutesSeconds(elapsed), " elapsed"));
 }
 
-void Progress::Draw(std::string line) {
+void Progress::Draw(const std::string& line) {
+  if (!tty_) {
+    const Clock::time_point now = Clock::now();
+    if (last_line_ != Clock::time_point{} &&
+        std::chrono::duration<double>(now - last_line_).count() < kLineEveryS) {
+      return;
+    }
+    last_line_ = now;
+    std::fputs(absl::StrCat(line, "\n").c_str(), stderr);
+    std::fflush(stderr);
+    return;
+  }
   if (shown_ && line == last_) return;
   last_ = line;
   // Clear to the end of the line: the previous one may have been longer.
-  line += "\033[K";
-  std::fputs(line.c_str(), stderr);
+  std::fputs(absl::StrCat("\r", line, "\033[K").c_str(), stderr);
   std::fflush(stderr);
   shown_ = true;
 }

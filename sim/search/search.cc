@@ -68,6 +68,14 @@ bool Dominated(double bound, int64_t peak,
   return false;
 }
 
+// Whether a point's simulation failed because the models refuse the point
+// (a schedule the lowering cannot build, a plan a collective cannot make),
+// as opposed to a fault: the search reports such a point and goes on.
+bool IsRefusal(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s) ||
+         absl::IsUnimplemented(s) || absl::IsOutOfRange(s);
+}
+
 // Runs the search's waves of points, each point in a child as
 // SimulatePoints runs it. Which points a wave simulates is decided only
 // once the waves before it are done, so the search's choices never depend
@@ -104,12 +112,15 @@ class WaveRunner {
     rows_.erase(point);
   }
 
-  // The rows of `wave`'s points, in order. Errors: the first of theirs, in
-  // order. Once the deadline has passed, `*stopped` is set and the points
-  // not finished by then have empty rows (no step time); under MPI all of
-  // the wave's, so that every rank has the same rows.
-  absl::StatusOr<std::vector<ResultRow>> Run(const std::vector<int>& wave,
-                                             bool* stopped) {
+  // The rows of `wave`'s points, in order. A point the simulator refuses
+  // (IsRefusal) has an empty row and its error in `*refused`, by point;
+  // other errors: the first of theirs, in order. Once the deadline has
+  // passed, `*stopped` is set and the points not finished by then have
+  // empty rows (no step time); under MPI all of the wave's, so that every
+  // rank has the same rows.
+  absl::StatusOr<std::vector<ResultRow>> Run(
+      const std::vector<int>& wave, bool* stopped,
+      std::map<int, absl::Status>* refused) {
     if (engine_.run_tasks) return RunDistributed(wave, stopped);
     for (;;) {
       size_t ended = 0;
@@ -153,6 +164,11 @@ class WaveRunner {
       absl::StatusOr<std::string> r = std::move(it->second);
       rows_.erase(it);
       started_.erase(i);
+      if (!r.ok() && IsRefusal(r.status())) {
+        out.emplace_back();
+        refused->emplace(i, r.status());
+        continue;
+      }
       if (!r.ok()) return r.status();
       if (!out.emplace_back().ParseFromString(*r)) {
         return absl::InternalError("a simulation returned an unreadable row");
@@ -325,7 +341,7 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
       }
       if (!status[i].ok()) failed = true;
       const int specs_bound = ++bound;
-      if (progress != nullptr && progress->active()) {
+      if (progress != nullptr) {
         absl::MutexLock lock(&progress_mutex);
         progress->Show(absl::StrFormat("plan: lower bounds of %d of %d specs",
                                        specs_bound, n));
@@ -649,7 +665,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   // ReplayDigest.
   using Step = std::pair<std::string, uint64_t>;
   std::vector<std::optional<Step>> steps;
-  int unplannable = 0;
+  int unplannable = 0;  // of the bounds
   for (size_t b = 0; b < fit.size(); ++b) {
     SearchSettings batch = settings[fit[b].setting];
     batch.clear_execution();
@@ -695,6 +711,9 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::vector<int> same_as(points.size(), -1);
   int pruned = 0;
   int same_step = 0;
+  // The points the simulator refused (IsRefusal), with its error: counted
+  // unplannable, each named in the warnings.
+  std::map<int, absl::Status> refused_as;
   // Twice the simulations that run at once, on every rank together: an
   // MPI run decides as the serial run with as many --jobs does.
   const size_t wave =
@@ -725,15 +744,26 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   };
   int simulated = 0;  // points with a row, their own or shared
   // The progress line: points simulated (finished, not yet returned by the
-  // runner included) and pruned so far, of them all.
+  // runner included) and pruned so far, of them all, and the fastest step
+  // simulated so far.
   auto show = [&](size_t finished) {
-    progress.Show(absl::StrFormat("plan: %d of %d points simulated, %d pruned",
-                                  simulated + static_cast<int>(finished),
-                                  order.size(), pruned));
+    std::string line = absl::StrFormat(
+        "plan: %d of %d points simulated, %d pruned",
+        simulated + static_cast<int>(finished), order.size(), pruned);
+    const ResultRow* best = nullptr;
+    for (const ResultRow* r : done) {
+      if (r->has_step_time_s() &&
+          (best == nullptr || r->step_time_s() < best->step_time_s())) {
+        best = r;
+      }
+    }
+    if (best != nullptr) {
+      absl::StrAppendFormat(&line, ", best so far %s at %.4g s a step",
+                            PlanPointName(*best), best->step_time_s());
+    }
+    progress.Show(line);
   };
-  WaveRunner runner(std::move(run), engine, deadline, guess,
-                    progress.active() ? std::function<void(size_t)>(show)
-                                      : std::function<void(size_t)>());
+  WaveRunner runner(std::move(run), engine, deadline, guess, show);
   bool stopped = false;  // by the time limit
   while (next < order.size() && !stopped) {
     std::vector<int> batch;
@@ -776,8 +806,19 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       ++simulated;
     };
     if (!batch.empty()) {
-      absl::StatusOr<std::vector<ResultRow>> rows = runner.Run(batch, &stopped);
+      std::map<int, absl::Status> refused;
+      absl::StatusOr<std::vector<ResultRow>> rows =
+          runner.Run(batch, &stopped, &refused);
       if (!rows.ok()) return rows.status();
+      for (const auto& [i, status] : refused) {
+        refused_as[i] = status;
+        ResultRow named;
+        named.set_strategy(points[i].spec);
+        *named.mutable_settings() = settings[points[i].setting];
+        out.add_warnings(absl::StrCat(
+            PlanPointName(named),
+            ": not simulated, the models refuse it: ", status.message()));
+      }
       if (rows->size() != batch.size()) {
         return absl::InternalError(absl::StrCat("a wave of ", batch.size(),
                                                 " points returned ",
@@ -790,6 +831,11 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       }
     }
     for (int i : shared) {
+      // Its twin refused: so is it, with the same schedule.
+      if (refused_as.count(same_as[i]) > 0) {
+        refused_as[i] = refused_as.at(same_as[i]);
+        continue;
+      }
       if (!timed[same_as[i]]) continue;  // its twin not finished in time
       const ResultRow& twin = *timed[same_as[i]];
       ResultRow r = twin;
@@ -802,7 +848,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       keep(i, std::move(r));
       ++same_step;
     }
-    if (progress.active()) show(0);
+    show(0);
   }
   if (stopped && simulated == 0) {
     return absl::DeadlineExceededError(
@@ -825,7 +871,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   out.set_candidates(candidates);
   out.set_filtered(candidates - static_cast<int>(fit.size()));
   out.set_points(static_cast<int>(points.size()) + unplannable);
-  out.set_unplannable(unplannable);
+  out.set_unplannable(unplannable + static_cast<int>(refused_as.size()));
   out.set_pruned(pruned);
   out.set_simulated(simulated);
   out.set_same_step(same_step);

@@ -63,8 +63,11 @@ struct SearchOptions {
 };
 
 // The job's scenario must name one GPU count; its strategies are replaced
-// by the candidates. While it runs, a line on stderr says how far it got,
-// when stderr is a terminal (sim/runner/progress.h). Errors: no GPU count
+// by the candidates. While it runs, a line on stderr says how far it got
+// (sim/runner/progress.h). A point whose simulation the models refuse
+// (an InvalidArgument, FailedPrecondition, Unimplemented or OutOfRange
+// error) is counted unplannable and named in the warnings; the search
+// goes on. Errors: no GPU count
 // or several; every candidate over the cap ("... the smallest peak is X
 // GiB, STRATEGY"); the time limit reached before any point was simulated
 // (DeadlineExceeded).

@@ -191,7 +191,7 @@ absl::StatusOr<Results> SimulatePoints(const std::vector<JobPoint>& points,
   for (const JobPoint& p : points) {
     tasks.push_back(PointTask(p, options, single));
   }
-  // A progress line, on a terminal only (sim/runner/progress.h); under MPI,
+  // A progress line (sim/runner/progress.h); under MPI,
   // rank 0 shows its own points (sim/runner/distribute.h).
   IsolateOptions isolate;
   isolate.jobs = options.jobs;
