@@ -711,9 +711,18 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::vector<int> same_as(points.size(), -1);
   int pruned = 0;
   int same_step = 0;
-  // The points the simulator refused (IsRefusal), with its error: counted
-  // unplannable, each named in the warnings.
-  std::map<int, absl::Status> refused_as;
+  // The points the simulator refused (IsRefusal): counted unplannable,
+  // each named in the warnings with the reason.
+  std::map<int, absl::Status> refused_points;
+  auto refuse = [&](int i, absl::Status why) {
+    refused_points.emplace(i, why);
+    ResultRow named;
+    named.set_strategy(points[i].spec);
+    *named.mutable_settings() = settings[points[i].setting];
+    out.add_warnings(
+        absl::StrCat(PlanPointName(named),
+                     ": not simulated, the models refuse it: ", why.message()));
+  };
   // Twice the simulations that run at once, on every rank together: an
   // MPI run decides as the serial run with as many --jobs does.
   const size_t wave =
@@ -742,7 +751,8 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     }
     return -1;
   };
-  int simulated = 0;  // points with a row, their own or shared
+  int simulated = 0;                   // points with a row, their own or shared
+  const ResultRow* fastest = nullptr;  // of the rows with a step
   // The progress line: points simulated (finished, not yet returned by the
   // runner included) and pruned so far, of them all, and the fastest step
   // simulated so far.
@@ -750,16 +760,9 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     std::string line = absl::StrFormat(
         "plan: %d of %d points simulated, %d pruned",
         simulated + static_cast<int>(finished), order.size(), pruned);
-    const ResultRow* best = nullptr;
-    for (const ResultRow* r : done) {
-      if (r->has_step_time_s() &&
-          (best == nullptr || r->step_time_s() < best->step_time_s())) {
-        best = r;
-      }
-    }
-    if (best != nullptr) {
+    if (fastest != nullptr) {
       absl::StrAppendFormat(&line, ", best so far %s at %.4g s a step",
-                            PlanPointName(*best), best->step_time_s());
+                            PlanPointName(*fastest), fastest->step_time_s());
     }
     progress.Show(line);
   };
@@ -803,6 +806,11 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       timed[i] = std::move(r);
       done.push_back(&*timed[i]);
       if (deployable[i]) done_deployable.push_back(&*timed[i]);
+      if (timed[i]->has_step_time_s() &&
+          (fastest == nullptr ||
+           timed[i]->step_time_s() < fastest->step_time_s())) {
+        fastest = &*timed[i];
+      }
       ++simulated;
     };
     if (!batch.empty()) {
@@ -810,15 +818,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       absl::StatusOr<std::vector<ResultRow>> rows =
           runner.Run(batch, &stopped, &refused);
       if (!rows.ok()) return rows.status();
-      for (const auto& [i, status] : refused) {
-        refused_as[i] = status;
-        ResultRow named;
-        named.set_strategy(points[i].spec);
-        *named.mutable_settings() = settings[points[i].setting];
-        out.add_warnings(absl::StrCat(
-            PlanPointName(named),
-            ": not simulated, the models refuse it: ", status.message()));
-      }
+      for (const auto& [i, why] : refused) refuse(i, why);
       if (rows->size() != batch.size()) {
         return absl::InternalError(absl::StrCat("a wave of ", batch.size(),
                                                 " points returned ",
@@ -832,8 +832,8 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     }
     for (int i : shared) {
       // Its twin refused: so is it, with the same schedule.
-      if (refused_as.count(same_as[i]) > 0) {
-        refused_as[i] = refused_as.at(same_as[i]);
+      if (refused_points.count(same_as[i]) > 0) {
+        refuse(i, refused_points.at(same_as[i]));
         continue;
       }
       if (!timed[same_as[i]]) continue;  // its twin not finished in time
@@ -871,7 +871,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   out.set_candidates(candidates);
   out.set_filtered(candidates - static_cast<int>(fit.size()));
   out.set_points(static_cast<int>(points.size()) + unplannable);
-  out.set_unplannable(unplannable + static_cast<int>(refused_as.size()));
+  out.set_unplannable(unplannable + static_cast<int>(refused_points.size()));
   out.set_pruned(pruned);
   out.set_simulated(simulated);
   out.set_same_step(same_step);
