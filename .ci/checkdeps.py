@@ -29,7 +29,8 @@ LAYERS = [
     ["sim/results"],          # tables, JSON, CSV, traces
     ["sim/runner"],           # points in child processes, over MPI
     ["sim/engine"],           # SimGrid: the step replayed on the fabric
-    ["sim/simulate"],         # the job driver: analyze -> engine -> results
+    ["sim/simulate", "sim/estimate"],  # the job driver: analyze -> engine ->
+                                       # results; or -> the estimate tier
     ["sim/search", "sim/goodput"],  # `plan`'s search; goodput over many steps
     ["hw/backend.h"],         # shardsim-hw: what a backend provides
     ["hw/runtime"],           # ... runs a schedule's ranks

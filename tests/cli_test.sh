@@ -363,9 +363,16 @@ assert p["settings"] == 1 and p["candidates"] == p["specs"], p' \
   --figure "$tmp/no/such/dir.png" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q -- "$tmp/no/such/dir.png" "$tmp/err" && ok \
   || fail "plan --figure into a missing folder: $(cat "$tmp/err")"
-"$bin" plan "$quick" --gpus 16,32 >/dev/null 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "plan searches one GPU count" "$tmp/err" && ok \
+"$bin" plan "$quick" --gpus 16,32 --noalgorithms --nosettings \
+  --json "$tmp/sweep.json" >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q "^  16 GPUs: " "$tmp/out" && grep -q "^  32 GPUs: " "$tmp/out" \
+  && [ "$(grep -c '^plan: ' "$tmp/out")" -eq 2 ] \
+  && python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['plans']; \
+assert [x['gpus'] for x in p] == [16, 32]" "$tmp/sweep.json" && ok \
   || fail "plan at two GPU counts: $(cat "$tmp/err")"
+"$bin" plan "$quick" --gpus 16,32 --figure "$tmp/f.png" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "figure draws one GPU count" "$tmp/err" && ok \
+  || fail "plan --figure at two GPU counts: $(cat "$tmp/err")"
 "$bin" plan "$quick" --gpus 16 --memory-cap 1 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "under the cap of 1.00 GiB: the smallest peak is" "$tmp/err" \
   && ok || fail "plan cap below every point: $(cat "$tmp/err")"

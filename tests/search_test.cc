@@ -2,6 +2,7 @@
 #include "sim/search/search.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "sim/search/space.h"
 #include "sim/strategy/strategy.h"
 #include "tests/util/test_util.h"
+#include "tests/util/toy_step.h"
 
 namespace shardsim {
 namespace {
@@ -88,36 +90,6 @@ TEST(SearchSpace, EveryAlgorithmPerKindOnce) {
   EXPECT_EQ(CountPrefix(paro, "paro-NIG@both=horing"), 0);
 }
 
-// Two GPUs of one node, 100 GB/s NVSwitch ports, fractions 1 but the best
-// wire protocol's 0.5: a byte leaves a GPU at 50 GB/s at best.
-Platform TwoGpuNode() {
-  Platform p;
-  p.set_name("bound");
-  p.set_gpus_per_node(2);
-  p.set_channels(1);
-  p.mutable_nvswitch()->set_bandwidth(100e9);
-  p.mutable_network()->set_nic_bandwidth(25e9);
-  p.mutable_efficiency()->set_nvlink_fraction(1);
-  p.mutable_efficiency()->set_nvlink_direct_fraction(0.5);
-  p.mutable_efficiency()->set_network_fraction(1);
-  p.add_protocols()->set_bandwidth_fraction(0.25);
-  p.add_protocols()->set_bandwidth_fraction(0.5);
-  return p;
-}
-
-Op* AllGather(Schedule* s, Stream stream, std::vector<int> deps) {
-  Op* op = s->add_ops();
-  op->set_id(s->ops_size() - 1);
-  op->set_stream(stream);
-  for (int d : deps) op->add_deps(d);
-  CollectiveCall* c = op->mutable_collective();
-  c->set_op(ALL_GATHER);
-  c->set_algorithm(RING);
-  *c->mutable_group() = MakeGroup(2, 1, 1, 1);
-  c->set_bytes(1'000'000'000);
-  return op;
-}
-
 // A 1 GB all-gather over 2 GPUs: each sends its half, 0.5 GB, at 50 GB/s:
 // 10 ms, less the 1e-4 the bound keeps in hand for SimGrid's solver
 // (bound.cc): 9.999 ms. On one stream, or chained by a dependency, two
@@ -155,20 +127,13 @@ TEST(SearchBound, TheLongestPathAtTheFastestSpeed) {
 // at 22.9987 ms and ends at 35.9974 ms.
 TEST(SearchBound, LatenciesAndTheHost) {
   const Mesh mesh{2, 1};
-  Platform p = TwoGpuNode();
-  p.mutable_protocols(1)->set_base_latency_s(0.002);
-  p.mutable_protocols(1)->set_intra_alpha_s(0.001);
-  Schedule two;
-  AllGather(&two, GATHER, {})
-      ->mutable_collective()
-      ->set_launch_overhead_s(0.005);
-  Op* second = AllGather(&two, REDUCE, {});
-  second->mutable_collective()->set_launch_overhead_s(0.005);
+  const Platform p = LatentTwoGpuNode();
+  Schedule two = TwoLaunchedAllGathers();
   absl::StatusOr<double> b = StepLowerBound(two, mesh, p);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_NEAR(*b, 0.0229987, 1e-12);
 
-  second->add_host_waits(0);
+  two.mutable_ops(1)->add_host_waits(0);
   EXPECT_NEAR(*StepLowerBound(two, mesh, p), 0.0359974, 1e-12);
 }
 
@@ -193,15 +158,6 @@ TEST(SearchBound, GpusThatShareANicShareItsSpeed) {
   EXPECT_NEAR(*StepLowerBound(across, mesh, p), 0.039996, 1e-12);
 }
 
-// A compute op of one kernel on the compute stream.
-void Compute(Schedule* s, Kernel kernel) {
-  Op* op = s->add_ops();
-  op->set_id(s->ops_size() - 1);
-  op->set_stream(COMPUTE);
-  op->mutable_compute()->set_kernel_list(s->kernel_lists_size());
-  *s->add_kernel_lists()->add_kernels() = std::move(kernel);
-}
-
 // Beside the 1 GB all-gather (9.999 ms at least), compute on a GPU of 1e15
 // FLOP/s and 1e13 B/s of HBM, 100 SMs of which a collective holds 10:
 // a GEMM runs at 1 / (1 + 2 x 10/100) = 1/1.2 of its speed meanwhile, a
@@ -219,27 +175,9 @@ void Compute(Schedule* s, Kernel kernel) {
 //   ms of work beside it; 25 ms of work end at 19.998 + 7.71 = 27.708 ms.
 TEST(SearchBound, ComputeSlowsWhileACollectiveRuns) {
   const Mesh mesh{2, 1};
-  Platform p = TwoGpuNode();
-  p.mutable_gpu()->set_peak_flops(1e15);
-  p.mutable_gpu()->set_hbm_bytes_per_s(1e13);
-  p.mutable_gpu()->set_sms(100);
-  KernelModel* km = p.mutable_kernels();
-  km->set_gemm_efficiency(1);
-  km->set_gemm_tile_m(1);
-  km->set_gemm_tile_n(1);
-  km->set_vector_fraction(1);
-  km->set_general_fraction(1);
-  p.mutable_interference()->set_collective_sms(10);
-  p.mutable_interference()->set_compute_slowdown(2);
-  p.mutable_interference()->set_memory_slowdown(0.5);
-  p.mutable_interference()->set_nvlink_under_compute(1);
-  Kernel gemm;  // 2 x 1000 x 1000 x 1e7 FLOP = 20 ms (its 4e10 B: 4 ms)
-  gemm.mutable_gemm()->set_m(1000);
-  gemm.mutable_gemm()->set_n(1000);
-  gemm.mutable_gemm()->set_k(10'000'000);
-  Kernel vector;  // 5e10 B at 1e13 B/s = 5 ms
-  vector.mutable_memory()->set_vector_bytes(50'000'000'000);
-  vector.mutable_memory()->set_launches(1);
+  Platform p = SlowedTwoGpuNode();
+  const Kernel gemm = TwentyMsGemm();
+  const Kernel vector = FiveMsVector();
 
   Schedule one;
   AllGather(&one, GATHER, {});
@@ -458,6 +396,7 @@ void ExpectPruningKeepsTheAnswer(const Job& job, bool algorithms,
   every.algorithms = algorithms;
   every.parallelism = parallelism;
   every.top = 100000;
+  every.merge_same = false;
   absl::StatusOr<SearchResults> all = SearchStrategies(job, every);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->pruned(), 0);
@@ -582,6 +521,7 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
   own.algorithms = false;
   own.top = 100000;
   own.share_steps = false;
+  own.merge_same = false;
   SearchOptions shared = own;
   shared.share_steps = true;
   const Job job = SearchJob(test::TinyModelPath(), 16, 2, 1, 64);
@@ -605,6 +545,63 @@ TEST(Search, PointsOfOneScheduleShareOneSimulation) {
         << PlanPointName(r);
   }
   EXPECT_EQ(took, b->same_step());
+}
+
+// Rows that are one outcome are one rank: each point listed as a rank's
+// equivalent has, searched unmerged, exactly that row's step, memory and
+// traffic; no two ranked rows are one outcome; ranks below `ties` are
+// within kTie of the best step, the next one is not.
+TEST(Search, OneRowPerOutcomeAndTiesSaid) {
+  SearchOptions merged;
+  merged.exhaustive = true;
+  merged.algorithms = false;
+  merged.top = 100000;
+  SearchOptions apart = merged;
+  apart.merge_same = false;
+  const Job job = SearchJob(test::TinyModelPath(), 16, 2, 1, 64);
+  absl::StatusOr<SearchResults> m = SearchStrategies(job, merged);
+  absl::StatusOr<SearchResults> a = SearchStrategies(job, apart);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::map<std::string, const ResultRow*> by_name;
+  for (const ResultRow& r : a->best()) by_name[PlanPointName(r)] = &r;
+  int twins = 0;
+  ASSERT_GT(m->equivalents_size(), 0);
+  for (const SearchResults::Equivalent& e : m->equivalents()) {
+    const ResultRow& rep = m->best(e.rank() - 1);
+    for (const std::string& name : e.points()) {
+      ++twins;
+      ASSERT_EQ(by_name.count(name), 1u) << name;
+      const ResultRow& r = *by_name.at(name);
+      EXPECT_EQ(r.step_time_s(), rep.step_time_s()) << name;
+      EXPECT_EQ(r.peak_memory_bytes(), rep.peak_memory_bytes()) << name;
+      EXPECT_EQ(r.intra_node_bytes(), rep.intra_node_bytes()) << name;
+      EXPECT_EQ(r.inter_node_bytes(), rep.inter_node_bytes()) << name;
+    }
+  }
+  EXPECT_EQ(m->best_size() + twins, a->best_size());
+  for (int i = 0; i < m->best_size(); ++i) {
+    EXPECT_EQ(m->best(i).rank(), i + 1);
+    for (int j = 0; j < i; ++j) {
+      const ResultRow& x = m->best(i);
+      const ResultRow& y = m->best(j);
+      EXPECT_FALSE(x.step_time_s() == y.step_time_s() &&
+                   x.peak_memory_bytes() == y.peak_memory_bytes() &&
+                   x.intra_node_bytes() == y.intra_node_bytes() &&
+                   x.inter_node_bytes() == y.inter_node_bytes() &&
+                   x.deployable() == y.deployable())
+          << PlanPointName(x) << " and " << PlanPointName(y);
+    }
+  }
+  const double best = m->best(0).step_time_s();
+  ASSERT_GE(m->ties(), 1);
+  EXPECT_EQ(m->tie_fraction(), kTie);
+  for (int i = 0; i < m->ties(); ++i) {
+    EXPECT_LE(m->best(i).step_time_s(), best * (1 + kTie));
+  }
+  if (m->ties() < m->best_size()) {
+    EXPECT_GT(m->best(m->ties()).step_time_s(), best * (1 + kTie));
+  }
 }
 
 // Points started ahead of their wave change nothing: the same points are

@@ -304,4 +304,22 @@ absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
   return results;
 }
 
+void SetStepTime(const Job& job, const Point& point, double step_time_s,
+                 ResultRow* row) {
+  const int64_t tokens = point.ops().tokens_per_step();
+  const int gpus = row->gpus();
+  Batch whole = ScenarioBatch(point.scenario);
+  whole.tp = whole.cp = 1;
+  whole.sequence_parallel = false;
+  const double micro_batches_in_step =
+      static_cast<double>(tokens) / (whole.micro_batch_size * whole.seq_len);
+  const double flops_per_gpu =
+      ModelFlopsPerMicroBatch(job.model, whole) * micro_batches_in_step / gpus;
+  row->set_step_time_s(step_time_s);
+  row->set_tokens_per_gpu_per_s(tokens / static_cast<double>(gpus) /
+                                step_time_s);
+  row->set_tflops_per_gpu(flops_per_gpu / step_time_s / 1e12);
+  row->set_mfu(flops_per_gpu / step_time_s / job.platform.gpu().peak_flops());
+}
+
 }  // namespace shardsim

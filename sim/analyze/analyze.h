@@ -65,6 +65,14 @@ absl::StatusOr<Point> AnalyzePoint(const Job& job, const std::string& spec,
 absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
                                  int gpus, Storage storage = Storage::kWhole);
 
+// Sets `row`'s step time and what follows from it, whoever timed the step
+// (the engine, the estimate tier): tokens/s per GPU, and model TFLOP/s and
+// MFU per GPU from the model's FLOPs of every micro-batch of the step,
+// whichever GPUs run them (tensor, context and pipeline parallel ranks
+// share theirs), over the GPUs.
+void SetStepTime(const Job& job, const Point& point, double step_time_s,
+                 ResultRow* row);
+
 // "FILE: field strategies: "SPEC" at N GPUs: ", the prefix of a point's
 // errors.
 std::string PointName(const Job& job, const std::string& spec, int gpus);

@@ -85,6 +85,12 @@ const std::vector<Command>& Commands() {
        "--micro-batches or --global-batch-tokens).",
        Join({kScenario, kEngine, {"breakdown", "json", "csv", "trace"}}),
        RunMain},
+      {"estimate", "estimate [SCENARIO] [flags]",
+       "run's rows with each step's times estimated from the same kernel, "
+       "collective and pipeline models without the simulation engine (no "
+       "contention between concurrent calls, no breakdown): thousands of "
+       "points a second, each row marked as an estimate.",
+       Join({kScenario, {"json", "csv"}}), EstimateMain},
       {"plan", "plan [SCENARIO] --gpus N [flags]",
        "search the strategies (presets, PaRO, Lins, each with every "
        "algorithm per group kind and every setting) that fit in memory, "

@@ -26,6 +26,7 @@ struct Invocation {
 // command line it could not take (usage printed).
 using CommandMain = int (*)(const Invocation& invocation);
 int RunMain(const Invocation& invocation);
+int EstimateMain(const Invocation& invocation);
 int PlanMain(const Invocation& invocation);
 int GoodputMain(const Invocation& invocation);
 int MemoryMain(const Invocation& invocation);

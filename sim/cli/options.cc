@@ -38,8 +38,10 @@ ABSL_FLAG(std::string, mode, "fast",
           "engine flows: fast (one per hop) or per-step (one per message)");
 ABSL_FLAG(double, time_limit, 0,
           "run, collective: stop with an error after this many seconds; "
-          "plan: stop there and give the best points simulated so far, "
-          "marked incomplete (0: no limit)");
+          "plan: stop there and give the best points simulated so far "
+          "(or, if none, the estimate's best of those bounded), marked "
+          "incomplete; with several GPU counts, each count's search has "
+          "this limit (0: no limit)");
 
 // volume
 ABSL_FLAG(bool, detail, false, "volume: one line per kind of collective");

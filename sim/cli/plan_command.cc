@@ -14,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/options.h"
 #include "sim/cli/scenario_command.h"
@@ -61,6 +62,51 @@ absl::Status DrawPlanFigure(const std::string& json,
       "; it needs python3-matplotlib)"));
 }
 
+// The search's own warnings on stderr, as the scenario's were
+// (scenario_command.cc); in the JSON, the scenario's first.
+void WithWarnings(const Job& job, SearchResults* plan) {
+  for (const std::string& warning : plan->warnings()) {
+    std::fprintf(stderr, "shardsim: warning: %s\n", warning.c_str());
+  }
+  google::protobuf::RepeatedPtrField<std::string> warnings(job.warnings.begin(),
+                                                           job.warnings.end());
+  warnings.MergeFrom(plan->warnings());
+  *plan->mutable_warnings() = std::move(warnings);
+}
+
+// A search per GPU count, in the order given, each under the time limit;
+// each count's table, then the best of each.
+absl::Status PlanEachCount(const Job& job, const SearchOptions& options,
+                           SweepRanks* ranks) {
+  PlanSweep sweep;
+  std::string table;
+  std::string summary = "\nthe best point at each GPU count:\n";
+  for (int gpus : job.scenario.gpus()) {
+    Job one = job;
+    one.scenario.clear_gpus();
+    one.scenario.add_gpus(gpus);
+    absl::StatusOr<SearchResults> plan = SearchStrategies(one, options);
+    if (!plan.ok()) return plan.status();
+    if (ranks != nullptr && !ranks->is_root()) continue;
+    WithWarnings(job, &*plan);
+    absl::StrAppend(&table, table.empty() ? "" : "\n", FormatPlanTable(*plan));
+    if (plan->best().empty()) {
+      absl::StrAppend(&summary, "  ", gpus, " GPUs: no point\n");
+    } else {
+      const ResultRow& best = plan->best(0);
+      absl::StrAppendFormat(&summary,
+                            "  %d GPUs: %s, %.4f s a step, %.0f tokens/s per "
+                            "GPU, MFU %.1f%%%s\n",
+                            gpus, PlanPointName(best), best.step_time_s(),
+                            best.tokens_per_gpu_per_s(), 100 * best.mfu(),
+                            best.estimate() ? " (estimate)" : "");
+    }
+    *sweep.add_plans() = *std::move(plan);
+  }
+  if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
+  return Emit(table + summary, sweep, OutputFilesFromFlags());
+}
+
 absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
   absl::StatusOr<EngineOptions> engine = EngineOptionsFromFlags(ranks);
   if (!engine.ok()) return engine.status();
@@ -80,16 +126,19 @@ absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
         static_cast<int64_t>(*cap * 1024.0 * 1024.0 * 1024.0);
   }
   if (!check.ok()) return check.status();
+  const std::string figure = absl::GetFlag(FLAGS_figure);
+  if (job.scenario.gpus_size() > 1) {
+    if (!figure.empty()) {
+      return absl::InvalidArgumentError(
+          "--figure draws one GPU count's plan: give one --gpus");
+    }
+    return PlanEachCount(job, options, ranks);
+  }
   absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
-  // The scenario's warnings first, then the search's own.
-  google::protobuf::RepeatedPtrField<std::string> warnings(job.warnings.begin(),
-                                                           job.warnings.end());
-  warnings.MergeFrom(plan->warnings());
-  *plan->mutable_warnings() = std::move(warnings);
+  WithWarnings(job, &*plan);
   OutputFiles files = OutputFilesFromFlags();
-  const std::string figure = absl::GetFlag(FLAGS_figure);
   // The figure is drawn from the JSON: written beside it unless asked for.
   if (files.json.empty() && !figure.empty()) files.json = figure + ".json";
   if (absl::Status s = Emit(FormatPlanTable(*plan), *plan, files); !s.ok()) {

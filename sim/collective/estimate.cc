@@ -5,6 +5,7 @@
 
 #include "sim/base/bandwidth.h"
 #include "sim/base/fat_tree.h"
+#include "sim/collective/wire_bytes.h"
 
 namespace shardsim {
 
@@ -92,6 +93,23 @@ const Protocol* FastestProtocol(const PlanSummary& summary,
   }
   if (estimate != nullptr) *estimate = best;
   return fastest;
+}
+
+const Protocol* SendProtocol(const Platform& platform, int64_t bytes,
+                             bool across, double rate, double* seconds) {
+  const Protocol* best = nullptr;
+  double least = 0;
+  for (const Protocol& q : platform.protocols()) {
+    const double alpha = across ? q.inter_alpha_s() : q.intra_alpha_s();
+    const double t = q.base_latency_s() + alpha +
+                     static_cast<double>(WireBytes(bytes, q)) / rate;
+    if (best == nullptr || t < least) {
+      best = &q;
+      least = t;
+    }
+  }
+  if (seconds != nullptr) *seconds = least;
+  return best;
 }
 
 }  // namespace shardsim

@@ -16,6 +16,8 @@
 #ifndef SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
 #define SHARDSIM_SIM_COLLECTIVE_ESTIMATE_H_
 
+#include <cstdint>
+
 #include "sim/collective/plan_summary.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
@@ -43,6 +45,16 @@ double EstimateCall(const PlanSummary& summary, const Protocol& protocol,
 const Protocol* FastestProtocol(const PlanSummary& summary,
                                 const Platform& platform,
                                 double intra_inflation, double* estimate);
+
+// The protocol a send of `bytes` (per rank pair) between two programs'
+// ranks runs with over links of `rate` B/s (a NIC's `across` nodes, an
+// NVSwitch port's inside): the platform's protocol with the least
+// alpha-beta time for one step of those bytes, as a collective's is chosen
+// for its slowest hop; ties go to the first listed. nullptr on a platform
+// without protocols. `seconds` (optional) gets that time.
+const Protocol* SendProtocol(const Platform& platform, int64_t bytes,
+                             bool across, double rate,
+                             double* seconds = nullptr);
 
 }  // namespace shardsim
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "sim/base/group.h"
 #include "sim/collective/estimate.h"
+#include "sim/collective/wire_bytes.h"
 #include "sim/engine/flow_workers.h"
 #include "sim/engine/lone_stages.h"
-#include "sim/engine/wire_bytes.h"
 #include "sim/schedule/programs.h"
 
 namespace sg4 = simgrid::s4u;

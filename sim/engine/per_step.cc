@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/collective/wire_bytes.h"
 #include "sim/engine/collective_engine.h"
-#include "sim/engine/wire_bytes.h"
 
 namespace sg4 = simgrid::s4u;
 

@@ -9,40 +9,15 @@
 #include <simgrid/s4u.hpp>
 #include <vector>
 
+#include "sim/collective/estimate.h"
+#include "sim/collective/wire_bytes.h"
 #include "sim/engine/collective_engine.h"
 #include "sim/engine/flow_workers.h"
 #include "sim/engine/lone_stages.h"
-#include "sim/engine/wire_bytes.h"
 
 namespace sg4 = simgrid::s4u;
 
 namespace shardsim {
-namespace {
-
-// The platform's protocol with the least alpha-beta time for `bytes` over
-// one step on a link of `rate` B/s, as a collective's is chosen
-// (estimate.h) for its slowest hop; ties go to the first listed.
-const Protocol& SendProtocol(const Platform& p, int64_t bytes, bool across,
-                             double rate) {
-  const Protocol* best = nullptr;
-  double least = 0;
-  for (const Protocol& q : p.protocols()) {
-    const double alpha = across ? q.inter_alpha_s() : q.intra_alpha_s();
-    const double t = q.base_latency_s() + alpha +
-                     static_cast<double>(WireBytes(bytes, q)) / rate;
-    if (best == nullptr || t < least) {
-      best = &q;
-      least = t;
-    }
-  }
-  if (best == nullptr) {  // ValidatePlatform requires one at least
-    std::fprintf(stderr, "shardsim: a send on a platform without protocols\n");
-    std::abort();
-  }
-  return *best;
-}
-
-}  // namespace
 
 CollectiveEngine::CallTime CollectiveEngine::RunSend(
     const PointToPoint& send, const std::vector<int>& from,
@@ -51,9 +26,14 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
   for (size_t i = 0; i < from.size(); ++i) {
     across = across || !fabric_.SameNode(from[i], to[i]);
   }
-  const Protocol& proto =
+  const Protocol* best =
       SendProtocol(fabric_.platform(), send.bytes(), across,
                    across ? fabric_.NicBandwidth() : fabric_.NvlinkBandwidth());
+  if (best == nullptr) {  // ValidatePlatform requires one at least
+    std::fprintf(stderr, "shardsim: a send on a platform without protocols\n");
+    std::abort();
+  }
+  const Protocol& proto = *best;
   const double start = sg4::Engine::get_clock();
   sg4::this_actor::sleep_for(proto.base_latency_s());
   const uint64_t bytes = WireBytes(static_cast<double>(send.bytes()), proto);

@@ -80,4 +80,14 @@ absl::StatusOr<PreparedCall> PreparedCalls::Make(const CollectiveCall& call,
   return e;
 }
 
+absl::StatusOr<const PreparedCall*> GetForTimes(PreparedCalls* calls,
+                                                const CollectiveCall& call) {
+  if (call.op() == BROADCAST && call.root() >= call.group().intra_size()) {
+    CollectiveCall local = call;
+    local.set_root(call.root() % call.group().intra_size());
+    return calls->Get(local);
+  }
+  return calls->Get(call);
+}
+
 }  // namespace shardsim

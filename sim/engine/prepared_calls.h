@@ -72,6 +72,14 @@ class PreparedCalls {
   PlanCache<PreparedCall> calls_;
 };
 
+// `call`'s entry for reading its times (summary, estimate, volume), which
+// do not depend on members' names: a broadcast from a root a node or more
+// on takes the entry of the root at its local index, whose plan is the
+// same with every member renamed (tests/plan_summary_test.cc), so Lins'
+// broadcast from every member of a 1024-GPU group needs 8 plans, not 1024.
+absl::StatusOr<const PreparedCall*> GetForTimes(PreparedCalls* calls,
+                                                const CollectiveCall& call);
+
 }  // namespace shardsim
 
 #endif  // SHARDSIM_SIM_ENGINE_PREPARED_CALLS_H_

@@ -8,8 +8,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "sim/collective/wire_bytes.h"
 #include "sim/engine/collective_engine.h"
-#include "sim/engine/wire_bytes.h"
 
 namespace sg4 = simgrid::s4u;
 

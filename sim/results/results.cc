@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -98,11 +99,17 @@ std::string FormatRunTable(const Results& results) {
   for (const ResultRow& r : results.rows()) {
     w = std::max(w, static_cast<int>(r.strategy().size()));
   }
+  bool estimates = false;
+  for (const ResultRow& r : results.rows()) estimates |= r.estimate();
   std::string out = absl::StrFormat(
-      "one training step per strategy and GPU count; MFU and TFLOP/s count "
+      "%sone training step per strategy and GPU count; MFU and TFLOP/s count "
       "model FLOPs (forward + backward, no recomputation); intra/inter: GB "
       "sent in the step, total over all GPUs; mem: peak per GPU, GiB\n"
       "%-*s %6s %9s %12s %8s %6s %9s %9s %9s %8s  %s\n",
+      estimates ? "rows marked estimate: the step's times estimated from the "
+                  "models without the engine (shardsim estimate), not "
+                  "simulated\n"
+                : "",
       w, "strategy", "gpus", "step s", "tokens/s/GPU", "TFLOP/s", "MFU",
       "exposed s", "intra GB", "inter GB", "mem GiB", "fits");
   for (const ResultRow& r : results.rows()) {
@@ -116,11 +123,11 @@ std::string FormatRunTable(const Results& results) {
     }
     absl::StrAppendFormat(
         &out,
-        "%-*s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f  %s\n", w,
-        r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
+        "%-*s %6d %9.4f %12.0f %8.1f %5.1f%% %9.4f %9.1f %9.1f %8.1f  %s%s\n",
+        w, r.strategy(), r.gpus(), r.step_time_s(), r.tokens_per_gpu_per_s(),
         r.tflops_per_gpu(), 100 * r.mfu(), r.exposed_comm_s(),
         GB(r.intra_node_bytes()), GB(r.inter_node_bytes()),
-        GiB(r.peak_memory_bytes()), Fits(r));
+        GiB(r.peak_memory_bytes()), Fits(r), r.estimate() ? "  estimate" : "");
   }
   return out;
 }
@@ -202,11 +209,25 @@ std::string FormatPlanTable(const SearchResults& plan) {
     absl::StrAppendFormat(
         &out,
         "INCOMPLETE: the time limit (--time-limit) stopped the search with %d "
-        "points not reached; the rows are the best of those simulated\n",
-        plan.points() - plan.unplannable() - plan.pruned() - plan.simulated());
+        "points not reached; the rows are the best of those %s\n",
+        plan.points() - plan.unplannable() - plan.pruned() - plan.simulated(),
+        plan.simulated() > 0 ? "simulated"
+                             : "bounded, by the estimate (none was simulated)");
   }
   absl::StrAppend(&out, "\nbest first (tokens/s per GPU):\n",
                   table(plan.best()));
+  if (plan.ties() > 1) {
+    absl::StrAppendFormat(
+        &out,
+        "ranks 1 to %d are ties: within %g%% of the best step, less than the "
+        "models' own error\n",
+        plan.ties(), 100 * plan.tie_fraction());
+  }
+  for (const SearchResults::Equivalent& e : plan.equivalents()) {
+    absl::StrAppend(&out, "rank ", e.rank(),
+                    " also stands for (the same step, memory and traffic): ",
+                    absl::StrJoin(e.points(), "; "), "\n");
+  }
   if (plan.has_best_deployable() &&
       (plan.best().empty() || !plan.best(0).deployable())) {
     google::protobuf::RepeatedPtrField<ResultRow> one;

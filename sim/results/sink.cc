@@ -32,6 +32,14 @@ std::vector<CsvRow> CsvRowsOf(const SearchResults& plan) {
   return rows;
 }
 
+std::vector<CsvRow> CsvRowsOf(const PlanSweep& sweep) {
+  std::vector<CsvRow> rows;
+  for (const SearchResults& plan : sweep.plans()) {
+    for (CsvRow& row : CsvRowsOf(plan)) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 void AddCsvRows(const CollectiveResults& results, std::vector<CsvRow>* rows) {
   for (const CollectiveRow& row : results.rows()) {
     rows->push_back({{{"platform", results.platform()},
@@ -74,6 +82,10 @@ absl::Status Emit(const std::string& table, const Results& results,
   return EmitAny(table, results, files);
 }
 absl::Status Emit(const std::string& table, const SearchResults& results,
+                  const OutputFiles& files) {
+  return EmitAny(table, results, files);
+}
+absl::Status Emit(const std::string& table, const PlanSweep& results,
                   const OutputFiles& files) {
   return EmitAny(table, results, files);
 }

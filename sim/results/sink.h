@@ -21,11 +21,14 @@ struct OutputFiles {
 // Prints `table` to stdout (flushed, so that it comes before anything a
 // later step writes), then writes `results` to the files. The CSV rows:
 // Results' rows; a plan's rows led by the list each is in ("best",
-// "presets", "pruned_presets", "pareto"); a sweep's rows led by what the
+// "presets", "pruned_presets", "pareto"), every GPU count's in turn for a
+// plan at several; a sweep's rows led by what the
 // sweep ran (platform, op, algorithm, gpus, channels).
 absl::Status Emit(const std::string& table, const Results& results,
                   const OutputFiles& files);
 absl::Status Emit(const std::string& table, const SearchResults& results,
+                  const OutputFiles& files);
+absl::Status Emit(const std::string& table, const PlanSweep& results,
                   const OutputFiles& files);
 absl::Status Emit(const std::string& table, const CollectiveResults& results,
                   const OutputFiles& files);

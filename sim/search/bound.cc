@@ -5,10 +5,12 @@
 #include <set>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "sim/base/bandwidth.h"
 #include "sim/base/group.h"
 #include "sim/compute/kernel_time.h"
 #include "sim/schedule/host_cost.h"
+#include "sim/schedule/issue_order.h"
 #include "sim/schedule/lower.h"
 
 namespace shardsim {
@@ -123,30 +125,17 @@ StepBounder::LeastTime StepBounder::LeastCallTime(
 
 absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
   const Platform& platform = calls_->platform();
-  const std::vector<double> host_cost = HostCosts(schedule, platform);
-  // The least time of every constraint the replay obeys
-  // (sim/engine/replay.h), in issue order: the host issues the ops one
-  // after another, each once its host_waits are done and after its launch
-  // cost; an op runs once issued (a compute op as the host begins
-  // launching it, anything else once launched), after its dependencies and
-  // after the op before it on its stream; a compute op ends no earlier
-  // than the host has launched it. Each holds in the simulation, so no
-  // simulated op ends before its bound.
-  // With several programs (pipeline stages) each has its own host and
-  // streams, its GPUs running only its ops; a send counts nothing (it
-  // only orders ops across programs, which end[] carries).
+  // Each op's least time, walked with the replay's own constraints
+  // (sim/schedule/issue_order.h): each holds in the simulation, so no
+  // simulated op ends before its bound. With several programs (pipeline
+  // stages) a send counts nothing: it only orders ops across programs.
   const int programs = std::max(1, schedule.programs_size());
-  std::vector<double> end(schedule.ops_size(), 0);
-  // (program, stream) -> end of its last op
-  std::map<std::pair<int, int>, double> stream_free;
+  std::vector<double> least(schedule.ops_size(), 0);
   // For the slowdown below, per program: the compute stream's ops (work,
   // slowdown with one collective's SMs held), and each stream's
   // collectives' least time.
   std::vector<std::vector<std::pair<double, double>>> compute(programs);
   std::map<std::pair<int, int>, LeastTime> collective_time;
-  std::vector<double> hosts(programs, 0);  // when each host is free
-  double bound = 0;
-  auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
   for (const Op& op : schedule.ops()) {
     const int id = op.id();
     if (id < 0 || id >= schedule.ops_size()) {
@@ -156,31 +145,10 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
     if (program < 0 || program >= programs) {
       return absl::InvalidArgumentError("schedule: an op of no program");
     }
-    double& host = hosts[program];
-    const std::pair<int, int> stream = {program, op.stream()};
-    for (int w : op.host_waits()) {
-      if (!earlier(w, id)) {
-        return absl::InvalidArgumentError(
-            "schedule: a host wait does not come before its op");
-      }
-      host = std::max(host, end[w]);
-    }
-    const double host_start = host;
-    host += host_cost[id];
-    double start =
-        std::max(stream_free[stream], op.has_compute() ? host_start : host);
-    for (int d : op.deps()) {
-      if (!earlier(d, id)) {
-        return absl::InvalidArgumentError(
-            "schedule: a dependency does not come before its op");
-      }
-      start = std::max(start, end[d]);
-    }
-    double t = 0;
     if (op.has_compute()) {
       const OpCost c =
           ComputeOpCost(KernelsOf(schedule, op.compute()), platform);
-      t = c.seconds;
+      least[id] = c.seconds;
       if (op.stream() == COMPUTE) {
         compute[program].emplace_back(
             c.seconds,
@@ -188,33 +156,25 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
                             platform));
       }
     } else if (op.has_collective()) {
-      const CollectiveCall& c = op.collective();
-      // One element per byte, as the engine plans it. A broadcast's least
-      // time is its root's local index's: from a root a node on, its plan
-      // is the same with every member renamed one node on (the summary's
-      // times do not depend on names; tests/plan_summary_test.cc), so
-      // Lins' broadcast from every member of a 1024-GPU group needs 8
-      // plans, not 1024.
-      const CollectiveCall* call = &c;
-      CollectiveCall local;
-      if (c.op() == BROADCAST && c.root() >= c.group().intra_size()) {
-        local = c;
-        local.set_root(c.root() % c.group().intra_size());
-        call = &local;
+      if (deadline_ != absl::InfiniteFuture() &&
+          calls_->Find(op.collective()) == nullptr && absl::Now() > deadline_) {
+        return absl::DeadlineExceededError("the bound's deadline passed");
       }
-      absl::StatusOr<const PreparedCall*> prepared = calls_->Get(*call);
+      absl::StatusOr<const PreparedCall*> prepared =
+          GetForTimes(calls_, op.collective());
       if (!prepared.ok()) return prepared.status();
-      const LeastTime least = LeastCallTime(*call, **prepared);
-      t = least.seconds;
-      LeastTime& sum = collective_time[stream];
-      sum.seconds += t;
-      sum.nvlink_s += least.nvlink_s;
+      const LeastTime t = LeastCallTime(op.collective(), **prepared);
+      least[id] = t.seconds;
+      LeastTime& sum = collective_time[{program, op.stream()}];
+      sum.seconds += t.seconds;
+      sum.nvlink_s += t.nvlink_s;
     }
-    end[id] = start + t;
-    if (op.has_compute()) end[id] = std::max(end[id], host);
-    stream_free[stream] = end[id];
-    bound = std::max(bound, end[id]);
   }
+  absl::StatusOr<Walk> walk =
+      WalkSchedule(schedule, HostCosts(schedule, platform), least);
+  if (!walk.ok()) return walk.status();
+  double bound = 0;
+  for (double end : walk->end) bound = std::max(bound, end);
   // Compute and collectives slow each other (replay.cc): a compute op runs
   // at 1 / (1 + s) of its speed or slower while a collective runs, s its
   // ComputeSlowdown with one collective's SMs held; NVLink runs at

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "sim/base/group.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/prepared_calls.h"
@@ -60,6 +61,10 @@ class StepBounder {
 
   absl::StatusOr<double> Bound(const Schedule& schedule);
 
+  // Past `deadline`, Bound prepares no further call: it returns
+  // DeadlineExceeded where it would (a large group's plan takes seconds).
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+
  private:
   struct LeastTime {
     double seconds = 0;  // the call's least time
@@ -74,6 +79,7 @@ class StepBounder {
   std::unique_ptr<PreparedCalls> own_;  // null: the caller's
   PreparedCalls* calls_;
   double gpus_per_nic_ = 1;  // GPUs of a node that share a NIC in use
+  absl::Time deadline_ = absl::InfiniteFuture();
 };
 
 }  // namespace shardsim

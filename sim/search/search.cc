@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "sim/analyze/analyze.h"
 #include "sim/base/layout.h"
 #include "sim/engine/replay.h"
+#include "sim/estimate/estimate.h"
 #include "sim/memory/allocation.h"
 #include "sim/results/results.h"
 #include "sim/runner/isolate.h"
@@ -51,6 +53,18 @@ void RankBySpeed(std::vector<ResultRow>* rows) {
                    [](const ResultRow& a, const ResultRow& b) {
                      return a.tokens_per_gpu_per_s() > b.tokens_per_gpu_per_s();
                    });
+}
+
+// Rows that are one outcome: the same step time, peak memory and traffic
+// to the last bit, and both deployable or neither (knobs that change
+// nothing on this step, such as a prefetch depth the schedule never
+// reaches).
+bool Same(const ResultRow& a, const ResultRow& b) {
+  return a.step_time_s() == b.step_time_s() &&
+         a.peak_memory_bytes() == b.peak_memory_bytes() &&
+         a.intra_node_bytes() == b.intra_node_bytes() &&
+         a.inter_node_bytes() == b.inter_node_bytes() &&
+         a.deployable() == b.deployable() && a.estimate() == b.estimate();
 }
 
 // True when `bound` proves a point of peak memory `peak` is neither the
@@ -227,11 +241,15 @@ class WaveRunner {
 // whether it is deployable in `deployable`, by variant. A variant whose
 // plans refuse a call gets no bound; the spec itself must plan. With
 // options.deployable, the variants that are not deployable are left out.
+// Each bounded variant gets its estimate too (sim/estimate). Past
+// `deadline` no further variant is bounded, and `stopped` is set.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const SearchSettings& settings,
                            const SearchOptions& options, StepBounder* bounder,
+                           PreparedCalls* calls, absl::Time deadline,
                            SearchBounds* out,
-                           std::map<std::string, bool>* deployable) {
+                           std::map<std::string, bool>* deployable,
+                           std::atomic<bool>* stopped) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
   if (!p.ok()) return p.status();
   std::set<GroupKind> kinds;  // none: the spec's own algorithms only
@@ -251,6 +269,10 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
   const Mesh dp_mesh = layout->DpMesh();
   for (const std::string& variant : AlgorithmVariants(
            spec, p->strategy, kinds, job.platform.network().sharp())) {
+    if (absl::Now() > deadline) {
+      *stopped = true;
+      break;
+    }
     absl::StatusOr<Strategy> strategy = ParseStrategy(variant, dp_mesh);
     if (!strategy.ok()) return strategy.status();
     UseAlgorithms(*strategy, &schedule);
@@ -258,11 +280,20 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     if (options.deployable && !can_deploy) continue;
     (*deployable)[variant] = can_deploy;
     absl::StatusOr<double> b = bounder->Bound(schedule);
+    if (absl::IsDeadlineExceeded(b.status())) {
+      *stopped = true;
+      break;
+    }
     if (!b.ok() && variant == spec) return b.status();
     SearchBound* bound = out->add_bounds();
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
-    if (b.ok()) bound->set_step_lower_bound_s(*b);
+    if (b.ok()) {
+      bound->set_step_lower_bound_s(*b);
+      absl::StatusOr<StepEstimate> e = EstimateStep(schedule, calls);
+      if (!e.ok()) return e.status();
+      bound->set_step_estimate_s(e->step_time_s);
+    }
     if (!FoldsAt(p->scenario.micro_batches())) {
       bound->set_step_digest(ReplayDigest(schedule));
     }
@@ -285,14 +316,15 @@ struct Candidate {
 // thread takes the next spec when it is done with one: specs differ in
 // cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
 // flat ring). A spec's candidates, whatever their settings, go to one
-// thread. Past `deadline` the threads bound no further candidate. Whether
+// thread. Past `deadline` the threads bound no further candidate and set
+// `stopped`: the specs not bound have no bounds. Whether
 // each point is deployable goes into `deployable`, by its strategy; the
 // progress line, if any, says how many specs are bound.
 absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<SearchSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
     const SearchOptions& options, absl::Time deadline, Progress* progress,
-    std::map<std::string, bool>* deployable) {
+    std::map<std::string, bool>* deployable, std::atomic<bool>* stopped) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
@@ -308,6 +340,7 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
   // and 17.7 s with 4 (peak memory 0.5, 0.74 and 0.89 GB).
   const int threads = std::max(1, std::min(options.engine.jobs + 1, n));
   StepBounder bounder(calls);
+  bounder.set_deadline(deadline);
   std::vector<SearchBounds> of(n);  // per spec
   std::vector<std::map<std::string, bool>> deployable_of(n);
   std::vector<absl::Status> status(n);
@@ -324,22 +357,20 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
     if (i + (n + 1) / 2 < n) order.push_back(i + (n + 1) / 2);
   }
   auto work = [&] {
-    for (int k; !failed && (k = next.fetch_add(1)) < n;) {
+    for (int k; !failed && !*stopped && (k = next.fetch_add(1)) < n;) {
       const int i = order[k];
       for (const Candidate* c : of_spec.at(specs[i])) {
         if (absl::Now() > deadline) {
-          status[i] = absl::DeadlineExceededError(
-              absl::StrCat("time limit of ", options.engine.time_limit_s,
-                           " s reached (--time-limit) while bounding, at spec ",
-                           i + 1, " of ", n));
-        } else {
-          status[i] =
-              BoundVariants(jobs[c->setting], c->spec, settings[c->setting],
-                            options, &bounder, &of[i], &deployable_of[i]);
+          *stopped = true;
+          break;
         }
-        if (!status[i].ok()) break;
+        status[i] = BoundVariants(
+            jobs[c->setting], c->spec, settings[c->setting], options, &bounder,
+            calls, deadline, &of[i], &deployable_of[i], stopped);
+        if (!status[i].ok() || *stopped) break;
       }
       if (!status[i].ok()) failed = true;
+      if (*stopped) break;
       const int specs_bound = ++bound;
       if (progress != nullptr) {
         absl::MutexLock lock(&progress_mutex);
@@ -589,6 +620,22 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
   return out;
 }
 
+// Point `spec`'s row as `shardsim estimate` gives it (memory and traffic
+// analysed, the step's times estimated), on the search's calls.
+absl::StatusOr<ResultRow> EstimatedRow(const Job& job, const std::string& spec,
+                                       int gpus, PreparedCalls* calls) {
+  absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+  if (!point.ok()) return point.status();
+  absl::StatusOr<StepEstimate> e = EstimateStep(*point->schedule, calls);
+  if (!e.ok()) return e.status();
+  ResultRow row = point->row;
+  SetStepTime(job, *point, e->step_time_s, &row);
+  row.set_compute_s(e->compute_s);
+  row.set_exposed_comm_s(e->exposed_comm_s);
+  row.set_estimate(true);
+  return row;
+}
+
 }  // namespace
 
 absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
@@ -647,9 +694,10 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   // when the search returns, before anything is printed.
   Progress progress;
   std::map<std::string, bool> deployable_of;  // by point
+  std::atomic<bool> stopped_bounding = false;
   absl::StatusOr<std::vector<SearchBounds>> variants =
       LowerBounds(jobs, settings, fit, &calls, options, deadline, &progress,
-                  &deployable_of);
+                  &deployable_of, &stopped_bounding);
   if (!variants.ok()) return variants.status();
   // Each simulation is a fork, which copies the page tables of every page
   // this process maps: the bounds' garbage, which SetUpHeap (main.cc) keeps
@@ -659,6 +707,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
+  std::vector<double> estimates;
   std::vector<int64_t> peaks;
   std::vector<bool> deployable;
   // The step each point runs where it may be shared: its batch and its
@@ -676,6 +725,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       }
       points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
+      estimates.push_back(v.step_estimate_s());
       peaks.push_back(fit_peak[b]);
       deployable.push_back(deployable_of.at(v.strategy()));
       steps.push_back(v.has_step_digest()
@@ -693,8 +743,13 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   const bool prune = !options.exhaustive;
   std::vector<int> order(points.size());
   for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return bounds[a] < bounds[b]; });
+  // The likely fastest first (the estimate's order), so that the rows
+  // that prune most come early; whatever the order, a point is pruned only
+  // by its bound, and the answer is the exhaustive one.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::tie(estimates[a], bounds[a]) <
+           std::tie(estimates[b], bounds[b]);
+  });
   SearchResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
   // The rows simulated so far, and of them the deployable ones.
@@ -767,7 +822,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     progress.Show(line);
   };
   WaveRunner runner(std::move(run), engine, deadline, guess, show);
-  bool stopped = false;  // by the time limit
+  bool stopped = stopped_bounding;  // by the time limit
   while (next < order.size() && !stopped) {
     std::vector<int> batch;
     std::vector<int> shared;
@@ -782,6 +837,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
           r->set_gpus(gpus);
           r->set_peak_memory_bytes(peaks[i]);
           r->set_step_lower_bound_s(bounds[i]);
+          r->set_step_estimate_s(estimates[i]);
           *r->mutable_settings() = settings[points[i].setting];
           r->set_deployable(deployable[i]);
         }
@@ -801,6 +857,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     // The row of point `i`, now simulated or shared.
     auto keep = [&](int i, ResultRow r) {
       r.set_step_lower_bound_s(bounds[i]);
+      r.set_step_estimate_s(estimates[i]);
       *r.mutable_settings() = settings[points[i].setting];
       r.set_deployable(deployable[i]);
       timed[i] = std::move(r);
@@ -851,10 +908,39 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     show(0);
   }
   if (stopped && simulated == 0) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("time limit of ", options.engine.time_limit_s,
-                     " s reached (--time-limit) before any of the ",
-                     order.size(), " points was simulated"));
+    // Nothing simulated in time: the estimate's best rows instead, each
+    // marked, from the points bounded.
+    if (order.empty()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "time limit of ", options.engine.time_limit_s,
+          " s reached (--time-limit) before any point was bounded"));
+    }
+    std::vector<int> picked;
+    for (int i : order) {
+      if (static_cast<int>(picked.size()) < options.top ||
+          (deployable[i] &&
+           std::none_of(picked.begin(), picked.end(),
+                        [&](int k) { return deployable[k]; }))) {
+        picked.push_back(i);
+      }
+    }
+    for (int i : picked) {
+      absl::StatusOr<ResultRow> r =
+          EstimatedRow(jobs[points[i].setting], points[i].spec, gpus, &calls);
+      if (!r.ok()) return r.status();
+      r->set_step_lower_bound_s(bounds[i]);
+      r->set_step_estimate_s(estimates[i]);
+      *r->mutable_settings() = settings[points[i].setting];
+      r->set_deployable(deployable[i]);
+      timed[i] = *std::move(r);
+    }
+    out.add_warnings(absl::StrCat(
+        "time limit of ", options.engine.time_limit_s,
+        " s reached (--time-limit) while ",
+        stopped_bounding ? "bounding" : "simulating", ", ", order.size(),
+        " points bounded, none simulated: the rows are the estimate tier's "
+        "(marked estimate), the ",
+        picked.size(), " points it puts first"));
   }
   out.set_complete(!stopped);
   out.set_scenario(job.path);
@@ -891,18 +977,41 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   }
   for (const ResultRow& r : ParetoFront(rows)) *out.add_pareto() = r;
   RankBySpeed(&rows);
-  for (int i = 0; i < static_cast<int>(rows.size()) && i < options.top; ++i) {
-    ResultRow* r = out.add_best();
-    *r = rows[i];
-    r->set_rank(i + 1);
+  // One rank per distinct outcome: a point the same as a ranked one is
+  // listed beside it, not ranked again.
+  std::vector<const ResultRow*> ranked;
+  std::map<int, std::vector<std::string>> twins;  // by rank, within the top
+  for (const ResultRow& row : rows) {
+    auto same = std::find_if(ranked.begin(), ranked.end(), [&](auto* r) {
+      return options.merge_same && Same(*r, row);
+    });
+    const int rank = static_cast<int>(same - ranked.begin()) + 1;
+    if (same != ranked.end()) {
+      if (rank <= options.top) twins[rank].push_back(PlanPointName(row));
+      continue;
+    }
+    ranked.push_back(&row);
+    if (rank <= options.top) {
+      ResultRow* r = out.add_best();
+      *r = row;
+      r->set_rank(rank);
+    }
+    if (row.deployable() && !out.has_best_deployable()) {
+      ResultRow* r = out.mutable_best_deployable();
+      *r = row;
+      r->set_rank(rank);
+    }
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!rows[i].deployable()) continue;
-    ResultRow* r = out.mutable_best_deployable();
-    *r = rows[i];
-    r->set_rank(static_cast<int>(i) + 1);
-    break;
+  for (const auto& [rank, points] : twins) {
+    SearchResults::Equivalent* e = out.add_equivalents();
+    e->set_rank(rank);
+    for (const std::string& p : points) e->add_points(p);
   }
+  const double tie = out.best(0).step_time_s() * (1 + kTie);
+  int ties = 0;
+  while (ties < out.best_size() && out.best(ties).step_time_s() <= tie) ++ties;
+  out.set_ties(ties);
+  out.set_tie_fraction(kTie);
   return out;
 }
 

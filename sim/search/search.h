@@ -31,6 +31,12 @@
 
 namespace shardsim {
 
+// Rows whose step is within this fraction of the best's are ties
+// (SearchResults.ties): the kernel and collective models agree with
+// measurements to a few percent and published steps to about 5%
+// (docs/validation.md), so a point 1% slower is not shown to be slower.
+inline constexpr double kTie = 0.01;
+
 struct SearchOptions {
   // Peak memory per GPU a point may reach; unset: the GPU's memory (the
   // memory model's OOM rule alone).
@@ -56,6 +62,11 @@ struct SearchOptions {
   // simulate (search.cc, WaveRunner); false: a wave's points start only
   // once it is decided (to check that the two agree).
   bool start_ahead = true;
+  // Points that are one outcome (the same step, memory, traffic and
+  // deployability) are one row of `best`, the others listed as its
+  // equivalents (SearchResults.equivalents); false: each its own row, to
+  // check every point's bound.
+  bool merge_same = true;
   // Deployable points only (space.h, Deployable): the other frameworks'
   // specs are not candidates, and the other algorithm choices not points.
   bool deployable = false;

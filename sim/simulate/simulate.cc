@@ -95,23 +95,7 @@ absl::StatusOr<std::string> SimulatePoint(const Job& job,
           absl::StrCat(job.path, ": \"", spec, "\" at ", gpus,
                        " GPUs: ", t.status().message()));
     }
-    // The model's FLOPs of every micro-batch of the step, whichever GPUs
-    // run them (tensor, context and pipeline parallel ranks share theirs),
-    // over the GPUs.
-    Batch whole = ScenarioBatch(point->scenario);
-    whole.tp = whole.cp = 1;
-    whole.sequence_parallel = false;
-    const double micro_batches_in_step =
-        static_cast<double>(step.tokens_per_step()) /
-        (whole.micro_batch_size * whole.seq_len);
-    const double flops_per_gpu = ModelFlopsPerMicroBatch(job.model, whole) *
-                                 micro_batches_in_step / gpus;
-    row.set_step_time_s(t->step_time_s);
-    row.set_tokens_per_gpu_per_s(step.tokens_per_step() /
-                                 static_cast<double>(gpus) / t->step_time_s);
-    row.set_tflops_per_gpu(flops_per_gpu / t->step_time_s / 1e12);
-    row.set_mfu(flops_per_gpu / t->step_time_s /
-                job.platform.gpu().peak_flops());
+    SetStepTime(job, *point, t->step_time_s, &row);
     row.set_compute_s(t->compute_busy_s);
     // Every second of the critical path spent in a collective or a send,
     // whichever stream it ran on; a pipeline's bubble is not among them.

@@ -140,6 +140,12 @@ def main():
                         "GPUs",
                         [shardsim, "plan", lins, "--gpus", "1024",
                          "--deployable"]))
+        # Stopped while bounding: the estimate's best rows of the points
+        # bounded, marked estimate and incomplete (exit 0).
+        benches.append(("plan --time-limit 10, the Lins set-up, 1024 "
+                        "a800_lins GPUs [rows, in about 10 s]",
+                        [shardsim, "plan", lins, "--gpus", "1024",
+                         "--time-limit", "10"]))
     if "--with-3d-plan" in sys.argv:
         # The layouts searched with the strategies (tp, pp, vpp, cp, each
         # with what its framework runs in it), deployable points only, on

@@ -1,7 +1,7 @@
 // Bytes on the wire for a payload under a wire protocol: what every flow
 // the engine starts carries (collectives and sends alike).
-#ifndef SHARDSIM_SIM_ENGINE_WIRE_BYTES_H_
-#define SHARDSIM_SIM_ENGINE_WIRE_BYTES_H_
+#ifndef SHARDSIM_SIM_COLLECTIVE_WIRE_BYTES_H_
+#define SHARDSIM_SIM_COLLECTIVE_WIRE_BYTES_H_
 
 #include <cmath>
 #include <cstdint>
@@ -17,4 +17,4 @@ inline uint64_t WireBytes(double payload, const Protocol& proto) {
 
 }  // namespace shardsim
 
-#endif  // SHARDSIM_SIM_ENGINE_WIRE_BYTES_H_
+#endif  // SHARDSIM_SIM_COLLECTIVE_WIRE_BYTES_H_

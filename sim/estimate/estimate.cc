@@ -1,0 +1,279 @@
+#include "sim/estimate/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "sim/analyze/analyze.h"
+#include "sim/base/bandwidth.h"
+#include "sim/collective/estimate.h"
+#include "sim/compute/kernel_time.h"
+#include "sim/schedule/host_cost.h"
+#include "sim/schedule/issue_order.h"
+#include "sim/schedule/lower.h"
+
+namespace shardsim {
+namespace {
+
+// An op's expected time alone, and what the engine's interference reads.
+struct Alone {
+  double seconds = 0;
+  OpCost cost;             // compute
+  double nvlink_s = 0;     // collective: its busiest port's bytes, full speed
+  bool holds_sms = false;  // a collective or a send: its kernels hold SMs
+};
+
+// A send's time: its protocol's latency and wire bytes over the busiest
+// NIC (or NVSwitch port) its rank pairs go through, each pair one flow
+// (collective_engine.h RunSend); flows of GPUs sharing a NIC split it.
+double SendSeconds(const PointToPoint& send, const std::vector<int>& from,
+                   const std::vector<int>& to, const Mesh& mesh,
+                   const Platform& p) {
+  const int m = mesh.gpus_per_node;
+  bool across = false;
+  std::map<int, int> per_nic;  // flows through each NIC, either end
+  for (size_t i = 0; i < from.size() && i < to.size(); ++i) {
+    if (from[i] / m == to[i] / m) continue;
+    across = true;
+    if (p.network().nics_per_node() > 0) {
+      ++per_nic[NicOfRank(p, m, from[i]) * 2];
+      ++per_nic[NicOfRank(p, m, to[i]) * 2 + 1];
+    }
+  }
+  int share = 1;
+  for (const auto& [nic, flows] : per_nic) share = std::max(share, flows);
+  const double rate = across ? NicBandwidth(p) / share : NvlinkBandwidth(p);
+  double seconds = 0;
+  if (SendProtocol(p, send.bytes(), across, rate, &seconds) == nullptr) {
+    return 0;  // ValidatePlatform requires a protocol
+  }
+  return seconds;
+}
+
+// Intervals of a program's ops of one kind, merged, with how many ran at
+// once over each piece: the walk's occupancy, for the overlaps.
+class Occupancy {
+ public:
+  void Add(double start, double end) {
+    if (end > start) {
+      events_.push_back({start, 1});
+      events_.push_back({end, -1});
+    }
+  }
+  void Seal() {
+    std::sort(events_.begin(), events_.end());
+    int count = 0;
+    for (size_t i = 0; i < events_.size(); ++i) {
+      count += events_[i].second;
+      const double next =
+          i + 1 < events_.size() ? events_[i + 1].first : events_[i].first;
+      if (next > events_[i].first && count > 0) {
+        pieces_.push_back({events_[i].first, next, count});
+      }
+    }
+  }
+  // Calls f(seconds, count) for each piece of [start, end) with count > 0.
+  template <typename F>
+  void Over(double start, double end, F f) const {
+    auto it =
+        std::upper_bound(pieces_.begin(), pieces_.end(), start,
+                         [](double t, const Piece& p) { return t < p.end; });
+    for (; it != pieces_.end() && it->start < end; ++it) {
+      const double s = std::min(end, it->end) - std::max(start, it->start);
+      if (s > 0) f(s, it->count);
+    }
+  }
+
+ private:
+  struct Piece {
+    double start, end;
+    int count;
+  };
+  std::vector<std::pair<double, int>> events_;
+  std::vector<Piece> pieces_;
+};
+
+}  // namespace
+
+absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
+                                          PreparedCalls* calls) {
+  const Platform& p = calls->platform();
+  const int n = schedule.ops_size();
+  const int programs = std::max(1, schedule.programs_size());
+  std::vector<Alone> alone(n);
+  for (const Op& op : schedule.ops()) {
+    const int id = op.id();
+    if (id < 0 || id >= n) {
+      return absl::InvalidArgumentError("schedule: op ids are not 0..n-1");
+    }
+    Alone& a = alone[id];
+    if (op.has_compute()) {
+      a.cost = ComputeOpCost(KernelsOf(schedule, op.compute()), p);
+      a.seconds = a.cost.seconds;
+    } else if (op.has_collective()) {
+      absl::StatusOr<const PreparedCall*> call =
+          GetForTimes(calls, op.collective());
+      if (!call.ok()) return call.status();
+      const PreparedCall& c = **call;
+      const double fraction =
+          c.protocol != nullptr ? c.protocol->bandwidth_fraction() : 1;
+      a.nvlink_s = static_cast<double>(c.volume.intra_node) /
+                   GroupSize(op.collective().group()) * c.intra_inflation /
+                   (NvlinkBandwidth(p) * fraction);
+      a.seconds = std::max(c.estimate, a.nvlink_s);
+      a.holds_sms = true;
+    } else if (op.has_send()) {
+      const int peer = op.send().peer_program();
+      if (op.program() >= schedule.programs_size() || peer < 0 ||
+          peer >= schedule.programs_size()) {
+        return absl::InvalidArgumentError(
+            "schedule: a send between programs it does not have");
+      }
+      const auto& from = schedule.programs(op.program()).ranks();
+      const auto& to = schedule.programs(peer).ranks();
+      a.seconds = SendSeconds(op.send(), {from.begin(), from.end()},
+                              {to.begin(), to.end()}, calls->mesh(), p);
+      a.holds_sms = true;
+    }
+  }
+  const std::vector<double> host_cost = HostCosts(schedule, p);
+  std::vector<double> seconds(n);
+  for (int id = 0; id < n; ++id) seconds[id] = alone[id].seconds;
+  absl::StatusOr<Walk> walk = WalkSchedule(schedule, host_cost, seconds);
+  if (!walk.ok()) return walk.status();
+  const int sms = p.interference().collective_sms();
+  const double under = p.interference().nvlink_under_compute();
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    std::vector<Occupancy> comm(programs), compute(programs);
+    for (const Op& op : schedule.ops()) {
+      const int id = op.id();
+      const int g = op.program();
+      if (alone[id].holds_sms) comm[g].Add(walk->start[id], walk->end[id]);
+      if (op.has_compute() && op.stream() == COMPUTE) {
+        compute[g].Add(walk->start[id], walk->end[id]);
+      }
+    }
+    for (int g = 0; g < programs; ++g) {
+      comm[g].Seal();
+      compute[g].Seal();
+    }
+    double moved = 0;  // the most an op's time changed
+    for (const Op& op : schedule.ops()) {
+      const int id = op.id();
+      const int g = op.program();
+      const Alone& a = alone[id];
+      double t = a.seconds;
+      if (op.has_compute()) {
+        // o seconds at 1 / (1 + s) of its speed leave o s / (1 + s) of
+        // its work for later.
+        comm[g].Over(walk->start[id], walk->end[id], [&](double o, int count) {
+          const double s = ComputeSlowdown(a.cost, count * sms, p);
+          t += o * s / (1 + s);
+        });
+      } else if (op.has_collective() && under > 0 && under < 1) {
+        // o seconds at `under` of the ports' speed leave o (1 - under) of
+        // its NVSwitch bytes for later.
+        double o = 0;
+        compute[g].Over(walk->start[id], walk->end[id],
+                        [&](double s, int) { o += s; });
+        o = std::min(o, a.nvlink_s / under);
+        t = std::max(t, a.nvlink_s + o * (1 - under));
+      }
+      moved = std::max(moved, std::abs(t - seconds[id]));
+      seconds[id] = t;
+    }
+    walk = WalkSchedule(schedule, host_cost, seconds);
+    if (!walk.ok()) return walk.status();
+    const double step =
+        n > 0 ? *std::max_element(walk->end.begin(), walk->end.end()) : 0;
+    if (moved <= kSettled * step) break;
+  }
+  StepEstimate e;
+  int last = -1;
+  for (int id = 0; id < n; ++id) {
+    if (last < 0 || walk->end[id] >= walk->end[last]) last = id;
+  }
+  if (last < 0) return e;
+  e.step_time_s = walk->end[last];
+  std::vector<double> busy(programs, 0);
+  for (const Op& op : schedule.ops()) {
+    if (op.has_compute() && op.stream() == COMPUTE) {
+      busy[op.program()] += walk->end[op.id()] - walk->start[op.id()];
+    }
+  }
+  e.compute_s = *std::max_element(busy.begin(), busy.end());
+  // Back through what held each op: an op held by its host goes back to
+  // the op its program issued before it.
+  std::vector<int> issued_before(n, -1);
+  std::vector<int> previous(programs, -1);
+  for (const Op& op : schedule.ops()) {
+    issued_before[op.id()] = previous[op.program()];
+    previous[op.program()] = op.id();
+  }
+  // Of each collective or send on it, the part its program's compute
+  // does not cover.
+  std::vector<Occupancy> covered(programs);
+  for (const Op& op : schedule.ops()) {
+    if (op.has_compute() && op.stream() == COMPUTE) {
+      covered[op.program()].Add(walk->start[op.id()], walk->end[op.id()]);
+    }
+  }
+  for (Occupancy& o : covered) o.Seal();
+  for (int id = last; id >= 0;) {
+    const Op& op = schedule.ops(id);
+    if (op.has_collective() || op.has_send()) {
+      double overlapped = 0;
+      covered[op.program()].Over(walk->start[id], walk->end[id],
+                                 [&](double s, int) { overlapped += s; });
+      e.exposed_comm_s += walk->end[id] - walk->start[id] - overlapped;
+    }
+    id = walk->held_by[id] >= 0 ? walk->held_by[id] : issued_before[id];
+  }
+  return e;
+}
+
+absl::StatusOr<Results> EstimateJob(const Job& job) {
+  if (absl::Status s = ValidatePlatform(
+          job.platform, absl::StrCat("platform ", job.platform.name()));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckPoints(job); !s.ok()) return s;
+  Results results;
+  results.set_scenario(job.path);
+  // One set of calls per GPU count: every strategy's calls on that mesh.
+  std::map<int, std::unique_ptr<PreparedCalls>> calls;
+  for (const std::string& spec : job.scenario.strategies()) {
+    for (int gpus : job.scenario.gpus()) {
+      absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+      if (!point.ok()) return point.status();
+      ResultRow& row = point->row;
+      if (!row.oom()) {
+        std::unique_ptr<PreparedCalls>& mine = calls[gpus];
+        if (mine == nullptr) {
+          mine = std::make_unique<PreparedCalls>(
+              point->mesh, job.platform, FlowMode::kFast,
+              job.platform.channels(), /*volumes=*/true);
+        }
+        absl::StatusOr<StepEstimate> e =
+            EstimateStep(*point->schedule, mine.get());
+        if (!e.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(PointName(job, spec, gpus), e.status().message()));
+        }
+        SetStepTime(job, *point, e->step_time_s, &row);
+        row.set_compute_s(e->compute_s);
+        row.set_exposed_comm_s(e->exposed_comm_s);
+        row.set_estimate(true);
+      }
+      *results.add_rows() = std::move(row);
+    }
+  }
+  return results;
+}
+
+}  // namespace shardsim

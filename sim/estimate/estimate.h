@@ -1,0 +1,64 @@
+// The estimate tier: a step's time from the same kernel, collective and
+// pipeline models the engine reads, composed without the discrete-event
+// engine. Thousands of points a second where a simulation takes tenths of
+// a second to minutes: `shardsim estimate` prints them, and `plan` orders
+// its candidates by them (its lower bound, not the estimate, prunes).
+//
+// The step is the replay's order constraints walked in issue order
+// (sim/schedule/issue_order.h), each op taking its expected time alone:
+//  - a compute op, its kernels' time (sim/compute/kernel_time.h);
+//  - a collective, the alpha-beta estimate of its plan with the protocol
+//    the engine picks (sim/collective/estimate.h: every step as long as its
+//    busiest NVSwitch port, NIC or up-link with every group of its shape
+//    running at once), or its busiest NVSwitch port's bytes, if longer;
+//  - a send, its protocol's latency and its bytes over the NIC (or the
+//    NVSwitch port) its GPUs share;
+//  - memory bookkeeping, nothing.
+// Then what the engine adds, from the walk's own overlaps: a compute op
+// runs at 1 / (1 + ComputeSlowdown) of its speed while its program's
+// collectives and sends hold SMs (each its collective_sms), and a
+// collective's NVSwitch bytes at nvlink_under_compute of their rate while
+// its program's compute runs. Left out: flows of concurrent collectives
+// sharing a NIC or up-link (each runs as if alone), the fabric's
+// congestion beyond one call, and the degraded GPUs' classes.
+#ifndef SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
+#define SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
+
+#include "absl/status/statusor.h"
+#include "sim/engine/prepared_calls.h"
+#include "sim/scenario/scenario.h"
+#include "sim/schema/results.pb.h"
+#include "sim/schema/schedule.pb.h"
+
+namespace shardsim {
+
+// The overlaps are read off one walk and change the next: walks until no
+// op's time moves by more than kSettled of the step, kMaxPasses at most
+// (a collective and the compute that slows its ports converge
+// geometrically, by nvlink_under_compute a walk).
+inline constexpr int kMaxPasses = 64;
+inline constexpr double kSettled = 1e-9;
+
+struct StepEstimate {
+  double step_time_s = 0;
+  // The busiest program's compute stream, slowdowns included.
+  double compute_s = 0;
+  // Seconds of the collectives and sends on the walk's critical path
+  // (traced back from the op that ends last through what held each op
+  // back) that their program's compute does not cover.
+  double exposed_comm_s = 0;
+};
+
+// `calls` must be made with volumes, on the schedule's mesh and platform.
+// Errors: a call the plans refuse; a malformed schedule (issue_order.h).
+absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
+                                          PreparedCalls* calls);
+
+// Every strategy x GPU count of the job, as SimulateJob's rows (memory and
+// traffic as analysed, OOM rows untimed) with the step's times estimated:
+// each row's `estimate` is set.
+absl::StatusOr<Results> EstimateJob(const Job& job);
+
+}  // namespace shardsim
+
+#endif  // SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
