@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,9 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   const int n = schedule.ops_size();
   const int programs = std::max(1, schedule.programs_size());
   std::vector<Alone> alone(n);
+  // Ops share kernel lists (every layer's forward, each micro-batch's):
+  // each list's cost worked out once.
+  std::vector<std::optional<OpCost>> list_cost(schedule.kernel_lists_size());
   for (const Op& op : schedule.ops()) {
     const int id = op.id();
     if (id < 0 || id >= n) {
@@ -112,7 +116,18 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
     }
     Alone& a = alone[id];
     if (op.has_compute()) {
-      a.cost = ComputeOpCost(KernelsOf(schedule, op.compute()), p);
+      const int list = op.compute().kernel_list();
+      std::optional<OpCost>* cached =
+          list >= 0 && list < static_cast<int>(list_cost.size())
+              ? &list_cost[list]
+              : nullptr;
+      if (cached == nullptr || !cached->has_value()) {
+        const OpCost cost = ComputeOpCost(KernelsOf(schedule, op.compute()), p);
+        if (cached != nullptr) *cached = cost;
+        a.cost = cost;
+      } else {
+        a.cost = **cached;
+      }
       a.seconds = a.cost.seconds;
     } else if (op.has_collective()) {
       absl::StatusOr<const PreparedCall*> call =
@@ -167,21 +182,25 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
       const int g = op.program();
       const Alone& a = alone[id];
       double t = a.seconds;
+      const double start = walk->start[id];
+      const double span = walk->end[id] - start;
+      if (span <= 0) continue;
+      // The share of its run each rate held in the last walk sets its time
+      // in the next: work w done at rate 1 but for shares g_k at r_k takes
+      // w / (1 - sum g_k (1 - r_k)).
       if (op.has_compute()) {
-        // o seconds at 1 / (1 + s) of its speed leave o s / (1 + s) of
-        // its work for later.
-        comm[g].Over(walk->start[id], walk->end[id], [&](double o, int count) {
+        // At 1 / (1 + s) of its speed while collectives hold SMs.
+        double lost = 0;
+        comm[g].Over(start, walk->end[id], [&](double o, int count) {
           const double s = ComputeSlowdown(a.cost, count * sms, p);
-          t += o * s / (1 + s);
+          lost += o / span * s / (1 + s);
         });
+        t = a.seconds / (1 - lost);
       } else if (op.has_collective() && under > 0 && under < 1) {
-        // o seconds at `under` of the ports' speed leave o (1 - under) of
-        // its NVSwitch bytes for later.
+        // Its NVSwitch bytes at `under` of the ports' speed under compute.
         double o = 0;
-        compute[g].Over(walk->start[id], walk->end[id],
-                        [&](double s, int) { o += s; });
-        o = std::min(o, a.nvlink_s / under);
-        t = std::max(t, a.nvlink_s + o * (1 - under));
+        compute[g].Over(start, walk->end[id], [&](double s, int) { o += s; });
+        t = std::max(t, a.nvlink_s / (1 - o / span * (1 - under)));
       }
       moved = std::max(moved, std::abs(t - seconds[id]));
       seconds[id] = t;

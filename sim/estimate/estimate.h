@@ -32,12 +32,13 @@
 
 namespace shardsim {
 
-// The overlaps are read off one walk and change the next: walks until no
-// op's time moves by more than kSettled of the step, kMaxPasses at most
-// (a collective and the compute that slows its ports converge
-// geometrically, by nvlink_under_compute a walk).
+// The overlaps are read off one walk and set the op times of the next:
+// walks until no op's time moves by more than kSettled of the step (each
+// walk's change shrinks geometrically; the step is then settled to about
+// that, far below the estimate's error against the engine), kMaxPasses at
+// most.
 inline constexpr int kMaxPasses = 64;
-inline constexpr double kSettled = 1e-9;
+inline constexpr double kSettled = 1e-6;
 
 struct StepEstimate {
   double step_time_s = 0;

@@ -1,8 +1,6 @@
 #include "sim/schedule/issue_order.h"
 
 #include <algorithm>
-#include <map>
-#include <utility>
 
 namespace shardsim {
 
@@ -15,8 +13,8 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
   w.start.assign(n, 0);
   w.end.assign(n, 0);
   w.held_by.assign(n, -1);
-  // (program, stream) -> its last op so far, -1 for none
-  std::map<std::pair<int, int>, int> stream_last;
+  // Per program and stream: its last op so far, -1 for none.
+  std::vector<int> stream_last(programs * Stream_ARRAYSIZE, -1);
   std::vector<double> hosts(programs, 0);    // when each host is free
   std::vector<int> host_held(programs, -1);  // the wait that set it, if any
   auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
@@ -42,12 +40,15 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
     const double host_start = host;
     host += host_cost[id];
     if (host_cost[id] > 0) held = -1;
-    auto last = stream_last.try_emplace({program, op.stream()}, -1).first;
+    if (!Stream_IsValid(op.stream())) {
+      return absl::InvalidArgumentError("schedule: an op on no stream");
+    }
+    int& last = stream_last[program * Stream_ARRAYSIZE + op.stream()];
     double start = op.has_compute() ? host_start : host;
     int by = held;
-    if (last->second >= 0 && w.end[last->second] > start) {
-      start = w.end[last->second];
-      by = last->second;
+    if (last >= 0 && w.end[last] > start) {
+      start = w.end[last];
+      by = last;
     }
     for (int d : op.deps()) {
       if (!earlier(d, id)) {
@@ -62,7 +63,7 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
     w.start[id] = start;
     w.end[id] = end;
     w.held_by[id] = by;
-    last->second = id;
+    last = id;
   }
   return w;
 }

@@ -28,8 +28,8 @@ struct Walk {
 // anything else once launched), after its dependencies and after the op
 // before it on its stream, and runs seconds[id]; a compute op ends no
 // earlier than the host has launched it. Errors (InvalidArgument): ids
-// not 0..n-1, an op of no program, a dependency or host wait that does
-// not come before its op.
+// not 0..n-1, an op of no program or on no stream, a dependency or host wait
+// that does not come before its op.
 absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
                                   const std::vector<double>& host_cost,
                                   const std::vector<double>& seconds);
