@@ -1,8 +1,8 @@
 // The estimate tier: a step's time from the same kernel, collective and
 // pipeline models the engine reads, composed without the discrete-event
-// engine. Thousands of points a second where a simulation takes tenths of
-// a second to minutes: `shardsim estimate` prints them, and `plan` orders
-// its candidates by them (its lower bound, not the estimate, prunes).
+// engine: milliseconds a point where a simulation takes tenths of a second
+// to minutes. `shardsim estimate` prints them; `plan` past its time limit
+// with nothing simulated ranks its points of least bound by them.
 //
 // The step is the replay's order constraints walked in issue order
 // (sim/schedule/issue_order.h), each op taking its expected time alone:

@@ -11,7 +11,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -241,13 +240,11 @@ class WaveRunner {
 // whether it is deployable in `deployable`, by variant. A variant whose
 // plans refuse a call gets no bound; the spec itself must plan. With
 // options.deployable, the variants that are not deployable are left out.
-// Each bounded variant gets its estimate too (sim/estimate). Past
-// `deadline` no further variant is bounded, and `stopped` is set.
+// Past `deadline` no further variant is bounded, and `stopped` is set.
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const SearchSettings& settings,
                            const SearchOptions& options, StepBounder* bounder,
-                           PreparedCalls* calls, absl::Time deadline,
-                           SearchBounds* out,
+                           absl::Time deadline, SearchBounds* out,
                            std::map<std::string, bool>* deployable,
                            std::atomic<bool>* stopped) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
@@ -288,12 +285,7 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     SearchBound* bound = out->add_bounds();
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
-    if (b.ok()) {
-      bound->set_step_lower_bound_s(*b);
-      absl::StatusOr<StepEstimate> e = EstimateStep(schedule, calls);
-      if (!e.ok()) return e.status();
-      bound->set_step_estimate_s(e->step_time_s);
-    }
+    if (b.ok()) bound->set_step_lower_bound_s(*b);
     if (!FoldsAt(p->scenario.micro_batches())) {
       bound->set_step_digest(ReplayDigest(schedule));
     }
@@ -364,9 +356,9 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
           *stopped = true;
           break;
         }
-        status[i] = BoundVariants(
-            jobs[c->setting], c->spec, settings[c->setting], options, &bounder,
-            calls, deadline, &of[i], &deployable_of[i], stopped);
+        status[i] = BoundVariants(jobs[c->setting], c->spec,
+                                  settings[c->setting], options, &bounder,
+                                  deadline, &of[i], &deployable_of[i], stopped);
         if (!status[i].ok() || *stopped) break;
       }
       if (!status[i].ok()) failed = true;
@@ -620,6 +612,17 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
   return out;
 }
 
+// Point `spec`'s estimated step (lowered, no traffic counted), on the
+// search's calls.
+absl::StatusOr<double> EstimatedStep(const Job& job, const std::string& spec,
+                                     int gpus, PreparedCalls* calls) {
+  absl::StatusOr<Point> point = LowerPoint(job, spec, gpus);
+  if (!point.ok()) return point.status();
+  absl::StatusOr<StepEstimate> e = EstimateStep(*point->schedule, calls);
+  if (!e.ok()) return e.status();
+  return e->step_time_s;
+}
+
 // Point `spec`'s row as `shardsim estimate` gives it (memory and traffic
 // analysed, the step's times estimated), on the search's calls.
 absl::StatusOr<ResultRow> EstimatedRow(const Job& job, const std::string& spec,
@@ -707,7 +710,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
-  std::vector<double> estimates;
   std::vector<int64_t> peaks;
   std::vector<bool> deployable;
   // The step each point runs where it may be shared: its batch and its
@@ -725,7 +727,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       }
       points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
-      estimates.push_back(v.step_estimate_s());
       peaks.push_back(fit_peak[b]);
       deployable.push_back(deployable_of.at(v.strategy()));
       steps.push_back(v.has_step_digest()
@@ -743,13 +744,8 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   const bool prune = !options.exhaustive;
   std::vector<int> order(points.size());
   for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
-  // The likely fastest first (the estimate's order), so that the rows
-  // that prune most come early; whatever the order, a point is pruned only
-  // by its bound, and the answer is the exhaustive one.
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::tie(estimates[a], bounds[a]) <
-           std::tie(estimates[b], bounds[b]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return bounds[a] < bounds[b]; });
   SearchResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
   // The rows simulated so far, and of them the deployable ones.
@@ -837,7 +833,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
           r->set_gpus(gpus);
           r->set_peak_memory_bytes(peaks[i]);
           r->set_step_lower_bound_s(bounds[i]);
-          r->set_step_estimate_s(estimates[i]);
           *r->mutable_settings() = settings[points[i].setting];
           r->set_deployable(deployable[i]);
         }
@@ -857,7 +852,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     // The row of point `i`, now simulated or shared.
     auto keep = [&](int i, ResultRow r) {
       r.set_step_lower_bound_s(bounds[i]);
-      r.set_step_estimate_s(estimates[i]);
       *r.mutable_settings() = settings[points[i].setting];
       r.set_deployable(deployable[i]);
       timed[i] = std::move(r);
@@ -915,8 +909,29 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
           "time limit of ", options.engine.time_limit_s,
           " s reached (--time-limit) before any point was bounded"));
     }
-    std::vector<int> picked;
+    // The estimate of the points with the least bounds (kShortlist per
+    // row shown, and the first deployable one), each lowered again; the
+    // best of them by the estimate get their rows.
+    std::vector<int> shortlist;
     for (int i : order) {
+      if (static_cast<int>(shortlist.size()) < kShortlist * options.top ||
+          (deployable[i] &&
+           std::none_of(shortlist.begin(), shortlist.end(),
+                        [&](int k) { return deployable[k]; }))) {
+        shortlist.push_back(i);
+      }
+    }
+    std::vector<double> estimate(points.size(), 0);
+    for (int i : shortlist) {
+      absl::StatusOr<double> e =
+          EstimatedStep(jobs[points[i].setting], points[i].spec, gpus, &calls);
+      if (!e.ok()) return e.status();
+      estimate[i] = *e;
+    }
+    std::stable_sort(shortlist.begin(), shortlist.end(),
+                     [&](int a, int b) { return estimate[a] < estimate[b]; });
+    std::vector<int> picked;
+    for (int i : shortlist) {
       if (static_cast<int>(picked.size()) < options.top ||
           (deployable[i] &&
            std::none_of(picked.begin(), picked.end(),
@@ -929,7 +944,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
           EstimatedRow(jobs[points[i].setting], points[i].spec, gpus, &calls);
       if (!r.ok()) return r.status();
       r->set_step_lower_bound_s(bounds[i]);
-      r->set_step_estimate_s(estimates[i]);
       *r->mutable_settings() = settings[points[i].setting];
       r->set_deployable(deployable[i]);
       timed[i] = *std::move(r);
@@ -939,8 +953,9 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
         " s reached (--time-limit) while ",
         stopped_bounding ? "bounding" : "simulating", ", ", order.size(),
         " points bounded, none simulated: the rows are the estimate tier's "
-        "(marked estimate), the ",
-        picked.size(), " points it puts first"));
+        "(marked estimate), the best ",
+        picked.size(), " by it of the ", shortlist.size(),
+        " points of least bound"));
   }
   out.set_complete(!stopped);
   out.set_scenario(job.path);

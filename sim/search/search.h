@@ -37,6 +37,10 @@ namespace shardsim {
 // (docs/validation.md), so a point 1% slower is not shown to be slower.
 inline constexpr double kTie = 0.01;
 
+// Past --time-limit with nothing simulated, the points of least bound that
+// the estimate ranks, per row shown (SearchOptions::top).
+inline constexpr int kShortlist = 3;
+
 struct SearchOptions {
   // Peak memory per GPU a point may reach; unset: the GPU's memory (the
   // memory model's OOM rule alone).
