@@ -4,6 +4,8 @@
 #ifndef SHARDSIM_SIM_BASE_BANDWIDTH_H_
 #define SHARDSIM_SIM_BASE_BANDWIDTH_H_
 
+#include <set>
+
 #include "sim/schema/platform.pb.h"
 
 namespace shardsim {
@@ -35,6 +37,17 @@ inline int NicOfLocal(const Platform& p, int gpus_per_node, int local) {
 inline int NicOfRank(const Platform& p, int gpus_per_node, int rank) {
   return rank / gpus_per_node * p.network().nics_per_node() +
          NicOfLocal(p, gpus_per_node, rank % gpus_per_node);
+}
+
+// GPUs of a node that share each NIC in use, on nodes of `gpus_per_node`
+// (1 within one node, or on a platform without NICs).
+inline double GpusPerNic(const Platform& p, int gpus_per_node, int nodes) {
+  if (nodes <= 1 || p.network().nics_per_node() <= 0) return 1;
+  std::set<int> nics;
+  for (int local = 0; local < gpus_per_node; ++local) {
+    nics.insert(NicOfLocal(p, gpus_per_node, local));
+  }
+  return static_cast<double>(gpus_per_node) / nics.size();
 }
 
 }  // namespace shardsim

@@ -87,9 +87,9 @@ const std::vector<Command>& Commands() {
        RunMain},
       {"estimate", "estimate [SCENARIO] [flags]",
        "run's rows with each step's times estimated from the same kernel, "
-       "collective and pipeline models without the simulation engine (no "
-       "contention between concurrent calls, no breakdown): thousands of "
-       "points a second, each row marked as an estimate.",
+       "collective and pipeline models without the simulation engine (a "
+       "walk of the step in issue order; no breakdown): milliseconds a "
+       "point, each row marked as an estimate.",
        Join({kScenario, {"json", "csv"}}), EstimateMain},
       {"plan", "plan [SCENARIO] --gpus N [flags]",
        "search the strategies (presets, PaRO, Lins, each with every "

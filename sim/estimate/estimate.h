@@ -10,17 +10,20 @@
 //  - a collective, the alpha-beta estimate of its plan with the protocol
 //    the engine picks (sim/collective/estimate.h: every step as long as its
 //    busiest NVSwitch port, NIC or up-link with every group of its shape
-//    running at once), or its busiest NVSwitch port's bytes, if longer;
+//    running at once), or its busiest NVSwitch port's or NIC's bytes, if
+//    longer;
 //  - a send, its protocol's latency and its bytes over the NIC (or the
 //    NVSwitch port) its GPUs share;
 //  - memory bookkeeping, nothing.
 // Then what the engine adds, from the walk's own overlaps: a compute op
 // runs at 1 / (1 + ComputeSlowdown) of its speed while its program's
-// collectives and sends hold SMs (each its collective_sms), and a
-// collective's NVSwitch bytes at nvlink_under_compute of their rate while
-// its program's compute runs. Left out: flows of concurrent collectives
-// sharing a NIC or up-link (each runs as if alone), the fabric's
-// congestion beyond one call, and the degraded GPUs' classes.
+// collectives and sends hold SMs (each its collective_sms); a
+// collective's NVSwitch bytes run at nvlink_under_compute of their rate
+// while its program's compute runs, and its NIC bytes (every group of its
+// shape at once, as the bound counts them) at 1 / k of the NICs while k of
+// its program's calls cross them (max-min sharing). Left out: up-links
+// shared by concurrent calls, sends sharing NICs with collectives or with
+// other programs' calls, and the degraded GPUs' classes.
 #ifndef SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
 #define SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
 

@@ -94,14 +94,8 @@ StepBounder::StepBounder(std::unique_ptr<PreparedCalls> own,
                          PreparedCalls* calls)
     : own_(std::move(own)), calls_(own_ != nullptr ? own_.get() : calls) {
   const Mesh& mesh = calls_->mesh();
-  const Platform& platform = calls_->platform();
-  if (mesh.nodes > 1 && platform.network().nics_per_node() > 0) {
-    std::set<int> nics;
-    for (int local = 0; local < mesh.gpus_per_node; ++local) {
-      nics.insert(NicOfLocal(platform, mesh.gpus_per_node, local));
-    }
-    gpus_per_nic_ = static_cast<double>(mesh.gpus_per_node) / nics.size();
-  }
+  gpus_per_nic_ =
+      GpusPerNic(calls_->platform(), mesh.gpus_per_node, mesh.nodes);
 }
 
 StepBounder::LeastTime StepBounder::LeastCallTime(
