@@ -128,5 +128,16 @@ TEST(Estimate, RowsAreTheAnalysisWithATime) {
   }
 }
 
+// The estimate times every part at full speed: a platform with a degraded
+// part gets a warning naming it, one without gets none.
+TEST(Estimate, SaysWhatItLeavesOut) {
+  Platform p = TwoGpuNode();
+  EXPECT_EQ(EstimateCaveat(p), "");
+  p.mutable_degraded()->add_gpus()->add_ranks(1);
+  EXPECT_NE(EstimateCaveat(p).find("platform bound: its degraded parts"),
+            std::string::npos)
+      << EstimateCaveat(p);
+}
+
 }  // namespace
 }  // namespace shardsim

@@ -255,6 +255,16 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   return e;
 }
 
+std::string EstimateCaveat(const Platform& platform) {
+  if (!platform.has_degraded() || platform.degraded().ByteSizeLong() == 0) {
+    return "";
+  }
+  return absl::StrCat(
+      "platform ", platform.name(),
+      ": its degraded parts are left out of the estimate, which times every "
+      "GPU, NVLink port and NIC at full speed (shardsim run simulates them)");
+}
+
 absl::StatusOr<Results> EstimateJob(const Job& job) {
   if (absl::Status s = ValidatePlatform(
           job.platform, absl::StrCat("platform ", job.platform.name()));
@@ -264,6 +274,9 @@ absl::StatusOr<Results> EstimateJob(const Job& job) {
   if (absl::Status s = CheckPoints(job); !s.ok()) return s;
   Results results;
   results.set_scenario(job.path);
+  if (std::string caveat = EstimateCaveat(job.platform); !caveat.empty()) {
+    results.add_warnings(std::move(caveat));
+  }
   // One set of calls per GPU count: every strategy's calls on that mesh.
   std::map<int, std::unique_ptr<PreparedCalls>> calls;
   for (const std::string& spec : job.scenario.strategies()) {

@@ -27,6 +27,8 @@
 #ifndef SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
 #define SHARDSIM_SIM_ESTIMATE_ESTIMATE_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/scenario/scenario.h"
@@ -58,9 +60,14 @@ struct StepEstimate {
 absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
                                           PreparedCalls* calls);
 
+// What the estimate leaves out on `platform` that the engine would time, as
+// a warning: its degraded parts; empty if nothing.
+std::string EstimateCaveat(const Platform& platform);
+
 // Every strategy x GPU count of the job, as SimulateJob's rows (memory and
 // traffic as analysed, OOM rows untimed) with the step's times estimated:
-// each row's `estimate` is set.
+// each row's `estimate` is set. A platform with degraded parts is timed as
+// if it had none, and its Results.warnings say so.
 absl::StatusOr<Results> EstimateJob(const Job& job);
 
 }  // namespace shardsim

@@ -956,6 +956,9 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
         "(marked estimate), the best ",
         picked.size(), " by it of the ", shortlist.size(),
         " points of least bound"));
+    if (std::string caveat = EstimateCaveat(job.platform); !caveat.empty()) {
+      out.add_warnings(std::move(caveat));
+    }
   }
   out.set_complete(!stopped);
   out.set_scenario(job.path);
