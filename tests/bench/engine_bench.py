@@ -157,6 +157,20 @@ def main():
                          "--search-parallelism", "--deployable",
                          "--noalgorithms", "--nosettings", "--jobs", "2",
                          "--time-limit", "3600"]))
+        # A 405B-class model on 16,384 GPUs, the layouts searched around
+        # tp 8 x pp 2 (126 blocks split evenly over powers of two up to 2);
+        # stopped at 280 s, with the best rows simulated by then.
+        benches.append(("plan --search-parallelism --deployable, Llama 3.1 "
+                        "405B, seq 8192, 16M tokens, 16,384 dgx_h100 GPUs "
+                        "[< 5 min]",
+                        [shardsim, "plan", "--model",
+                         "validate/published/models/llama-3.1-405b.textproto",
+                         "--platform", "dgx_h100", "--gpus", "16384",
+                         "--strategy", "fsdp:FULL_SHARD", "--seq-len", "8192",
+                         "--global-batch-tokens", "16777216",
+                         "--flash-attention", "--tp", "8", "--pp", "2",
+                         "--sequence-parallel", "--search-parallelism",
+                         "--deployable", "--time-limit", "280"]))
     if "--with-plan" in sys.argv and shutil.which("mpirun"):
         # Each wave spread over 2 ranks of one simulation each, against the
         # serial search one simulation at a time: the same JSON.
