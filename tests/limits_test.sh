@@ -271,24 +271,28 @@ refused "--time-limit 1" "time limit of 1 s reached" -- \
 # ran on past it). Where it stops depends on the machine: on 2 idle cores
 # of a Release build the first is still bounding, the second simulating.
 # Stopped before any simulation, it gives the estimate's best rows of the
-# points bounded, each marked, and says so (exit 0, incomplete).
+# points bounded, each marked, and says so (exit 0, incomplete); on a
+# loaded machine the limit may come before any point is bounded (exit 1).
 timeout 30 "$bin" plan "$root/scenarios/quickstart.textproto" --gpus 128 \
   --time-limit 1 --json "$tmp/plan.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ "$rc" -eq 0 ] && grep -q "INCOMPLETE" "$tmp/out" &&
+if { [ "$rc" -eq 1 ] && grep -qF "time limit of 1 s reached" "$tmp/err"; } ||
+   { [ "$rc" -eq 0 ] && grep -q "INCOMPLETE" "$tmp/out" &&
    python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
 assert not p["complete"] and p["best"], p
 assert p["simulated"] > 0 or all(r.get("estimate") for r in p["best"]), p
 assert p["simulated"] > 0 or any("estimate" in w for w in p["warnings"]), p
-' "$tmp/plan.json"; then
+' "$tmp/plan.json"; }; then
   passed=$((passed + 1))
 else
   failed=$((failed + 1))
   echo "FAIL: plan --time-limit 1: exit $rc: $(head -c 400 "$tmp/err")"
 fi
 # Once simulating, plan stops there and gives the best points so far,
-# marked incomplete (exit 0); before its first point it is refused.
-timeout 5 "$bin" plan "$root/scenarios/quickstart.textproto" --gpus 8 \
+# marked incomplete (exit 0); before its first point is bounded it is
+# refused. (The timeout catches a hang; the estimated rows after a limit
+# take a few seconds more on a loaded machine.)
+timeout 15 "$bin" plan "$root/scenarios/quickstart.textproto" --gpus 8 \
   --time-limit 2 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if { [ "$rc" -eq 0 ] && grep -q "INCOMPLETE" "$tmp/out"; } ||
