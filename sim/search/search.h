@@ -15,9 +15,11 @@
 // Each row says whether it is deployable (space.h, Deployable). A
 // deployable point is pruned only by a deployable one, so that the fastest
 // deployable point (SearchResults.best_deployable) is exact too.
-// Past --time-limit (EngineOptions::time_limit_s) the search starts no
-// more points and returns what it has simulated (SearchResults.complete
-// false): best, presets and front over those rows.
+// Past --time-limit (EngineOptions::time_limit_s) the search bounds and
+// starts no more points and returns what it has simulated
+// (SearchResults.complete false): best, presets and front over those rows;
+// with none simulated, the estimate's best of the points of least bound
+// (kShortlist), each row marked `estimate`.
 #ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
 #define SHARDSIM_SIM_SEARCH_SEARCH_H_
 
@@ -84,7 +86,7 @@ struct SearchOptions {
 // error) is counted unplannable and named in the warnings; the search
 // goes on. Errors: no GPU count
 // or several; every candidate over the cap ("... the smallest peak is X
-// GiB, STRATEGY"); the time limit reached before any point was simulated
+// GiB, STRATEGY"); the time limit reached before any point was bounded
 // (DeadlineExceeded).
 absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                                                const SearchOptions& options);
