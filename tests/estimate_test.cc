@@ -100,6 +100,32 @@ TEST(Estimate, ComputeAndCollectivesSlowEachOther) {
               0.020 + (0.020 - 0.020 / 1.2), settled);
 }
 
+// Two nodes of two GPUs, one NIC each (25 GB/s, half of it payload): a
+// 1 GB all-gather between the nodes sends 0.5 GB from each member, and both
+// groups of its shape go through the same NICs: 1 GB a NIC, 80 ms. Two
+// such calls on two streams share the NICs evenly the whole time, each at
+// half of them: both end at 160 ms. One after the other, 160 ms too.
+TEST(Estimate, CallsCrossingOneNicShareIt) {
+  const Mesh mesh{2, 2};
+  Platform p = TwoGpuNode();
+  p.mutable_network()->set_nics_per_node(1);
+  Schedule one;
+  AllGather(&one, GATHER, {})
+      ->mutable_collective()
+      ->mutable_group()
+      ->CopyFrom(InterGroup(mesh));
+  EXPECT_NEAR(Estimate(one, mesh, p)->step_time_s, 0.080, 1e-12);
+  Schedule two = one;
+  Op* second = two.add_ops();
+  *second = two.ops(0);
+  second->set_id(1);
+  second->set_stream(REDUCE);
+  const double settled = 10 * kSettled * 0.16;
+  EXPECT_NEAR(Estimate(two, mesh, p)->step_time_s, 0.160, settled);
+  second->set_stream(GATHER);
+  EXPECT_NEAR(Estimate(two, mesh, p)->step_time_s, 0.160, 1e-12);
+}
+
 // The rows of `shardsim estimate` are the analysis's (memory, traffic,
 // OOM) with a step time, each marked; no OOM row is timed.
 TEST(Estimate, RowsAreTheAnalysisWithATime) {

@@ -62,18 +62,6 @@ absl::Status DrawPlanFigure(const std::string& json,
       "; it needs python3-matplotlib)"));
 }
 
-// The search's own warnings on stderr, as the scenario's were
-// (scenario_command.cc); in the JSON, the scenario's first.
-void WithWarnings(const Job& job, SearchResults* plan) {
-  for (const std::string& warning : plan->warnings()) {
-    std::fprintf(stderr, "shardsim: warning: %s\n", warning.c_str());
-  }
-  google::protobuf::RepeatedPtrField<std::string> warnings(job.warnings.begin(),
-                                                           job.warnings.end());
-  warnings.MergeFrom(plan->warnings());
-  *plan->mutable_warnings() = std::move(warnings);
-}
-
 // A search per GPU count, in the order given, each under the time limit;
 // each count's table, then the best of each.
 absl::Status PlanEachCount(const Job& job, const SearchOptions& options,
@@ -88,7 +76,7 @@ absl::Status PlanEachCount(const Job& job, const SearchOptions& options,
     absl::StatusOr<SearchResults> plan = SearchStrategies(one, options);
     if (!plan.ok()) return plan.status();
     if (ranks != nullptr && !ranks->is_root()) continue;
-    WithWarnings(job, &*plan);
+    AddJobWarnings(job, plan->mutable_warnings());
     absl::StrAppend(&table, table.empty() ? "" : "\n", FormatPlanTable(*plan));
     if (plan->best().empty()) {
       absl::StrAppend(&summary, "  ", gpus, " GPUs: no point\n");
@@ -137,7 +125,7 @@ absl::Status PlanBody(const Job& job, SweepRanks* ranks) {
   absl::StatusOr<SearchResults> plan = SearchStrategies(job, options);
   if (!plan.ok()) return plan.status();
   if (ranks != nullptr && !ranks->is_root()) return absl::OkStatus();
-  WithWarnings(job, &*plan);
+  AddJobWarnings(job, plan->mutable_warnings());
   OutputFiles files = OutputFilesFromFlags();
   // The figure is drawn from the JSON: written beside it unless asked for.
   if (files.json.empty() && !figure.empty()) files.json = figure + ".json";

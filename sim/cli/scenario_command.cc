@@ -148,4 +148,15 @@ int RunScenarioCommand(const Invocation& inv, ScenarioBody body) {
   return end.ok() ? 0 : 1;
 }
 
+void AddJobWarnings(const Job& job,
+                    google::protobuf::RepeatedPtrField<std::string>* warnings) {
+  for (const std::string& warning : *warnings) {
+    std::fprintf(stderr, "shardsim: warning: %s\n", warning.c_str());
+  }
+  google::protobuf::RepeatedPtrField<std::string> all(job.warnings.begin(),
+                                                      job.warnings.end());
+  all.MergeFrom(*warnings);
+  *warnings = std::move(all);
+}
+
 }  // namespace shardsim

@@ -4,7 +4,10 @@
 #ifndef SHARDSIM_SIM_CLI_SCENARIO_COMMAND_H_
 #define SHARDSIM_SIM_CLI_SCENARIO_COMMAND_H_
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "sim/cli/commands.h"
 #include "sim/runner/distribute.h"
 #include "sim/scenario/scenario.h"
@@ -21,6 +24,12 @@ using ScenarioBody = absl::Status (*)(const Job& job, SweepRanks* ranks);
 // `run` and `plan` under several MPI ranks spread their points over them
 // (sim/runner/distribute.h); every rank exits as rank 0 does.
 int RunScenarioCommand(const Invocation& invocation, ScenarioBody body);
+
+// A body's own warnings (`warnings`, from the search or the estimate)
+// printed on stderr as the job's were, then the job's put before them, so
+// that the JSON lists both, the scenario's first.
+void AddJobWarnings(const Job& job,
+                    google::protobuf::RepeatedPtrField<std::string>* warnings);
 
 }  // namespace shardsim
 

@@ -25,6 +25,7 @@ struct Alone {
   double seconds = 0;
   OpCost cost;             // compute
   double nvlink_s = 0;     // collective: its busiest port's bytes, full speed
+  double nic_s = 0;        // collective: its busiest NIC's bytes, alone
   bool holds_sms = false;  // a collective or a send: its kernels hold SMs
 };
 
@@ -105,6 +106,8 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   const Platform& p = calls->platform();
   const int n = schedule.ops_size();
   const int programs = std::max(1, schedule.programs_size());
+  const double gpus_per_nic =
+      GpusPerNic(p, calls->mesh().gpus_per_node, calls->mesh().nodes);
   std::vector<Alone> alone(n);
   // Ops share kernel lists (every layer's forward, each micro-batch's):
   // each list's cost worked out once.
@@ -139,7 +142,12 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
       a.nvlink_s = static_cast<double>(c.volume.intra_node) /
                    GroupSize(op.collective().group()) * c.intra_inflation /
                    (NvlinkBandwidth(p) * fraction);
-      a.seconds = std::max(c.estimate, a.nvlink_s);
+      // Every group of the call's shape runs it at once, each member's NIC
+      // shared by the node's GPUs on it (as the bound counts it).
+      a.nic_s = static_cast<double>(c.volume.inter_node) /
+                GroupSize(op.collective().group()) * gpus_per_nic /
+                (NicBandwidth(p) * fraction);
+      a.seconds = std::max({c.estimate, a.nvlink_s, a.nic_s});
       a.holds_sms = true;
     } else if (op.has_send()) {
       const int peer = op.send().peer_program();
@@ -163,11 +171,12 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   const int sms = p.interference().collective_sms();
   const double under = p.interference().nvlink_under_compute();
   for (int pass = 0; pass < kMaxPasses; ++pass) {
-    std::vector<Occupancy> comm(programs), compute(programs);
+    std::vector<Occupancy> comm(programs), compute(programs), nic(programs);
     for (const Op& op : schedule.ops()) {
       const int id = op.id();
       const int g = op.program();
       if (alone[id].holds_sms) comm[g].Add(walk->start[id], walk->end[id]);
+      if (alone[id].nic_s > 0) nic[g].Add(walk->start[id], walk->end[id]);
       if (op.has_compute() && op.stream() == COMPUTE) {
         compute[g].Add(walk->start[id], walk->end[id]);
       }
@@ -175,6 +184,7 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
     for (int g = 0; g < programs; ++g) {
       comm[g].Seal();
       compute[g].Seal();
+      nic[g].Seal();
     }
     double moved = 0;  // the most an op's time changed
     for (const Op& op : schedule.ops()) {
@@ -196,11 +206,22 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
           lost += o / span * s / (1 + s);
         });
         t = a.seconds / (1 - lost);
-      } else if (op.has_collective() && under > 0 && under < 1) {
-        // Its NVSwitch bytes at `under` of the ports' speed under compute.
-        double o = 0;
-        compute[g].Over(start, walk->end[id], [&](double s, int) { o += s; });
-        t = std::max(t, a.nvlink_s / (1 - o / span * (1 - under)));
+      } else if (op.has_collective()) {
+        if (under > 0 && under < 1) {
+          // Its NVSwitch bytes at `under` of the ports' speed under compute.
+          double o = 0;
+          compute[g].Over(start, walk->end[id], [&](double s, int) { o += s; });
+          t = std::max(t, a.nvlink_s / (1 - o / span * (1 - under)));
+        }
+        if (a.nic_s > 0) {
+          // Its NIC bytes at 1 / k of the NICs while k of its program's
+          // calls cross them (flows share a link evenly, max-min).
+          double lost = 0;
+          nic[g].Over(start, walk->end[id], [&](double o, int count) {
+            lost += o / span * (1 - 1.0 / count);
+          });
+          t = std::max(t, a.nic_s / (1 - lost));
+        }
       }
       moved = std::max(moved, std::abs(t - seconds[id]));
       seconds[id] = t;

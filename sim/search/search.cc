@@ -912,15 +912,21 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     // The estimate of the points with the least bounds (kShortlist per
     // row shown, and the first deployable one), each lowered again; the
     // best of them by the estimate get their rows.
-    std::vector<int> shortlist;
-    for (int i : order) {
-      if (static_cast<int>(shortlist.size()) < kShortlist * options.top ||
-          (deployable[i] &&
-           std::none_of(shortlist.begin(), shortlist.end(),
-                        [&](int k) { return deployable[k]; }))) {
-        shortlist.push_back(i);
+    // The first n of `from`, and its first deployable point if not among
+    // them.
+    auto first = [&](const std::vector<int>& from, int n) {
+      std::vector<int> out;
+      bool has_deployable = false;
+      for (int i : from) {
+        if (static_cast<int>(out.size()) < n ||
+            (deployable[i] && !has_deployable)) {
+          out.push_back(i);
+          has_deployable = has_deployable || deployable[i];
+        }
       }
-    }
+      return out;
+    };
+    std::vector<int> shortlist = first(order, kShortlist * options.top);
     std::vector<double> estimate(points.size(), 0);
     for (int i : shortlist) {
       absl::StatusOr<double> e =
@@ -930,15 +936,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     }
     std::stable_sort(shortlist.begin(), shortlist.end(),
                      [&](int a, int b) { return estimate[a] < estimate[b]; });
-    std::vector<int> picked;
-    for (int i : shortlist) {
-      if (static_cast<int>(picked.size()) < options.top ||
-          (deployable[i] &&
-           std::none_of(picked.begin(), picked.end(),
-                        [&](int k) { return deployable[k]; }))) {
-        picked.push_back(i);
-      }
-    }
+    const std::vector<int> picked = first(shortlist, options.top);
     for (int i : picked) {
       absl::StatusOr<ResultRow> r =
           EstimatedRow(jobs[points[i].setting], points[i].spec, gpus, &calls);
