@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/base/layout.h"
 #include "sim/memory/allocation.h"
@@ -134,7 +135,7 @@ struct Piped {
 
 Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
             int micro_batches, const std::string& spec = "ddp", int dp = 1,
-            const Execution& ex = Execution(), int tp = 1) {
+            const Execution& ex = Execution(), int tp = 1, int nodes = 1) {
   Scenario s = test::Training(micro_batches, 2048);
   s.set_flash_attention(true);
   s.mutable_parallelism()->set_pp(pp);
@@ -143,7 +144,8 @@ Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
   if (tp > 1) s.mutable_parallelism()->set_tp(tp);
   Piped out;
   out.layers = ModelLayers(model, ScenarioBatch(s));
-  const Mesh mesh{pp * dp * tp, 1};  // tp x dp GPUs a stage, on one node
+  // tp x dp GPUs a stage, on one node or on `nodes`.
+  const Mesh mesh{pp * dp * tp / nodes, nodes};
   absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{dp, 1});
   EXPECT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(ResolveExecution(ex, model.hidden(), &*st).ok());
@@ -221,6 +223,74 @@ TEST(PipelineBubble, InterleavingDividesItByTheChunks) {
   EXPECT_NEAR(t.span / expect, 1.0, 0.02)
       << "tf " << t.forward << " tb0 " << t.backward0 << " tb " << t.backward
       << " span " << t.span;
+}
+
+// ---- the collapse ----------------------------------------------------
+
+// 1F1B's steady state repeats across every stage: the collapsed replay
+// (sim/engine/replay.h) simulates its first blocks and the cool-down and
+// stands for the full replay exactly, whatever the layout and strategy: the
+// same step, breakdown and every op's times, to rounding. Interleaving and
+// GPipe have no repeating block (an interleaved stage's micro-batches go
+// by groups; GPipe's backwards all follow the last forward), nor ZeRO-3
+// and FSDP (below), and say why.
+TEST(PipelineCollapse, StandsForTheFullReplayExactly) {
+  const Platform a100 = test::ShippedPlatform("dgx_a100");
+  struct Case {
+    int pp, vpp;
+    PipelineSchedule schedule;
+    int m;
+    std::string spec;
+    int dp, tp, nodes;
+    bool collapses;
+  };
+  const std::vector<Case> cases = {
+      {2, 1, ONE_F_ONE_B, 12, "ddp", 1, 1, 1, true},
+      {4, 1, ONE_F_ONE_B, 32, "ddp", 1, 1, 1, true},
+      {4, 1, ONE_F_ONE_B, 32, "zero1", 2, 1, 1, true},
+      {2, 1, ONE_F_ONE_B, 12, "zero1", 2, 2, 2, true},  // tp 2, two nodes
+      // ZeRO-3 and FSDP prefetch the next micro-batch's parameters before a
+      // stage sends its output: a stage's block ends before its send, and
+      // the stages cannot be listed block by block (pipeline.cc Merge).
+      {2, 1, ONE_F_ONE_B, 12, "zero3", 2, 1, 2, false},
+      {2, 1, ONE_F_ONE_B, 12, "fsdp:FULL_SHARD", 2, 2, 2, false},
+      {4, 1, ONE_F_ONE_B, 32, "zero2", 2, 1, 4, true},  // a stage a node
+      {2, 2, INTERLEAVED_1F1B, 8, "ddp", 1, 1, 1, false},
+      {2, 1, GPIPE, 8, "ddp", 1, 1, 1, false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = absl::StrCat(
+        PipelineSchedule_Name(c.schedule), " pp ", c.pp, " vpp ", c.vpp, " m ",
+        c.m, " ", c.spec, " dp ", c.dp, " tp ", c.tp, " nodes ", c.nodes);
+    Piped piped = Lower(Uniform(8), c.pp, c.vpp, c.schedule, c.m, c.spec, c.dp,
+                        Execution(), c.tp, c.nodes);
+    const Mesh mesh{c.pp * c.dp * c.tp / c.nodes, c.nodes};
+    const test::Replayed fast = test::Replay(*piped.schedule, a100, mesh);
+    const test::Replayed full =
+        test::Replay(*piped.schedule, a100, mesh, false, /*collapse=*/false);
+    ASSERT_EQ(fast.ops.size(), full.ops.size()) << what;
+    ASSERT_FALSE(full.ops.empty()) << what;
+    EXPECT_EQ(fast.replay.collapsed(), c.collapses)
+        << what << ": " << fast.replay.full_because();
+    if (c.collapses) {
+      EXPECT_LT(fast.replay.micro_batches_simulated(), c.m) << what;
+    } else {
+      EXPECT_FALSE(fast.replay.full_because().empty()) << what;
+    }
+    EXPECT_NEAR(fast.step, full.step, 1e-9 * full.step) << what;
+    for (size_t id = 0; id < full.ops.size(); ++id) {
+      ASSERT_NEAR(fast.ops[id].first, full.ops[id].first, 1e-9 * full.step)
+          << what << ": op " << id;
+      ASSERT_NEAR(fast.ops[id].second, full.ops[id].second, 1e-9 * full.step)
+          << what << ": op " << id;
+    }
+    const Breakdown& a = fast.breakdown;
+    const Breakdown& b = full.breakdown;
+    EXPECT_NEAR(a.compute_s(), b.compute_s(), 1e-9 * full.step) << what;
+    EXPECT_NEAR(a.pipeline_bubble_s(), b.pipeline_bubble_s(), 1e-9 * full.step)
+        << what;
+    EXPECT_NEAR(a.optimizer_s(), b.optimizer_s(), 1e-9 * full.step) << what;
+  }
 }
 
 // ---- the breakdown ---------------------------------------------------

@@ -12,6 +12,7 @@
 #include "sim/engine/step_actors.h"
 #include "sim/engine/step_order.h"
 #include "sim/schedule/host_cost.h"
+#include "sim/schedule/programs.h"
 
 namespace shardsim {
 namespace {
@@ -37,24 +38,29 @@ bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
 // ones to come.
 int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
   for (size_t i = 1; i < snaps.size(); ++i) {
-    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) &&
-        SameState(snaps[i - 1].state, snaps[i].state)) {
+    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - 1].read &&
+        snaps[i].read && SameState(snaps[i - 1].state, snaps[i].state)) {
       return r.lo + static_cast<int>(i);
     }
   }
   return -1;
 }
 
-// Why no state repeated: a stream whose oldest op in flight falls further
-// behind at every boundary has a backlog that grows, and never a steady
-// state; otherwise the state did not settle in time.
-std::string NoRepeatBecause(const Schedule& s,
-                            const std::vector<Snapshot>& gpu) {
+// Why no state repeated within `blocks` boundaries: a stream whose oldest
+// op in flight falls further behind at every boundary has a backlog that
+// grows (BacklogGrows), and never a steady state; otherwise the state did
+// not settle in time.
+bool BacklogGrows(const std::vector<Snapshot>& gpu) {
   bool growing = gpu.size() >= 3;
   for (size_t i = 1; growing && i < gpu.size(); ++i) {
     growing = gpu[i].oldest - gpu[i].at < gpu[i - 1].oldest - gpu[i - 1].at;
   }
-  if (growing) {
+  return growing;
+}
+
+std::string NoRepeatBecause(const Schedule& s, const std::vector<Snapshot>& gpu,
+                            int blocks) {
+  if (BacklogGrows(gpu)) {
     const Op& old = s.ops(gpu.back().oldest);
     return absl::StrCat("the ",
                         absl::AsciiStrToLower(Stream_Name(old.stream())),
@@ -62,17 +68,19 @@ std::string NoRepeatBecause(const Schedule& s,
                         "(its backlog grows): no state repeats");
   }
   return absl::StrCat(
-      "the state at a micro-batch boundary did not repeat within ",
-      kKeptBlocks + 1, " micro-batches");
+      "the state at a micro-batch boundary did not repeat within ", blocks,
+      " micro-batches");
 }
 
-// The host's times from the GPU's: what Replayer::Host does, as sums. For
-// a state that repeats on the GPU only, whose host times do not repeat.
+// The host's times from the GPU's: what Replayer::Host does, as sums, each
+// program's host apart. For a state that repeats on the GPU only, whose
+// host times do not repeat.
 void RecomputeHost(const StepOps& s, const Platform& p,
                    std::vector<OpTime>* times) {
   const std::vector<double> cost = HostCosts(s, p);
-  double host = 0;
+  std::vector<double> hosts(std::max(1, s.base().programs_size()), 0);
   for (int id = 0; id < s.size(); ++id) {
+    double& host = hosts[s.op(id).program()];
     for (int w : s.host_waits(id)) host = std::max(host, (*times)[w].end);
     OpTime& t = (*times)[id];
     t.host_start = host;
@@ -119,10 +127,21 @@ bool Before(const OpTime& t, double limit) {
 
 }  // namespace
 
-absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
-    const StepOps& step, const Repeats& r, Fabric* fabric,
-    CollectiveEngine* collectives, StepReplay* info) {
-  const int keep = r.lo + kKeptBlocks;
+int KeptBlocks(const StepOps& step) {
+  return kKeptBlocks + step.base().programs_size();
+}
+
+namespace {
+
+// One try at the collapse, with blocks keep + 1 .. r.hi dropped: the full
+// step's times, or nullopt with the reason in `info` and in `more` how
+// many blocks more a second try should keep (else 0): where the ops a far
+// block repeats still ran when the tail began, enough for them to end
+// first; where a pipeline's state did not repeat yet, as many again.
+absl::StatusOr<std::optional<StepTimes>> TryCollapse(
+    const StepOps& step, const Repeats& r, int keep, Fabric* fabric,
+    CollectiveEngine* collectives, StepReplay* info, int* more) {
+  *more = 0;
   const int P = r.period_ops;
   std::string why;
   std::optional<Shortened> cut = DropBlocks(step, r, keep, &why);
@@ -132,9 +151,16 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   }
   std::vector<int> watch;
   for (int k = r.lo + 1; k <= keep + 1; ++k) watch.push_back(r.BlockStart(k));
+  std::optional<Programs> programs;  // several: those of the shortened step
+  if (step.base().programs_size() > 1) {
+    absl::StatusOr<Programs> p = ReadPrograms(*cut->schedule, fabric->mesh());
+    if (!p.ok()) return p.status();
+    programs = *std::move(p);
+  }
   Snapshots snaps;
-  absl::StatusOr<std::vector<OpTime>> t = RunStepActors(
-      *cut->schedule, nullptr, fabric, collectives, watch, &snaps);
+  absl::StatusOr<std::vector<OpTime>> t =
+      RunStepActors(*cut->schedule, programs ? &*programs : nullptr, fabric,
+                    collectives, watch, &snaps);
   if (!t.ok()) return t.status();
   // The state repeats at the host where the host waits for the GPU in every
   // block. Where it runs ahead, its lead grows and the state repeats on the
@@ -144,7 +170,14 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   const bool on_gpu = j < 0;
   if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
   if (j < 0) {
-    info->set_full_because(NoRepeatBecause(*cut->schedule, snaps.gpu));
+    info->set_full_because(
+        NoRepeatBecause(*cut->schedule, snaps.gpu, keep - r.lo + 1));
+    // A pipeline's state settles once its last stage's part of a block is
+    // in the repeating ones too (KeptBlocks): twice the blocks, unless a
+    // backlog grows.
+    if (step.base().programs_size() > 1 && !BacklogGrows(snaps.gpu)) {
+      *more = keep - r.lo;
+    }
     return std::nullopt;
   }
   const std::vector<Snapshot>& at = on_gpu ? snaps.gpu : snaps.host;
@@ -161,14 +194,24 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
   // Ops standing for others must be done before the tail can touch them.
   const int near = r.BlockStart(j + 1);  // ops before it stand for themselves
                                          // or (block j) for far blocks
+  int late = -1;  // the last of them to end, if after the tail began
   for (int x = 0; x < near; ++x) {
-    if (!Before((*t)[x], tail_start)) {
-      info->set_full_because(absl::StrCat(
-          "op ", x, " (", step.op(x).label(),
-          ") still runs when the tail begins: the repeating state needs "
-          "more micro-batches before the tail"));
-      return std::nullopt;
+    if (!Before((*t)[x], tail_start) &&
+        (late < 0 || (*t)[x].end > (*t)[late].end)) {
+      late = x;
     }
+  }
+  if (late >= 0) {
+    info->set_full_because(absl::StrCat(
+        "op ", late, " (", step.op(late).label(),
+        ") still runs when the tail begins: the repeating state needs "
+        "more micro-batches before the tail"));
+    // Each block kept more starts the tail a period later.
+    if (period > 0) {
+      *more = 1 + static_cast<int>(
+                      std::ceil(((*t)[late].end - tail_start) / period));
+    }
+    return std::nullopt;
   }
   for (int p : cut->pinned) {
     if ((*t)[p].end > tail_start) {
@@ -206,9 +249,27 @@ absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     times = StepTimes(std::move(host));
   }
   info->set_collapsed(true);
+  info->set_full_because("");
   info->set_period_s(period);
   info->set_micro_batches_simulated(info->micro_batches() - dropped);
   return times;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
+    const StepOps& step, const Repeats& r, Fabric* fabric,
+    CollectiveEngine* collectives, StepReplay* info) {
+  int keep = r.lo + KeptBlocks(step);
+  int more = 0;
+  absl::StatusOr<std::optional<StepTimes>> t =
+      TryCollapse(step, r, keep, fabric, collectives, info, &more);
+  // Once more, keeping as many blocks as the first try showed it needs.
+  if (t.ok() && !*t && more > 0 && keep + more < r.hi) {
+    keep += more;
+    t = TryCollapse(step, r, keep, fabric, collectives, info, &more);
+  }
+  return t;
 }
 
 }  // namespace shardsim

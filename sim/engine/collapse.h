@@ -22,7 +22,18 @@ namespace shardsim {
 // many ops of a block still run when the next begins.
 constexpr int kKeptBlocks = 2;
 
-// Replays `step` collapsed by its repeats `r` (more than kKeptBlocks + 1
+// Blocks `step` keeps past its first repeating one: kKeptBlocks, and with
+// several programs (a pipeline's stages) half a block more per program.
+// The stages run their parts of a block one after the other, stage s a
+// forward pass after stage s - 1 (its input is that pass's output), and a
+// block takes a forward and a backward pass per stage, a backward pass
+// being no shorter than a forward one: a block's ops end within half as
+// many periods as there are stages, and every op of the block the far
+// ones repeat must be done before the tail begins. Where that is not so,
+// ReplayCollapsed measures how many more it needs and tries once more.
+int KeptBlocks(const StepOps& step);
+
+// Replays `step` collapsed by its repeats `r` (more than KeptBlocks + 1
 // blocks, fast mode). Returns the full step's op times, or nullopt with
 // the reason in `info` when the state did not repeat in time (the caller
 // then replays it in full); `info` gets the collapse's numbers otherwise.

@@ -119,8 +119,9 @@ class CollectiveEngine {
   // for the slowest pair (base latency + one step's alpha + bytes at the
   // link's rate); the send takes the base latency, its flows, then the
   // alpha. Returns when every pair's bytes have arrived.
+  // `progress`, if given, follows it as Run's does.
   CallTime RunSend(const PointToPoint& send, const std::vector<int>& from,
-                   const std::vector<int>& to);
+                   const std::vector<int>& to, Progress* progress = nullptr);
 
   // Between two runs of the engine (Engine::run): forgets the worker
   // actors, which SimGrid ended with the run.

@@ -21,7 +21,9 @@ namespace shardsim {
 
 CollectiveEngine::CallTime CollectiveEngine::RunSend(
     const PointToPoint& send, const std::vector<int>& from,
-    const std::vector<int>& to) {
+    const std::vector<int>& to, Progress* progress) {
+  Progress unused;
+  if (progress == nullptr) progress = &unused;
   bool across = false;
   for (size_t i = 0; i < from.size(); ++i) {
     across = across || !fabric_.SameNode(from[i], to[i]);
@@ -35,7 +37,10 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
   }
   const Protocol& proto = *best;
   const double start = sg4::Engine::get_clock();
+  ++progress->part;
+  progress->until = start + proto.base_latency_s();
   sg4::this_actor::sleep_for(proto.base_latency_s());
+  progress->until = -1;
   const uint64_t bytes = WireBytes(static_cast<double>(send.bytes()), proto);
   std::vector<Flow> flows;
   std::vector<double> alpha;
@@ -69,7 +74,10 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
     d->Disturb();
     d->Start();
   }
+  ++progress->part;
+  progress->flows = &flows;
   Workers().Run(&flows);
+  progress->flows = nullptr;
   for (LoneStages* d : domains) d->Stop();
   double end = sg4::Engine::get_clock();
   double step_alpha = 0;
@@ -79,7 +87,10 @@ CollectiveEngine::CallTime CollectiveEngine::RunSend(
       step_alpha = alpha[i];
     }
   }
+  ++progress->part;
+  progress->until = end;
   sg4::this_actor::sleep_until(end);
+  progress->until = -1;
   CallTime t;
   t.seconds = sg4::Engine::get_clock() - start;
   t.latency_s = std::min(t.seconds, proto.base_latency_s() + step_alpha);

@@ -23,10 +23,12 @@
 //    pair (CollectiveEngine::RunSend), and the peer program's ops that
 //    depend on it start when it is done. Each collective runs its
 //    program's groups only; compute and SMs held slow that program's GPUs
-//    and NVSwitch ports only. Such a step is replayed in full: no
-//    collapse, no node or network symmetry, no lone-stage replays; a
-//    folded one, or a collective whose group holds ranks of two programs,
-//    is an error. The critical path crosses programs through sends, whose
+//    and NVSwitch ports only. Such a step has no node or network
+//    symmetry; it collapses as one program does where every program
+//    repeats its blocks (a pipeline lists its stages block by block,
+//    sim/schedule/pipeline/pipeline.cc), with every program's state
+//    compared; a folded one, or a collective whose group holds ranks of
+//    two programs, is an error. The critical path crosses programs through sends, whose
 //    time it charges as a collective's (bandwidth and latency, by
 //    collective "SEND tensor").
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_

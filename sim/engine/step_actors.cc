@@ -32,7 +32,7 @@ namespace {
 // every op issued beside it.
 class Replayer {
  public:
-  // `watch`: op ids (ascending) at which to take a Snapshot (one program).
+  // `watch`: op ids (ascending) at which to take a Snapshot.
   Replayer(const Schedule& s, const Programs& programs, Fabric* f,
            CollectiveEngine* c, std::vector<int> watch = {})
       : schedule_(s),
@@ -58,7 +58,9 @@ class Replayer {
         mutex_(sg4::Mutex::create()),
         met_(sg4::ConditionVariable::create()),
         waiting_(lanes_, 0),
-        computing_(lanes_, 0) {
+        computing_(lanes_, 0),
+        host_at_(lanes_, 0),
+        host_until_(lanes_, -1) {
     for (int g = 0; g < lanes_; ++g) {
       changed_.push_back(sg4::ConditionVariable::create());
       rate_changed_.push_back(sg4::ConditionVariable::create());
@@ -201,13 +203,10 @@ class Replayer {
   void Host(int g) {
     const int p = Program(g);
     const int c = Class(g);
-    size_t next_watch = 0;
     for (int id : programs_.list[p].ops) {
       const Op& op = schedule_.ops(id);
-      if (next_watch < watch_.size() && watch_[next_watch] == op.id()) {
-        TakeHostSnapshot(op.id());
-        ++next_watch;
-      }
+      host_at_[g] = id;
+      if (watched_[id]) TakeHostSnapshot(g, id);
       // SimGrid runs one actor at a time and switches only at simcalls, so
       // the flags read the same without the lock; it is taken (a lock and
       // an unlock, two simcalls) only to wait: a fifth of a step's simcalls.
@@ -227,11 +226,14 @@ class Replayer {
         Issue(c, op.id());  // the GPU may start on the first kernel
         if (cost > 0) sg4::this_actor::sleep_for(cost);
       } else {
+        host_until_[g] = t.host_start + cost;
         if (cost > 0) sg4::this_actor::sleep_for(cost);
+        host_until_[g] = -1;
         t.host_end = Now();
         Issue(c, op.id());
       }
     }
+    host_at_[g] = n_;
   }
 
   void Issue(int c, int id) {
@@ -241,12 +243,21 @@ class Replayer {
   }
 
   // Compute: seconds of work left; collectives: their progress; both as
-  // seen now. Ops not started yet carry nothing but their place.
-  void TakeHostSnapshot(int at) {
+  // seen now. Ops not started yet carry nothing but their place. Taken by
+  // lane `g`'s host; with several programs, where each other host is: the
+  // op it waits for or launches, and the launch time it has left.
+  void TakeHostSnapshot(int g, int at) {
     Snapshot s;
     s.at = at;
     s.time = Now();
     s.oldest = pending_.empty() ? at : *pending_.begin();
+    // Watched ops are a block apart.
+    const size_t block = watch_.size() > 1 ? watch_[1] - watch_[0] : n_;
+    if (pending_.size() > 4 * block) {
+      s.read = false;
+      host_snaps_.push_back(std::move(s));
+      return;
+    }
     for (int id : pending_) {
       s.state.push_back(id - at);
       s.state.push_back(started_[id] ? 1 : 0);
@@ -255,6 +266,12 @@ class Replayer {
       if (schedule_.ops(id).has_compute()) {
         s.state.push_back(std::max(0.0, times_[id].host_end - s.time));
       }
+    }
+    for (int other = 0; programs_.several() && other < lanes_; ++other) {
+      if (other == g) continue;
+      s.state.push_back(host_at_[other] - at);
+      s.state.push_back(host_until_[other] < 0 ? -1
+                                               : host_until_[other] - s.time);
     }
     host_snaps_.push_back(std::move(s));
   }
@@ -453,7 +470,7 @@ class Replayer {
         t.latency_s =
             collectives_
                 ->RunSend(op.send(), programs_.list[op.program()].ranks,
-                          programs_.list[peer].ranks)
+                          programs_.list[peer].ranks, &progress_[id])
                 .latency_s;
         comm_sms_[g] -= sms;
         WakeCompute(g);
@@ -535,6 +552,10 @@ class Replayer {
   absl::flat_hash_map<int, std::vector<int>> waiters_;
   std::vector<int> waiting_;
   std::vector<int> computing_;
+  // Per lane, for snapshots: the op its host is at (n_ once it is done),
+  // and when its launch of a call ends (-1: none under way).
+  std::vector<int> host_at_;
+  std::vector<double> host_until_;
   int completed_ = 0;
 };
 

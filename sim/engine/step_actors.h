@@ -27,6 +27,11 @@ struct Snapshot {
   int at = 0;       // the watched op
   double time = 0;  // when the host reached it, or it started
   int oldest = 0;   // the oldest op not done (at if none)
+  // False where the state was not read: at the host, when more ops are in
+  // flight than four blocks hold (its lead over the GPU grows; no state
+  // with it repeats, and reading it at every block would cost more than
+  // the replay).
+  bool read = true;
   std::vector<double> state;
 };
 
@@ -39,7 +44,7 @@ struct Snapshots {
 // may follow an earlier one): each op's times from its start. `programs`:
 // those of the schedule (ReadPrograms); null for one program of every op.
 // `watch`: op ids (ascending) at which to take snapshots, into `snapshots`
-// if given (one program). An error if some op never ran (a dependency on
+// if given. An error if some op never ran (a dependency on
 // a later op).
 absl::StatusOr<std::vector<OpTime>> RunStepActors(const Schedule& schedule,
                                                   const Programs* programs,

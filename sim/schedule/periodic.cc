@@ -28,9 +28,10 @@ bool SameRefs(const google::protobuf::RepeatedField<int32_t>& a,
 // Op `b` is op `a` one block later (`shift` ops on; a's block starts at
 // `block_start`).
 bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
-  if (a.stream() != b.stream() || a.phase() != b.phase() ||
-      a.layer() != b.layer() || a.label() != b.label() ||
-      a.limited_by() != b.limited_by() || a.body_case() != b.body_case()) {
+  if (a.program() != b.program() || a.stream() != b.stream() ||
+      a.phase() != b.phase() || a.layer() != b.layer() ||
+      a.label() != b.label() || a.limited_by() != b.limited_by() ||
+      a.body_case() != b.body_case()) {
     return false;
   }
   if (a.micro_batch() < 0 ? b.micro_batch() >= 0
@@ -47,6 +48,8 @@ bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
     case Op::kCollective:
       return a.collective().SerializeAsString() ==
              b.collective().SerializeAsString();
+    case Op::kSend:
+      return a.send().SerializeAsString() == b.send().SerializeAsString();
     case Op::kMemory:
       return a.memory().delta_bytes() == b.memory().delta_bytes() &&
              a.memory().buffer() == b.memory().buffer() &&
@@ -247,18 +250,19 @@ std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
   o.set_gpus_per_node(s.gpus_per_node());
   o.set_tokens_per_step(ops.tokens_per_step());
   *o.mutable_kernel_lists() = s.kernel_lists();  // indices stay valid
-  bool ok = true;
+  *o.mutable_programs() = s.programs();
+  const int P = r.period_ops;
   auto map = [&](int ref, bool in_tail) {
     if (!in_tail || ref < drop_from) {
       if (in_tail) out.pinned.push_back(ref);
       return ref;
     }
     const int mapped = ref - shift;
-    if (mapped < r.first_op) {
-      *why = absl::StrCat("op ", ref, " is ", r.hi - keep,
-                          " or more blocks before the tail");
-      ok = false;
-    }
+    // An op more blocks before the tail than are kept (a pipeline's
+    // cool-down needs the activations of its last stages' micro-batches):
+    // its copy in the first repeating block, which the collapse checks is
+    // done before the tail begins, as the op itself is then.
+    if (mapped < r.first_op) return r.first_op + (ref - r.first_op) % P;
     return mapped;
   };
   // Read through `ops`: a folded step's copies are never stored.
@@ -279,7 +283,6 @@ std::optional<Shortened> DropBlocks(const StepOps& ops, const Repeats& r,
   o.mutable_ops()->Reserve(drop_from + ops.size() - tail);
   for (int id = 0; id < drop_from; ++id) add(id);
   for (int id = tail; id < ops.size(); ++id) add(id);
-  if (!ok) return std::nullopt;
   std::sort(out.pinned.begin(), out.pinned.end());
   out.pinned.erase(std::unique(out.pinned.begin(), out.pinned.end()),
                    out.pinned.end());

@@ -48,9 +48,12 @@ struct Shortened {
 
 // `schedule` without blocks keep + 1 .. r.hi (lo <= keep < hi): the tail
 // follows block `keep`, its ids shifted down by (r.hi - keep) blocks and its
-// dependencies on dropped blocks mapped onto the kept ones they repeat.
-// nullopt (and `why`) when a tail op depends on a dropped block with no
-// kept image.
+// dependencies on dropped blocks mapped onto the kept ones they repeat; a
+// dependency more blocks before the tail than are kept (kept - lo + 1) is
+// mapped onto its copy in block lo, which the shortened run stands for
+// only if it is done before the tail is issued (as the collapse checks of
+// every op before the block its far blocks repeat). nullopt (and `why`)
+// when keep is not in lo..hi - 1.
 std::optional<Shortened> DropBlocks(const Schedule& schedule, const Repeats& r,
                                     int keep, std::string* why);
 

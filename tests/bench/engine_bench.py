@@ -93,8 +93,7 @@ def main():
                          "--jobs", "1"]))
     if "--with-3d" in sys.argv:
         # Tensor x pipeline parallelism as Megatron-LM runs it: sequence
-        # parallelism, full recomputation, FlashAttention; every stage and
-        # micro-batch replayed.
+        # parallelism, full recomputation, FlashAttention.
         three_d = ["--strategy", "zero1", "--sequence-parallel",
                    "--micro-batch-size", "1", "--seq-len", "2048",
                    "--flash-attention", "--recompute", "--jobs", "1"]
@@ -103,12 +102,20 @@ def main():
                         [shardsim, "run", quick, "--model", "gpt3-175b",
                          "--gpus", "64", "--tp", "8", "--pp", "8", "--vpp",
                          "3", "--micro-batches", "64"] + three_d))
-        benches.append(("Megatron 1T, TP8 x PP64, 512 dgx_a100 GPUs, 512 "
-                        "micro-batches [< 30 s, < 2048 MB]",
-                        [shardsim, "run", quick, "--model",
-                         "tests/bench/megatron_1t.textproto", "--gpus", "512",
-                         "--tp", "8", "--pp", "64", "--micro-batches",
-                         "512"] + three_d))
+        # 1F1B collapsed (sim/engine/replay.h, pipelines): at 512
+        # micro-batches against 64, and against the full replay.
+        one_t = [shardsim, "run", quick, "--model",
+                 "tests/bench/megatron_1t.textproto", "--tp", "8", "--pp",
+                 "64"] + three_d
+        for gpus, mbs, extra, label in (
+                ("512", "64", [], ""),
+                ("512", "512", [], " [< 30 s, < 2048 MB; < 1.5x the 64]"),
+                ("512", "512", ["--nocollapse"], ", --nocollapse"),
+                ("3072", "512", [], ", x DP6 [< 30 s, < 2048 MB]")):
+            benches.append((f"Megatron 1T, TP8 x PP64, {gpus} dgx_a100 GPUs, "
+                            f"{mbs} micro-batches{label}",
+                            one_t + ["--gpus", gpus, "--micro-batches", mbs]
+                            + extra))
     if "--with-reports" in sys.argv:
         regenerate = "reports/regenerate"
         benches.append(("reports/regenerate --quick [< 15 s]",

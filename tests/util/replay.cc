@@ -17,14 +17,16 @@ namespace test {
 
 absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
                                        const Platform& platform,
-                                       const Mesh& mesh, bool every_class) {
+                                       const Mesh& mesh, bool every_class,
+                                       bool collapse) {
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
         Fabric::Build(platform, mesh, /*drop_dominated=*/!every_class);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
-    absl::StatusOr<StepTiming> t = ReplayStep(schedule, fabric->get(), &engine);
+    absl::StatusOr<StepTiming> t =
+        ReplayStep(schedule, fabric->get(), &engine, collapse);
     if (!t.ok()) return t.status();
     Results r;
     ResultRow* row = r.add_rows();
@@ -56,9 +58,9 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
 }
 
 Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh, bool every_class) {
+                const Mesh& mesh, bool every_class, bool collapse) {
   absl::StatusOr<Replayed> r =
-      ReplayOrError(schedule, platform, mesh, every_class);
+      ReplayOrError(schedule, platform, mesh, every_class, collapse);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : Replayed();
 }

@@ -25,15 +25,17 @@ struct Replayed {
 
 // `schedule` replayed on `platform` over `mesh` in fast mode, or the
 // replay's error. `every_class`: the dominated classes of degraded GPUs
-// replayed too (sim/engine/degraded.h).
+// replayed too (sim/engine/degraded.h); `collapse`: ReplayStep's.
 absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
                                        const Platform& platform,
                                        const Mesh& mesh,
-                                       bool every_class = false);
+                                       bool every_class = false,
+                                       bool collapse = true);
 
 // The same, a failure a test failure (and an empty result).
 Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh, bool every_class = false);
+                const Mesh& mesh, bool every_class = false,
+                bool collapse = true);
 
 }  // namespace test
 }  // namespace shardsim

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -141,18 +142,118 @@ struct StageSchedule {
   std::map<PassKey, Boundary> boundaries;
 };
 
+// The order Merge lists the stages' ops in: (stage, index in the stage).
+using Order = std::vector<std::pair<int, int>>;
+
+// Where Merge stands: the ops listed so far, and per stage the next op
+// to list.
+struct Listing {
+  const std::vector<std::vector<Op*>>& ops;
+  const std::vector<std::vector<std::pair<int, int>>>& cross;
+  // cross_of[p][i]: index into cross[p] of op i's receive (-1: none).
+  const std::vector<std::vector<int>>& cross_of;
+  std::vector<std::vector<bool>> placed;
+  std::vector<int> next;
+  Order order;
+
+  Listing(const std::vector<std::vector<Op*>>& o,
+          const std::vector<std::vector<std::pair<int, int>>>& c,
+          const std::vector<std::vector<int>>& c_of)
+      : ops(o), cross(c), cross_of(c_of), next(o.size(), 0) {
+    for (const std::vector<Op*>& stage : ops) {
+      placed.emplace_back(stage.size(), false);
+    }
+  }
+
+  // Whether stage p's next op may be listed: its receive's send is.
+  bool Ready(int p) const {
+    const int c = cross_of[p][next[p]];
+    if (c < 0) return true;
+    const auto [q, j] = cross[p][c];
+    return placed[q][j];
+  }
+  void Place(int p) {
+    placed[p][next[p]] = true;
+    order.push_back({p, next[p]++});
+  }
+  // Lists stage p's ops up to `end`; false when a receive comes first.
+  bool PlaceUpTo(int p, int end) {
+    while (next[p] < end) {
+      if (!Ready(p)) return false;
+      Place(p);
+    }
+    return true;
+  }
+  // The rest, each stage in turn as far as its receives allow.
+  absl::Status PlaceRest() {
+    size_t total = 0;
+    for (const std::vector<Op*>& stage : ops) total += stage.size();
+    while (order.size() < total) {
+      bool progress = false;
+      for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
+        while (next[p] < static_cast<int>(ops[p].size()) && Ready(p)) {
+          Place(p);
+          progress = true;
+        }
+      }
+      if (!progress) {
+        return absl::InternalError(
+            "pipeline: the stages wait for each other's sends in a cycle");
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
+// Block by block (sim/schedule/periodic.h): every stage's ops before its
+// first micro-batch, then each stage's block 0 in stage order, then each
+// stage's block 1, ..., then the stages' last blocks (the cool-down)
+// interleaved as their receives allow. Where every stage repeats its
+// micro-batches (1F1B's steady state) the merged schedule then repeats
+// its blocks too, and the engine collapses it (replay.h). nullopt when a
+// stage's micro-batches do not start in order, or a receive would come
+// before its send.
+std::optional<Order> BlockOrder(
+    const std::vector<std::vector<Op*>>& ops,
+    const std::vector<std::vector<std::pair<int, int>>>& cross,
+    const std::vector<std::vector<int>>& cross_of) {
+  const int n = static_cast<int>(ops.size());
+  // Per stage, the first op of each block: starts[p][k + 1] for block k.
+  std::vector<std::vector<int>> starts(n);
+  for (int p = 0; p < n; ++p) {
+    starts[p].push_back(0);
+    for (int i = 0; i < static_cast<int>(ops[p].size()); ++i) {
+      const int mb = ops[p][i]->micro_batch();
+      const int block = static_cast<int>(starts[p].size()) - 2;
+      if (mb <= block) continue;
+      if (mb != block + 1) return std::nullopt;
+      starts[p].push_back(i);
+    }
+    if (starts[p].size() != starts[0].size()) return std::nullopt;
+  }
+  Listing l(ops, cross, cross_of);
+  const int last = static_cast<int>(starts[0].size()) - 2;  // the last block
+  for (int k = -1; k < last; ++k) {
+    for (int p = 0; p < n; ++p) {
+      if (!l.PlaceUpTo(p, starts[p][k + 2])) return std::nullopt;
+    }
+  }
+  if (!l.PlaceRest().ok()) return std::nullopt;
+  return std::move(l.order);
+}
+
 // Lists every stage's ops in one schedule: each program's in its own order,
 // interleaved so that every send comes before the ops that wait for it
-// (the contract's deps on earlier ops), ids renumbered. The ops move, not
-// copied: the stages are on `out`'s arena, and a 1T model's 64 stages of
-// 512 micro-batches are 2.9 M ops (1 GB) that would otherwise be held
-// twice.
+// (the contract's deps on earlier ops), block by block where the stages
+// allow it (BlockOrder), ids renumbered. The ops move, not copied: the
+// stages are on `out`'s arena, and a 1T model's 64 stages of 512
+// micro-batches are 2.9 M ops (1 GB) that would otherwise be held twice.
 absl::Status Merge(const std::vector<StageSchedule>& stages,
                    const std::vector<std::vector<std::pair<int, int>>>& cross,
                    const std::vector<std::vector<int>>& cross_of,
                    Schedule* out) {
   const int n = static_cast<int>(stages.size());
-  std::vector<int> list_offset(n, 0), next(n, 0);
+  std::vector<int> list_offset(n, 0);
   std::vector<std::vector<int>> id(n);
   std::vector<std::vector<Op*>> ops(n);
   for (int p = 0; p < n; ++p) {
@@ -163,51 +264,36 @@ absl::Status Merge(const std::vector<StageSchedule>& stages,
     ops[p].resize(s.ops_size());
     s.mutable_ops()->UnsafeArenaExtractSubrange(0, s.ops_size(), ops[p].data());
   }
-  // cross_of[p][i]: index into cross[p] of op i's waits (-1: none).
-  auto ready = [&](int p, int i) {
-    const int c = cross_of[p][i];
-    if (c < 0) return true;
-    const auto [q, j] = cross[p][c];
-    return id[q][j] >= 0;
-  };
-  size_t placed = 0, total = 0;
-  for (int p = 0; p < n; ++p) total += ops[p].size();
-  out->mutable_ops()->Reserve(static_cast<int>(total));
-  while (placed < total) {
-    bool progress = false;
-    for (int p = 0; p < n; ++p) {
-      while (next[p] < static_cast<int>(ops[p].size()) && ready(p, next[p])) {
-        const int i = next[p]++;
-        Op* op = ops[p][i];
-        op->set_id(out->ops_size());
-        op->set_program(p);
-        id[p][i] = op->id();
-        // Deps and waits are on earlier ops of the stage: placed already.
-        for (int k = 0; k < op->deps_size(); ++k) {
-          op->set_deps(k, id[p][op->deps(k)]);
-        }
-        if (const int c = cross_of[p][i]; c >= 0) {
-          op->add_deps(id[cross[p][c].first][cross[p][c].second]);
-        }
-        for (int k = 0; k < op->host_waits_size(); ++k) {
-          op->set_host_waits(k, id[p][op->host_waits(k)]);
-        }
-        if (op->has_memory() && op->memory().delta_bytes() < 0) {
-          op->mutable_memory()->set_frees(id[p][op->memory().frees()]);
-        }
-        if (op->has_compute()) {
-          op->mutable_compute()->set_kernel_list(op->compute().kernel_list() +
-                                                 list_offset[p]);
-        }
-        out->mutable_ops()->UnsafeArenaAddAllocated(op);
-        ++placed;
-        progress = true;
-      }
+  std::optional<Order> order = BlockOrder(ops, cross, cross_of);
+  if (!order) {  // each stage in turn, as far as its receives allow
+    Listing l(ops, cross, cross_of);
+    if (absl::Status s = l.PlaceRest(); !s.ok()) return s;
+    order = std::move(l.order);
+  }
+  out->mutable_ops()->Reserve(static_cast<int>(order->size()));
+  for (const auto& [p, i] : *order) {
+    Op* op = ops[p][i];
+    op->set_id(out->ops_size());
+    op->set_program(p);
+    id[p][i] = op->id();
+    // Deps and waits are on earlier ops of the stage: placed already.
+    for (int k = 0; k < op->deps_size(); ++k) {
+      op->set_deps(k, id[p][op->deps(k)]);
     }
-    if (!progress) {
-      return absl::InternalError(
-          "pipeline: the stages wait for each other's sends in a cycle");
+    if (const int c = cross_of[p][i]; c >= 0) {
+      op->add_deps(id[cross[p][c].first][cross[p][c].second]);
     }
+    for (int k = 0; k < op->host_waits_size(); ++k) {
+      op->set_host_waits(k, id[p][op->host_waits(k)]);
+    }
+    if (op->has_memory() && op->memory().delta_bytes() < 0) {
+      op->mutable_memory()->set_frees(id[p][op->memory().frees()]);
+    }
+    if (op->has_compute()) {
+      op->mutable_compute()->set_kernel_list(op->compute().kernel_list() +
+                                             list_offset[p]);
+    }
+    out->mutable_ops()->UnsafeArenaAddAllocated(op);
   }
   return absl::OkStatus();
 }
