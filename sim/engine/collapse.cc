@@ -75,18 +75,21 @@ std::string NoRepeatBecause(const Schedule& s, const std::vector<Snapshot>& gpu,
 // The host's times from the GPU's: what Replayer::Host does, as sums, each
 // program's host apart. For a state that repeats on the GPU only, whose
 // host times do not repeat.
-void RecomputeHost(const StepOps& s, const Platform& p,
-                   std::vector<OpTime>* times) {
+// Per op, (host_start, host_end).
+std::vector<std::pair<double, double>> RecomputeHost(const StepOps& s,
+                                                     const Platform& p,
+                                                     const StepTimes& times) {
   const std::vector<double> cost = HostCosts(s, p);
   std::vector<double> hosts(std::max(1, s.base().programs_size()), 0);
+  std::vector<std::pair<double, double>> out(s.size());
   for (int id = 0; id < s.size(); ++id) {
     double& host = hosts[s.op(id).program()];
-    for (int w : s.host_waits(id)) host = std::max(host, (*times)[w].end);
-    OpTime& t = (*times)[id];
-    t.host_start = host;
+    for (int w : s.host_waits(id)) host = std::max(host, times[w].end);
+    out[id].first = host;
     host += cost[id];
-    t.host_end = host;
+    out[id].second = host;
   }
+  return out;
 }
 
 // Whether the GPU times of `gpu` follow from the host times of `host`
@@ -94,8 +97,9 @@ void RecomputeHost(const StepOps& s, const Platform& p,
 // its stream are done or, if later, when the host issues it; a compute op
 // ends when its work is done or, if later, when the host has launched its
 // last kernel. Returns the first op that does not, or -1.
-int HostDisagrees(const StepOps& s, const std::vector<OpTime>& gpu,
-                  const std::vector<OpTime>& host, int from) {
+int HostDisagrees(const StepOps& s, const StepTimes& gpu,
+                  const std::vector<std::pair<double, double>>& host,
+                  int from) {
   auto same = [](double a, double b) {
     return NotAfter(a, b) && NotAfter(b, a);
   };
@@ -103,17 +107,17 @@ int HostDisagrees(const StepOps& s, const std::vector<OpTime>& gpu,
   for (int id = from; id < s.size(); ++id) {
     const Op& op = s.op(id);
     const int prev = stream_prev[id];
-    const OpTime& g = gpu[id];
-    const OpTime& h = host[id];
+    const OpTime g = gpu[id];
+    const auto [host_start, host_end] = host[id];
     double ready = prev >= 0 ? gpu[prev].end : 0;
     for (int d : s.deps(id)) ready = std::max(ready, gpu[d].end);
-    const double issue = op.has_compute() ? h.host_start : h.host_end;
+    const double issue = op.has_compute() ? host_start : host_end;
     bool ok = NotAfter(issue, g.start) &&
               (NotAfter(g.start, ready) || same(g.start, issue));
     if (op.has_compute()) {
       const double work_done = g.start + g.gpu_s;
-      ok = ok && NotAfter(h.host_end, g.end) &&
-           (same(g.end, work_done) || same(g.end, h.host_end));
+      ok = ok && NotAfter(host_end, g.end) &&
+           (same(g.end, work_done) || same(g.end, host_end));
     }
     if (!ok) return id;
   }
@@ -162,6 +166,14 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
       RunStepActors(*cut->schedule, programs ? &*programs : nullptr, fabric,
                     collectives, watch, &snaps);
   if (!t.ok()) return t.status();
+  // What is read of the shortened step past the replay; the rest is let go
+  // (a 64-stage pipeline keeps 10^6 ops).
+  const int cut_size = cut->schedule->ops_size();
+  const std::vector<int> pinned = std::move(cut->pinned);
+  const std::string no_repeat =
+      NoRepeatBecause(*cut->schedule, snaps.gpu, keep - r.lo + 1);
+  cut.reset();
+  programs.reset();
   // The state repeats at the host where the host waits for the GPU in every
   // block. Where it runs ahead, its lead grows and the state repeats on the
   // GPU only: the GPU's times then repeat alone, and the host's are summed
@@ -170,8 +182,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   const bool on_gpu = j < 0;
   if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
   if (j < 0) {
-    info->set_full_because(
-        NoRepeatBecause(*cut->schedule, snaps.gpu, keep - r.lo + 1));
+    info->set_full_because(no_repeat);
     // A pipeline's state settles once its last stage's part of a block is
     // in the repeating ones too (KeptBlocks): twice the blocks, unless a
     // backlog grows.
@@ -187,7 +198,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   double tail_start = snaps.host.back().time;
   if (on_gpu) {
     tail_start = std::numeric_limits<double>::infinity();
-    for (int y = r.BlockStart(keep + 1); y < cut->schedule->ops_size(); ++y) {
+    for (int y = r.BlockStart(keep + 1); y < cut_size; ++y) {
       tail_start = std::min(tail_start, (*t)[y].start);
     }
   }
@@ -213,7 +224,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
     }
     return std::nullopt;
   }
-  for (int p : cut->pinned) {
+  for (int p : pinned) {
     if ((*t)[p].end > tail_start) {
       info->set_full_because(absl::StrCat("the tail waits for op ", p,
                                           ", not done when it begins"));
@@ -235,18 +246,17 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   repeat.period_s = period;
   StepTimes times(*std::move(t), step.size(), repeat);
   if (on_gpu) {
-    // The host's times do not repeat: every op's stored.
-    const std::vector<OpTime> full(times.begin(), times.end());
-    std::vector<OpTime> host = full;
-    RecomputeHost(step, fabric->platform(), &host);
-    if (const int x = HostDisagrees(step, full, host, r.BlockStart(j + 1));
+    // The host's times do not repeat: every op's summed anew.
+    std::vector<std::pair<double, double>> host =
+        RecomputeHost(step, fabric->platform(), times);
+    if (const int x = HostDisagrees(step, times, host, r.BlockStart(j + 1));
         x >= 0) {
       info->set_full_because(absl::StrCat(
           "the state repeats on the GPU only, and the host issues op ", x, " (",
           step.op(x).label(), ") at another point of it in the full step"));
       return std::nullopt;
     }
-    times = StepTimes(std::move(host));
+    times.SetHostTimes(std::move(host));
   }
   info->set_collapsed(true);
   info->set_full_because("");

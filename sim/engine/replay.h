@@ -28,8 +28,8 @@
 //    repeats its blocks (a pipeline lists its stages block by block,
 //    sim/schedule/pipeline/pipeline.cc), with every program's state
 //    compared; a folded one, or a collective whose group holds ranks of
-//    two programs, is an error. The critical path crosses programs through sends, whose
-//    time it charges as a collective's (bandwidth and latency, by
+//    two programs, is an error. The critical path crosses programs through
+//    sends, whose time it charges as a collective's (bandwidth and latency, by
 //    collective "SEND tensor").
 #ifndef SHARDSIM_SIM_ENGINE_REPLAY_H_
 #define SHARDSIM_SIM_ENGINE_REPLAY_H_
@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -101,8 +102,17 @@ class StepTimes {
   // or -1 if there is none. In a collapsed step only the last far block
   // is read: each ends a period after the one before.
   int LastToEnd() const;
-  // How a collapsed replay's ops repeat; nullopt when every op is stored.
-  const std::optional<Repeat>& repeat() const { return repeat_; }
+  // How a collapsed replay's ops repeat; nullopt when every op is stored,
+  // or when the host's times were summed anew (they do not repeat).
+  const std::optional<Repeat>& repeat() const {
+    return host_.empty() ? repeat_ : kNone;
+  }
+  // The host's times summed anew, by op (host_start, host_end): for a
+  // state that repeats on the GPU only (the collapse), over those the
+  // expansion gives.
+  void SetHostTimes(std::vector<std::pair<double, double>> host) {
+    host_ = std::move(host);
+  }
   std::string_view cause(int id) const;
   void set_cause(int id, std::string_view cause);  // a literal
 
@@ -131,8 +141,10 @@ class StepTimes {
   Iterator end() const { return Iterator(this, size_); }
 
  private:
+  static constexpr std::optional<Repeat> kNone = std::nullopt;
   std::vector<OpTime> simulated_;
   std::optional<Repeat> repeat_;
+  std::vector<std::pair<double, double>> host_;  // SetHostTimes; or empty
   int size_ = 0;
   std::vector<uint8_t> cause_;  // index into the causes, 0: none
 };

@@ -57,6 +57,10 @@ OpTime StepTimes::operator[](int id) const {
     t.host_start += by;
     t.host_end += by;
   }
+  if (!host_.empty()) {
+    t.host_start = host_[id].first;
+    t.host_end = host_[id].second;
+  }
   t.cause = kCauses[cause_[id]];
   return t;
 }
