@@ -146,7 +146,10 @@ Piped Lower(const Model& model, int pp, int vpp, PipelineSchedule schedule,
   out.layers = ModelLayers(model, ScenarioBatch(s));
   // tp x dp GPUs a stage, on one node or on `nodes`.
   const Mesh mesh{pp * dp * tp / nodes, nodes};
-  absl::StatusOr<Strategy> st = ParseStrategy(spec, Mesh{dp, 1});
+  // The data-parallel ranks of a node: those of its tensor-parallel groups.
+  const int dp_per_node = std::min(dp, std::max(1, mesh.gpus_per_node / tp));
+  absl::StatusOr<Strategy> st =
+      ParseStrategy(spec, Mesh{dp_per_node, dp / dp_per_node});
   EXPECT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(ResolveExecution(ex, model.hidden(), &*st).ok());
   absl::StatusOr<OwnedSchedule> lowered = LowerStep(out.layers, *st, mesh, s);
@@ -228,8 +231,10 @@ TEST(PipelineBubble, InterleavingDividesItByTheChunks) {
 // ---- the collapse ----------------------------------------------------
 
 // 1F1B's steady state repeats across every stage: the collapsed replay
-// (sim/engine/replay.h) simulates its first blocks and the cool-down and
-// stands for the full replay exactly, whatever the layout and strategy: the
+// (sim/engine/replay.h) simulates its first blocks and the cool-down,
+// each stage's first node standing for its others (node symmetry, where
+// stages hold whole nodes), and stands for the full replay with every
+// node's flows exactly, whatever the layout and strategy: the
 // same step, breakdown and every op's times, to rounding. Interleaving and
 // GPipe have no repeating block (an interleaved stage's micro-batches go
 // by groups; GPipe's backwards all follow the last forward), nor ZeRO-3
@@ -249,6 +254,7 @@ TEST(PipelineCollapse, StandsForTheFullReplayExactly) {
       {4, 1, ONE_F_ONE_B, 32, "ddp", 1, 1, 1, true},
       {4, 1, ONE_F_ONE_B, 32, "zero1", 2, 1, 1, true},
       {2, 1, ONE_F_ONE_B, 12, "zero1", 2, 2, 2, true},  // tp 2, two nodes
+      {2, 1, ONE_F_ONE_B, 12, "zero1", 2, 2, 4, true},  // two nodes a stage
       // ZeRO-3 and FSDP prefetch the next micro-batch's parameters before a
       // stage sends its output: a stage's block ends before its send, and
       // the stages cannot be listed block by block (pipeline.cc Merge).
@@ -266,8 +272,10 @@ TEST(PipelineCollapse, StandsForTheFullReplayExactly) {
                         Execution(), c.tp, c.nodes);
     const Mesh mesh{c.pp * c.dp * c.tp / c.nodes, c.nodes};
     const test::Replayed fast = test::Replay(*piped.schedule, a100, mesh);
+    // Every micro-batch, every node's flows.
     const test::Replayed full =
-        test::Replay(*piped.schedule, a100, mesh, false, /*collapse=*/false);
+        test::Replay(*piped.schedule, a100, mesh, false, /*collapse=*/false,
+                     /*symmetry=*/false);
     ASSERT_EQ(fast.ops.size(), full.ops.size()) << what;
     ASSERT_FALSE(full.ops.empty()) << what;
     EXPECT_EQ(fast.replay.collapsed(), c.collapses)

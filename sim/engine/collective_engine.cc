@@ -219,10 +219,15 @@ const CollectiveEngine::StageFlows& CollectiveEngine::FlowsOf(
   const int per_node = fabric_.mesh().gpus_per_node;
   const int nics_per_node = fabric_.platform().network().nics_per_node();
   const bool mirrored = net_period_ < fabric_.mesh().nodes;
+  // The first node of the call's groups: node 0, or its program's first.
+  int first_node = fabric_.mesh().nodes;
+  for (const std::vector<int>& group : e.groups) {
+    for (int rank : group) first_node = std::min(first_node, rank / per_node);
+  }
   for (const std::vector<int>& group : e.groups) {
     for (const Hop& h : hops) {
-      if (node_symmetry_ && !h.inter && group[h.src] / per_node != 0) {
-        continue;  // another node's NVSwitch traffic mirrors node 0's
+      if (node_symmetry_ && !h.inter && group[h.src] / per_node != first_node) {
+        continue;  // another node's NVSwitch traffic mirrors the first's
       }
       // A GPU's NICs are on its node: a twin is known before its route
       // (all but 1 of 128 at 1024 GPUs, where ZeRO++'s all-to-all steps

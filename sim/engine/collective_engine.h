@@ -127,7 +127,8 @@ class CollectiveEngine {
   // actors, which SimGrid ended with the run.
   void EndRun();
 
-  // Whether only node 0's NVSwitch traffic runs (UseSymmetry).
+  // Whether only node 0's NVSwitch traffic runs (UseSymmetry), or with
+  // several programs each program's first node's.
   bool node_symmetry() const { return node_symmetry_; }
   // Network symmetry (docs/engine.md §8): the fewest nodes P, dividing the
   // job's, such that the network flows of every prepared call, all groups
@@ -139,14 +140,18 @@ class CollectiveEngine {
   int NetworkPeriod() const;
   // On by default; fast mode only. Off, every network flow runs.
   void set_network_symmetry(bool on) { network_symmetry_ = on; }
+  // On by default. Off, every node's NVSwitch flows run (tests compare).
+  void set_node_symmetry(bool on) { node_symmetry_on_ = on; }
   // Once every call of the program is prepared, before any runs (it drops
   // the stages' flows). Node symmetry: only node 0's NVSwitch traffic runs
   // where every plan is intra-symmetric, exact since NVSwitch ports carry
-  // only their own node's traffic. Network symmetry, if on: only the
-  // network flows leaving the first NetworkPeriod() nodes run, each from
-  // its NIC's sending half to the receiving half of the NIC it enters
-  // taken P nodes back (Fabric::nic_out, nic_in). Exact: NIC i of every
-  // node then carries what NIC i of node n mod P does; max-min shares,
+  // only their own node's traffic; with several programs, each program's
+  // first node's, where every program holds whole nodes (its calls' groups
+  // then tile its nodes alike, and its ports carry its calls only). Network
+  // symmetry, if on: only the network flows leaving the first NetworkPeriod()
+  // nodes run, each from its NIC's sending half to the receiving half of the
+  // NIC it enters taken P nodes back (Fabric::nic_out, nic_in). Exact: NIC i of
+  // every node then carries what NIC i of node n mod P does; max-min shares,
   // being unique, are the same for a flow and its twins, and no other link
   // ever limits one.
   void UseSymmetry();
@@ -180,6 +185,8 @@ class CollectiveEngine {
   using Entry = PreparedCall;
   // Every prepared plan sees the same intra-node hops on every node.
   bool AllIntraSymmetric() const;
+  // Several programs: each program's ranks are whole nodes.
+  bool ProgramsOwnNodes() const;
   void Use(const Entry* e);  // adds it to used_ once
   const Entry& entry(const CollectiveCall& call, int program = 0) const;
   // Returns the latency part of the run.
@@ -257,6 +264,7 @@ class CollectiveEngine {
   const FlowMode mode_;
   const int channels_;
   bool node_symmetry_ = false;
+  bool node_symmetry_on_ = true;  // set_node_symmetry
   bool network_symmetry_ = true;
   int net_period_;  // nodes whose network flows run (UseSymmetry)
   std::unique_ptr<PreparedCalls> own_;  // null: the caller's

@@ -105,11 +105,27 @@ int CollectiveEngine::NetworkPeriod() const {
   return period;
 }
 
+bool CollectiveEngine::ProgramsOwnNodes() const {
+  const int per_node = fabric_.mesh().gpus_per_node;
+  std::vector<int> count(fabric_.mesh().nodes, 0);
+  for (const std::vector<int>& ranks : programs_) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int rank : ranks) ++count[rank / per_node];
+    for (int c : count) {
+      if (c != 0 && c != per_node) return false;
+    }
+  }
+  return true;
+}
+
 void CollectiveEngine::UseSymmetry() {
-  // Several programs: every rank does not run every call.
-  // Ports at different speeds: node 0's flows stand for no other node's.
-  node_symmetry_ =
-      programs_.empty() && AllIntraSymmetric() && fabric_.ports_alike();
+  // Several programs: each program's first node stands for its others,
+  // where programs hold whole nodes (a node's ports then carry one
+  // program's calls, and sends run NIC to NIC). Ports at different speeds:
+  // one node's flows stand for no other node's.
+  node_symmetry_ = node_symmetry_on_ &&
+                   (programs_.empty() || ProgramsOwnNodes()) &&
+                   AllIntraSymmetric() && fabric_.ports_alike();
   net_period_ = network_symmetry_ && mode_ == FlowMode::kFast
                     ? NetworkPeriod()
                     : fabric_.mesh().nodes;

@@ -18,13 +18,15 @@ namespace test {
 absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
                                        const Platform& platform,
                                        const Mesh& mesh, bool every_class,
-                                       bool collapse) {
+                                       bool collapse, bool symmetry) {
   ChildTask task = [&]() -> absl::StatusOr<std::string> {
     StartSimGrid();
     absl::StatusOr<std::unique_ptr<Fabric>> fabric =
         Fabric::Build(platform, mesh, /*drop_dominated=*/!every_class);
     if (!fabric.ok()) return fabric.status();
     CollectiveEngine engine(**fabric, FlowMode::kFast, platform.channels());
+    engine.set_node_symmetry(symmetry);
+    engine.set_network_symmetry(symmetry);
     absl::StatusOr<StepTiming> t =
         ReplayStep(schedule, fabric->get(), &engine, collapse);
     if (!t.ok()) return t.status();
@@ -58,9 +60,10 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
 }
 
 Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh, bool every_class, bool collapse) {
+                const Mesh& mesh, bool every_class, bool collapse,
+                bool symmetry) {
   absl::StatusOr<Replayed> r =
-      ReplayOrError(schedule, platform, mesh, every_class, collapse);
+      ReplayOrError(schedule, platform, mesh, every_class, collapse, symmetry);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : Replayed();
 }

@@ -25,17 +25,16 @@ struct Replayed {
 
 // `schedule` replayed on `platform` over `mesh` in fast mode, or the
 // replay's error. `every_class`: the dominated classes of degraded GPUs
-// replayed too (sim/engine/degraded.h); `collapse`: ReplayStep's.
-absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
-                                       const Platform& platform,
-                                       const Mesh& mesh,
-                                       bool every_class = false,
-                                       bool collapse = true);
+// replayed too (sim/engine/degraded.h); `collapse`: ReplayStep's;
+// `symmetry` false: every node's flows run (no node or network symmetry).
+absl::StatusOr<Replayed> ReplayOrError(
+    const Schedule& schedule, const Platform& platform, const Mesh& mesh,
+    bool every_class = false, bool collapse = true, bool symmetry = true);
 
 // The same, a failure a test failure (and an empty result).
 Replayed Replay(const Schedule& schedule, const Platform& platform,
                 const Mesh& mesh, bool every_class = false,
-                bool collapse = true);
+                bool collapse = true, bool symmetry = true);
 
 }  // namespace test
 }  // namespace shardsim
