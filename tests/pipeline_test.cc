@@ -235,10 +235,10 @@ TEST(PipelineBubble, InterleavingDividesItByTheChunks) {
 // each stage's first node standing for its others (node symmetry, where
 // stages hold whole nodes), and stands for the full replay with every
 // node's flows exactly, whatever the layout and strategy: the
-// same step, breakdown and every op's times, to rounding. Interleaving and
-// GPipe have no repeating block (an interleaved stage's micro-batches go
-// by groups; GPipe's backwards all follow the last forward), nor ZeRO-3
-// and FSDP (below), and say why.
+// same step, breakdown and every op's times, to rounding; the interleaved
+// schedule too, its blocks a group of pp micro-batches each. GPipe has no
+// repeating block (its backwards all follow the last forward) and says
+// why.
 TEST(PipelineCollapse, StandsForTheFullReplayExactly) {
   const Platform a100 = test::ShippedPlatform("dgx_a100");
   struct Case {
@@ -255,13 +255,17 @@ TEST(PipelineCollapse, StandsForTheFullReplayExactly) {
       {4, 1, ONE_F_ONE_B, 32, "zero1", 2, 1, 1, true},
       {2, 1, ONE_F_ONE_B, 12, "zero1", 2, 2, 2, true},  // tp 2, two nodes
       {2, 1, ONE_F_ONE_B, 12, "zero1", 2, 2, 4, true},  // two nodes a stage
-      // ZeRO-3 and FSDP prefetch the next micro-batch's parameters before a
-      // stage sends its output: a stage's block ends before its send, and
-      // the stages cannot be listed block by block (pipeline.cc Merge).
-      {2, 1, ONE_F_ONE_B, 12, "zero3", 2, 1, 2, false},
-      {2, 1, ONE_F_ONE_B, 12, "fsdp:FULL_SHARD", 2, 2, 2, false},
+      // ZeRO-3 prefetches the next micro-batch's parameters before a stage
+      // sends its output: its stages are listed by groups of pp blocks.
+      {2, 1, ONE_F_ONE_B, 24, "zero3", 2, 1, 2, true},
+      {2, 1, ONE_F_ONE_B, 12, "fsdp:FULL_SHARD", 2, 2, 2, true},
       {4, 1, ONE_F_ONE_B, 32, "zero2", 2, 1, 4, true},  // a stage a node
-      {2, 2, INTERLEAVED_1F1B, 8, "ddp", 1, 1, 1, false},
+      // Interleaved: blocks of a group of pp micro-batches.
+      {2, 2, INTERLEAVED_1F1B, 32, "ddp", 2, 2, 2, true},
+      // The same on one node, and at 4 stages: the state does not repeat
+      // within the blocks two tries keep (engine.md §9), a full replay.
+      {2, 2, INTERLEAVED_1F1B, 48, "ddp", 1, 1, 1, false},
+      {4, 2, INTERLEAVED_1F1B, 64, "zero1", 2, 1, 2, false},
       {2, 1, GPIPE, 8, "ddp", 1, 1, 1, false},
   };
   for (const Case& c : cases) {

@@ -131,8 +131,9 @@ bool Before(const OpTime& t, double limit) {
 
 }  // namespace
 
-int KeptBlocks(const StepOps& step) {
-  return kKeptBlocks + step.base().programs_size();
+int KeptBlocks(const StepOps& step, const Repeats& r) {
+  const int programs = step.base().programs_size();
+  return kKeptBlocks + (programs + r.stride - 1) / r.stride;
 }
 
 namespace {
@@ -171,7 +172,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   const int cut_size = cut->schedule->ops_size();
   const std::vector<int> pinned = std::move(cut->pinned);
   const std::string no_repeat =
-      NoRepeatBecause(*cut->schedule, snaps.gpu, keep - r.lo + 1);
+      NoRepeatBecause(*cut->schedule, snaps.gpu, (keep - r.lo + 1) * r.stride);
   cut.reset();
   programs.reset();
   // The state repeats at the host where the host waits for the GPU in every
@@ -261,7 +262,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   info->set_collapsed(true);
   info->set_full_because("");
   info->set_period_s(period);
-  info->set_micro_batches_simulated(info->micro_batches() - dropped);
+  info->set_micro_batches_simulated(info->micro_batches() - dropped * r.stride);
   return times;
 }
 
@@ -270,7 +271,7 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
 absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     const StepOps& step, const Repeats& r, Fabric* fabric,
     CollectiveEngine* collectives, StepReplay* info) {
-  int keep = r.lo + KeptBlocks(step);
+  int keep = r.lo + KeptBlocks(step, r);
   int more = 0;
   absl::StatusOr<std::optional<StepTimes>> t =
       TryCollapse(step, r, keep, fabric, collectives, info, &more);

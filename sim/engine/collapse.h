@@ -22,16 +22,19 @@ namespace shardsim {
 // many ops of a block still run when the next begins.
 constexpr int kKeptBlocks = 2;
 
-// Blocks `step` keeps past its first repeating one: kKeptBlocks, and with
-// several programs (a pipeline's stages) half a block more per program.
-// The stages run their parts of a block one after the other, stage s a
-// forward pass after stage s - 1 (its input is that pass's output), and a
-// block takes a forward and a backward pass per stage, a backward pass
-// being no shorter than a forward one: a block's ops end within half as
-// many periods as there are stages, and every op of the block the far
-// ones repeat must be done before the tail begins. Where that is not so,
-// ReplayCollapsed measures how many more it needs and tries once more.
-int KeptBlocks(const StepOps& step);
+// Blocks `step` keeps past the first of its repeats `r`: kKeptBlocks, and
+// with several programs (a pipeline's stages) one more per program, in
+// blocks of r.stride micro-batches. The stages run their parts of a block
+// one after the other, stage s a forward pass after stage s - 1 (its
+// input is that pass's output), and a block takes a forward and a
+// backward pass per stage, a backward pass being no shorter than a
+// forward one: a block's ops end within half as many periods as there
+// are stages. The state repeats once the oldest op in flight is in a
+// repeating block, that lag after the first, and every op of the block
+// the far ones repeat must then be done before the tail begins, another.
+// Where that is not so, ReplayCollapsed measures how many more it needs
+// and tries once more.
+int KeptBlocks(const StepOps& step, const Repeats& r);
 
 // Replays `step` collapsed by its repeats `r` (more than KeptBlocks + 1
 // blocks, fast mode). Returns the full step's op times, or nullopt with

@@ -63,9 +63,10 @@ std::optional<Repeats> CollapseBy(const StepOps& step, const Fabric& fabric,
     info->set_full_because("per-step flows");
   } else if (r = FindRepeats(step, &why); !r) {
     info->set_full_because(why);
-  } else if (r->hi - r->lo <= KeptBlocks(step)) {
-    info->set_full_because(absl::StrCat(
-        r->hi - r->lo + 1, " repeating micro-batches: too few to collapse"));
+  } else if (r->hi - r->lo <= KeptBlocks(step, *r)) {
+    info->set_full_because(absl::StrCat((r->hi - r->lo + 1) * r->stride,
+                                        " repeating micro-batches: too few to "
+                                        "collapse"));
     r.reset();
   }
   return r;
@@ -148,10 +149,10 @@ uint64_t ReplayDigest(const Schedule& schedule) {
   // A schedule has no map fields: its serialization is deterministic (as
   // periodic.cc and analyze.cc compare schedules).
   std::string bytes = read.SerializeAsString();
-  absl::StrAppend(
-      &bytes, "|repeats ",
-      r ? absl::StrCat(r->lo, " ", r->hi, " ", r->first_op, " ", r->period_ops)
-        : why);
+  absl::StrAppend(&bytes, "|repeats ",
+                  r ? absl::StrCat(r->lo, " ", r->hi, " ", r->first_op, " ",
+                                   r->period_ops, " ", r->stride)
+                    : why);
   return std::hash<std::string>()(bytes);
 }
 

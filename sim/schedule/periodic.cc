@@ -25,9 +25,10 @@ bool SameRefs(const google::protobuf::RepeatedField<int32_t>& a,
   return true;
 }
 
-// Op `b` is op `a` one block later (`shift` ops on; a's block starts at
-// `block_start`).
-bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
+// Op `b` is op `a` one block later (`shift` ops and `stride` micro-batches
+// on; a's block starts at `block_start`).
+bool Repeat(const Op& a, const Op& b, int shift, int block_start,
+            int stride = 1) {
   if (a.program() != b.program() || a.stream() != b.stream() ||
       a.phase() != b.phase() || a.layer() != b.layer() ||
       a.label() != b.label() || a.limited_by() != b.limited_by() ||
@@ -35,7 +36,7 @@ bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
     return false;
   }
   if (a.micro_batch() < 0 ? b.micro_batch() >= 0
-                          : b.micro_batch() != a.micro_batch() + 1) {
+                          : b.micro_batch() != a.micro_batch() + stride) {
     return false;
   }
   if (!SameRefs(a.deps(), b.deps(), shift, block_start) ||
@@ -63,6 +64,46 @@ bool Repeat(const Op& a, const Op& b, int shift, int block_start) {
 
 }  // namespace
 
+namespace {
+
+// The longest run of repeating blocks of `stride` micro-batches each, or
+// nullopt. first[k]: the first op of micro-batch k, in order.
+std::optional<Repeats> RepeatsBy(const Schedule& s,
+                                 const std::vector<int>& first, int stride) {
+  const int micro_batches = static_cast<int>(first.size());
+  // Block k (k <= blocks - 2) is [start[k], start[k + 1]); the last block
+  // runs to the end and never repeats.
+  const int blocks = (micro_batches + stride - 1) / stride;
+  auto start = [&](int k) { return first[k * stride]; };
+  auto next_repeats = [&](int k) {
+    const int len = start(k + 1) - start(k);
+    if (k + 2 >= blocks || start(k + 2) - start(k + 1) != len) return false;
+    for (int i = 0; i < len; ++i) {
+      if (!Repeat(s.ops(start(k) + i), s.ops(start(k + 1) + i), len, start(k),
+                  stride)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::optional<Repeats> best;
+  for (int k = 0; k + 2 < blocks;) {
+    if (!next_repeats(k)) {
+      ++k;
+      continue;
+    }
+    int end = k;  // blocks k..end + 1 repeat
+    while (end + 1 + 2 < blocks && next_repeats(end + 1)) ++end;
+    if (!best || end + 1 - k > best->hi - best->lo) {
+      best = Repeats{k, end + 1, start(k), start(k + 1) - start(k), stride};
+    }
+    k = end + 1;
+  }
+  return best;
+}
+
+}  // namespace
+
 std::optional<Repeats> FindRepeats(const Schedule& s, std::string* why) {
   int micro_batches = 0;
   for (const Op& op : s.ops()) {
@@ -85,33 +126,15 @@ std::optional<Repeats> FindRepeats(const Schedule& s, std::string* why) {
       return std::nullopt;
     }
   }
-  // Block k (k <= micro_batches - 2) is [first[k], first[k + 1]); the last
-  // micro-batch's block runs to the end and never repeats.
-  auto next_repeats = [&](int k) {
-    const int len = first[k + 1] - first[k];
-    if (k + 2 >= micro_batches || first[k + 2] - first[k + 1] != len) {
-      return false;
-    }
-    for (int i = 0; i < len; ++i) {
-      if (!Repeat(s.ops(first[k] + i), s.ops(first[k + 1] + i), len,
-                  first[k])) {
-        return false;
-      }
-    }
-    return true;
-  };
-  std::optional<Repeats> best;
-  for (int k = 0; k + 2 < micro_batches;) {
-    if (!next_repeats(k)) {
-      ++k;
-      continue;
-    }
-    int end = k;  // blocks k..end + 1 repeat
-    while (end + 1 + 2 < micro_batches && next_repeats(end + 1)) ++end;
-    if (!best || end + 1 - k > best->hi - best->lo) {
-      best = Repeats{k, end + 1, first[k], first[k + 1] - first[k]};
-    }
-    k = end + 1;
+  std::optional<Repeats> best = RepeatsBy(s, first, 1);
+  // Interleaved 1F1B runs a pipeline's micro-batches by groups of as many
+  // as it has stages (order.h): a block of one group each.
+  if (const int stages = s.programs_size(); stages > 1) {
+    auto covers = [](const std::optional<Repeats>& r) {
+      return r ? (r->hi - r->lo + 1) * r->stride : 0;
+    };
+    std::optional<Repeats> groups = RepeatsBy(s, first, stages);
+    if (covers(groups) > covers(best)) best = groups;
   }
   if (!best) {
     *why = micro_batches < 3
@@ -130,6 +153,10 @@ std::optional<Fold> FoldOf(const Schedule& base, int copies,
                            int64_t tokens_per_step, std::string* why) {
   std::optional<Repeats> r = FindRepeats(base, why);
   if (!r) return std::nullopt;
+  if (r->stride != 1) {  // a copy is one micro-batch on (StepOps)
+    *why = absl::StrCat("blocks of ", r->stride, " micro-batches");
+    return std::nullopt;
+  }
   return Fold{*r, copies, tokens_per_step};
 }
 

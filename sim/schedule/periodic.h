@@ -6,8 +6,11 @@
 // those two points, whatever micro-batches its ops belong to (prefetches of
 // the next one, reductions of the last one). Blocks lo..hi repeat when each
 // is the one before it with every id shifted by the block's length: same
-// bodies, same streams, micro-batch + 1, and every dependency either
-// shifted too or on the same op before block lo.
+// bodies, same streams and programs, micro-batch + 1, and every dependency
+// either shifted too or on the same op before block lo. A pipeline's
+// blocks may be groups of as many micro-batches as it has stages
+// (interleaved 1F1B runs them so): block k then runs from micro-batch
+// k * stride's first op to (k + 1) * stride's, each op micro-batch + stride.
 #ifndef SHARDSIM_SIM_SCHEDULE_PERIODIC_H_
 #define SHARDSIM_SIM_SCHEDULE_PERIODIC_H_
 
@@ -26,6 +29,7 @@ struct Repeats {
   int hi = 0;          // last repeating block (never the last micro-batch)
   int first_op = 0;    // id of block lo's first op
   int period_ops = 0;  // ops per block
+  int stride = 1;      // micro-batches per block
   // Id of block k's first op, lo <= k <= hi + 1 (block hi + 1 starts the
   // tail: the rest of the schedule).
   int BlockStart(int k) const { return first_op + (k - lo) * period_ops; }

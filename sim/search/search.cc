@@ -526,7 +526,7 @@ namespace {
 
 // The candidates that fit in memory (under the cap, if given), each with
 // its peak, of all `space` holds; an error naming the smallest peak when
-// none does.
+// none does. `progress` shows how many are checked.
 struct Fitting {
   int candidates = 0;          // searched in all
   std::vector<Candidate> fit;  // those that fit
@@ -536,7 +536,7 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
                                     const std::vector<Job>& jobs,
                                     const Space& space, int gpus,
                                     const SearchOptions& options,
-                                    absl::Time deadline) {
+                                    absl::Time deadline, Progress* progress) {
   const std::vector<SearchSettings>& settings = space.settings;
   // Each candidate's step lowered (folded where that holds,
   // sim/analyze/analyze.h) and its allocation plan walked: the peak the
@@ -556,6 +556,8 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
   std::vector<absl::StatusOr<ResultRow>> memory(todo.size(), ResultRow());
   {
     std::atomic<size_t> next_todo = 0;
+    std::atomic<size_t> checked = 0;  // for the progress line
+    absl::Mutex progress_mutex;       // one progress line written at a time
     auto work = [&] {
       for (size_t i; (i = next_todo++) < todo.size();) {
         // --time-limit holds here too: lowering every candidate is seconds.
@@ -570,6 +572,10 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
             memory_jobs[todo[i].first], todo[i].second, gpus, Storage::kFolded);
         memory[i] = p.ok() ? absl::StatusOr<ResultRow>(std::move(p->row))
                            : absl::StatusOr<ResultRow>(p.status());
+        const size_t done = ++checked;
+        absl::MutexLock lock(&progress_mutex);
+        progress->Show(absl::StrFormat("plan: memory of %d of %d candidates",
+                                       done, todo.size()));
       }
     };
     const int threads = static_cast<int>(std::max<size_t>(
@@ -676,9 +682,13 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::vector<Job> jobs;
   for (const SearchSettings& p : settings) jobs.push_back(JobWith(job, p));
 
+  // One line over the whole search: memory, the bounds, then the waves.
+  // Erased when the search returns, before anything is printed.
+  Progress progress;
+
   // 1. Memory.
   absl::StatusOr<Fitting> fitting =
-      FitInMemory(job, jobs, *space, gpus, options, deadline);
+      FitInMemory(job, jobs, *space, gpus, options, deadline, &progress);
   if (!fitting.ok()) return fitting.status();
   const int candidates = fitting->candidates;
   const std::vector<Candidate>& fit = fitting->fit;
@@ -693,9 +703,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                       job.platform.channels(), /*volumes=*/true);
   EngineOptions engine = options.engine;
   engine.prepared = &calls;
-  // One line over the whole search: the bounds, then the waves. Erased
-  // when the search returns, before anything is printed.
-  Progress progress;
   std::map<std::string, bool> deployable_of;  // by point
   std::atomic<bool> stopped_bounding = false;
   absl::StatusOr<std::vector<SearchBounds>> variants =

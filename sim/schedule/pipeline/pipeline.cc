@@ -176,47 +176,52 @@ struct Listing {
     placed[p][next[p]] = true;
     order.push_back({p, next[p]++});
   }
-  // Lists stage p's ops up to `end`; false when a receive comes first.
-  bool PlaceUpTo(int p, int end) {
-    while (next[p] < end) {
-      if (!Ready(p)) return false;
-      Place(p);
-    }
-    return true;
-  }
-  // The rest, each stage in turn as far as its receives allow.
-  absl::Status PlaceRest() {
-    size_t total = 0;
-    for (const std::vector<Op*>& stage : ops) total += stage.size();
-    while (order.size() < total) {
-      bool progress = false;
+  // Lists each stage's ops up to ends[p], each stage in turn as far as its
+  // receives allow, until all are; false when they wait on each other's
+  // sends past the ends.
+  bool PlaceUpTo(const std::vector<int>& ends) {
+    for (bool progress = true; progress;) {
+      progress = false;
+      bool all = true;
       for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
-        while (next[p] < static_cast<int>(ops[p].size()) && Ready(p)) {
+        while (next[p] < ends[p] && Ready(p)) {
           Place(p);
           progress = true;
         }
+        all = all && next[p] >= ends[p];
       }
-      if (!progress) {
-        return absl::InternalError(
-            "pipeline: the stages wait for each other's sends in a cycle");
-      }
+      if (all) return true;
+    }
+    return false;
+  }
+  // Every op, as PlaceUpTo does.
+  absl::Status PlaceRest() {
+    std::vector<int> ends;
+    for (const std::vector<Op*>& stage : ops) {
+      ends.push_back(static_cast<int>(stage.size()));
+    }
+    if (!PlaceUpTo(ends)) {
+      return absl::InternalError(
+          "pipeline: the stages wait for each other's sends in a cycle");
     }
     return absl::OkStatus();
   }
 };
 
-// Block by block (sim/schedule/periodic.h): every stage's ops before its
-// first micro-batch, then each stage's block 0 in stage order, then each
-// stage's block 1, ..., then the stages' last blocks (the cool-down)
-// interleaved as their receives allow. Where every stage repeats its
-// micro-batches (1F1B's steady state) the merged schedule then repeats
-// its blocks too, and the engine collapses it (replay.h). nullopt when a
-// stage's micro-batches do not start in order, or a receive would come
-// before its send.
+// Block by block (sim/schedule/periodic.h), in rounds of `stride` blocks:
+// every stage's ops before its first micro-batch, then every stage's
+// blocks 0 .. stride - 1, then the next `stride`, ..., then the stages'
+// last blocks (the cool-down); within each round the stages in turn, each
+// as far as its receives allow (in stage order where none waits on a
+// later stage's send). Where every stage repeats
+// its micro-batches (1F1B's steady state) the merged schedule then
+// repeats its blocks too, and the engine collapses it (replay.h). nullopt
+// when a stage's micro-batches do not start in order, or a round's
+// stages wait on a later round's send.
 std::optional<Order> BlockOrder(
     const std::vector<std::vector<Op*>>& ops,
     const std::vector<std::vector<std::pair<int, int>>>& cross,
-    const std::vector<std::vector<int>>& cross_of) {
+    const std::vector<std::vector<int>>& cross_of, int stride) {
   const int n = static_cast<int>(ops.size());
   // Per stage, the first op of each block: starts[p][k + 1] for block k.
   std::vector<std::vector<int>> starts(n);
@@ -233,10 +238,12 @@ std::optional<Order> BlockOrder(
   }
   Listing l(ops, cross, cross_of);
   const int last = static_cast<int>(starts[0].size()) - 2;  // the last block
-  for (int k = -1; k < last; ++k) {
-    for (int p = 0; p < n; ++p) {
-      if (!l.PlaceUpTo(p, starts[p][k + 2])) return std::nullopt;
-    }
+  std::vector<int> ends(n);
+  // Round -1 is the ops before block 0; round k ends with block
+  // (k + 1) * stride - 1.
+  for (int end = -1; end < last; end = end < 0 ? stride - 1 : end + stride) {
+    for (int p = 0; p < n; ++p) ends[p] = starts[p][end + 2];
+    if (!l.PlaceUpTo(ends)) return std::nullopt;
   }
   if (!l.PlaceRest().ok()) return std::nullopt;
   return std::move(l.order);
@@ -264,7 +271,11 @@ absl::Status Merge(const std::vector<StageSchedule>& stages,
     ops[p].resize(s.ops_size());
     s.mutable_ops()->UnsafeArenaExtractSubrange(0, s.ops_size(), ops[p].data());
   }
-  std::optional<Order> order = BlockOrder(ops, cross, cross_of);
+  // Rounds of one block each; else of a group of as many micro-batches as
+  // there are stages (interleaved 1F1B runs them so, and ZeRO-3's stages
+  // prefetch the next micro-batch before they send).
+  std::optional<Order> order = BlockOrder(ops, cross, cross_of, 1);
+  if (!order && n > 1) order = BlockOrder(ops, cross, cross_of, n);
   if (!order) {  // each stage in turn, as far as its receives allow
     Listing l(ops, cross, cross_of);
     if (absl::Status s = l.PlaceRest(); !s.ok()) return s;
