@@ -178,6 +178,20 @@ def main():
                          "--flash-attention", "--tp", "8", "--pp", "2",
                          "--sequence-parallel", "--search-parallelism",
                          "--deployable", "--time-limit", "280"]))
+        # A 530B GPT (Megatron's: 105 layers, hidden 20480, 128 heads) on
+        # 4,480 A100s, 1,920 sequences of 2,048 a step, the layouts searched
+        # around Megatron's tp 8 x pp 35; stopped at 600 s.
+        benches.append(("plan --search-parallelism --deployable, GPT 530B, "
+                        "1,920 x 2,048 tokens, 4,480 dgx_a100 GPUs [< 300 s]",
+                        [shardsim, "plan", "--model",
+                         "validate/published/models/megatron-gpt-530b.textproto",
+                         "--platform", "dgx_a100", "--gpus", "4480",
+                         "--strategy", "zero1", "--seq-len", "2048",
+                         "--global-batch-tokens", "3932160",
+                         "--flash-attention", "--recompute", "--tp", "8",
+                         "--pp", "35", "--sequence-parallel",
+                         "--search-parallelism", "--deployable",
+                         "--time-limit", "600"]))
     if "--with-plan" in sys.argv and shutil.which("mpirun"):
         # Each wave spread over 2 ranks of one simulation each, against the
         # serial search one simulation at a time: the same JSON.
