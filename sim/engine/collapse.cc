@@ -46,10 +46,8 @@ int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
   return -1;
 }
 
-// Why no state repeated within `blocks` boundaries: a stream whose oldest
-// op in flight falls further behind at every boundary has a backlog that
-// grows (BacklogGrows), and never a steady state; otherwise the state did
-// not settle in time.
+// A stream whose oldest op in flight falls further behind at every
+// boundary: its backlog grows, and there is never a steady state.
 bool BacklogGrows(const std::vector<Snapshot>& gpu) {
   bool growing = gpu.size() >= 3;
   for (size_t i = 1; growing && i < gpu.size(); ++i) {
@@ -58,6 +56,8 @@ bool BacklogGrows(const std::vector<Snapshot>& gpu) {
   return growing;
 }
 
+// Why no state repeated within `blocks` micro-batches: a backlog that
+// grows, or a state that did not settle in time.
 std::string NoRepeatBecause(const Schedule& s, const std::vector<Snapshot>& gpu,
                             int blocks) {
   if (BacklogGrows(gpu)) {
@@ -72,10 +72,9 @@ std::string NoRepeatBecause(const Schedule& s, const std::vector<Snapshot>& gpu,
       " micro-batches");
 }
 
-// The host's times from the GPU's: what Replayer::Host does, as sums, each
-// program's host apart. For a state that repeats on the GPU only, whose
-// host times do not repeat.
-// Per op, (host_start, host_end).
+// The host's times from the GPU's, per op (host_start, host_end): what
+// Replayer::Host does, as sums, each program's host apart. For a state
+// that repeats on the GPU only, whose host times do not repeat.
 std::vector<std::pair<double, double>> RecomputeHost(const StepOps& s,
                                                      const Platform& p,
                                                      const StepTimes& times) {
@@ -133,6 +132,7 @@ bool Before(const OpTime& t, double limit) {
 
 int KeptBlocks(const StepOps& step, const Repeats& r) {
   const int programs = step.base().programs_size();
+  if (programs <= 1) return kKeptBlocks;
   return kKeptBlocks + (programs + r.stride - 1) / r.stride;
 }
 
