@@ -164,34 +164,34 @@ def main():
                          "--search-parallelism", "--deployable",
                          "--noalgorithms", "--nosettings", "--jobs", "2",
                          "--time-limit", "3600"]))
-        # A 405B-class model on 16,384 GPUs, the layouts searched around
-        # tp 8 x pp 2 (126 blocks split evenly over powers of two up to 2);
-        # stopped at 280 s, with the best rows simulated by then.
+        # A model of validate/published/models searched over the layouts
+        # around the one given, deployable points only, stopped at `limit`
+        # seconds with the best rows simulated by then.
+        def plan_3d(model, platform, gpus, strategy, seq, tokens, limit,
+                    layout):
+            return [shardsim, "plan", "--model",
+                    f"validate/published/models/{model}.textproto",
+                    "--platform", platform, "--gpus", gpus, "--strategy",
+                    strategy, "--seq-len", seq, "--global-batch-tokens",
+                    tokens, "--flash-attention", "--sequence-parallel",
+                    "--search-parallelism", "--deployable", "--time-limit",
+                    limit] + layout
+        # A 405B-class model on 16,384 GPUs, around tp 8 x pp 2 (126 blocks
+        # split evenly over powers of two up to 2).
         benches.append(("plan --search-parallelism --deployable, Llama 3.1 "
                         "405B, seq 8192, 16M tokens, 16,384 dgx_h100 GPUs "
                         "[< 5 min]",
-                        [shardsim, "plan", "--model",
-                         "validate/published/models/llama-3.1-405b.textproto",
-                         "--platform", "dgx_h100", "--gpus", "16384",
-                         "--strategy", "fsdp:FULL_SHARD", "--seq-len", "8192",
-                         "--global-batch-tokens", "16777216",
-                         "--flash-attention", "--tp", "8", "--pp", "2",
-                         "--sequence-parallel", "--search-parallelism",
-                         "--deployable", "--time-limit", "280"]))
+                        plan_3d("llama-3.1-405b", "dgx_h100", "16384",
+                                "fsdp:FULL_SHARD", "8192", "16777216", "280",
+                                ["--tp", "8", "--pp", "2"])))
         # A 530B GPT (Megatron's: 105 layers, hidden 20480, 128 heads) on
-        # 4,480 A100s, 1,920 sequences of 2,048 a step, the layouts searched
-        # around Megatron's tp 8 x pp 35; stopped at 600 s.
+        # 4,480 A100s, 1,920 sequences of 2,048 a step, around Megatron's
+        # tp 8 x pp 35 with full recomputation.
         benches.append(("plan --search-parallelism --deployable, GPT 530B, "
                         "1,920 x 2,048 tokens, 4,480 dgx_a100 GPUs [< 300 s]",
-                        [shardsim, "plan", "--model",
-                         "validate/published/models/megatron-gpt-530b.textproto",
-                         "--platform", "dgx_a100", "--gpus", "4480",
-                         "--strategy", "zero1", "--seq-len", "2048",
-                         "--global-batch-tokens", "3932160",
-                         "--flash-attention", "--recompute", "--tp", "8",
-                         "--pp", "35", "--sequence-parallel",
-                         "--search-parallelism", "--deployable",
-                         "--time-limit", "600"]))
+                        plan_3d("megatron-gpt-530b", "dgx_a100", "4480",
+                                "zero1", "2048", "3932160", "600",
+                                ["--recompute", "--tp", "8", "--pp", "35"])))
     if "--with-plan" in sys.argv and shutil.which("mpirun"):
         # Each wave spread over 2 ranks of one simulation each, against the
         # serial search one simulation at a time: the same JSON.
