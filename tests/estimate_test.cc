@@ -109,11 +109,7 @@ TEST(Estimate, CallsCrossingOneNicShareIt) {
   const Mesh mesh{2, 2};
   Platform p = TwoGpuNode();
   p.mutable_network()->set_nics_per_node(1);
-  Schedule one;
-  AllGather(&one, GATHER, {})
-      ->mutable_collective()
-      ->mutable_group()
-      ->CopyFrom(InterGroup(mesh));
+  Schedule one = InterNodeAllGather(mesh);
   EXPECT_NEAR(Estimate(one, mesh, p)->step_time_s, 0.080, 1e-12);
   Schedule two = one;
   Op* second = two.add_ops();

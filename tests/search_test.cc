@@ -146,11 +146,7 @@ TEST(SearchBound, GpusThatShareANicShareItsSpeed) {
   const Mesh mesh{2, 2};
   Platform p = TwoGpuNode();
   p.mutable_network()->set_nics_per_node(1);
-  Schedule across;
-  AllGather(&across, GATHER, {})
-      ->mutable_collective()
-      ->mutable_group()
-      ->CopyFrom(InterGroup(mesh));
+  Schedule across = InterNodeAllGather(mesh);
   absl::StatusOr<double> b = StepLowerBound(across, mesh, p);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_NEAR(*b, 0.079992, 1e-12);

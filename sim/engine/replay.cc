@@ -38,9 +38,9 @@ absl::Status PrepareCalls(const StepOps& step, const Programs& programs,
           ": ", s.message()));
     }
   }
-  // Every GPU runs one program: node and network symmetry hold when the
-  // plans are symmetric across nodes too (collective_engine.h). With
-  // several programs there is none: every flow runs.
+  // Node and network symmetry where the plans are symmetric across nodes
+  // too (collective_engine.h); with several programs, node symmetry only,
+  // where each program holds whole nodes.
   collectives->UseSymmetry();
   return absl::OkStatus();
 }

@@ -23,8 +23,9 @@
 //    pair (CollectiveEngine::RunSend), and the peer program's ops that
 //    depend on it start when it is done. Each collective runs its
 //    program's groups only; compute and SMs held slow that program's GPUs
-//    and NVSwitch ports only. Such a step has no node or network
-//    symmetry; it collapses as one program does where every program
+//    and NVSwitch ports only. Such a step has no network symmetry, and
+//    node symmetry only where every program holds whole nodes; it
+//    collapses as one program does where every program
 //    repeats its blocks (a pipeline lists its stages block by block,
 //    sim/schedule/pipeline/pipeline.cc), with every program's state
 //    compared; a folded one, or a collective whose group holds ranks of

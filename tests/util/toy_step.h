@@ -43,6 +43,15 @@ inline Op* AllGather(Schedule* s, Stream stream, std::vector<int> deps) {
   return op;
 }
 
+// The same all-gather, as one op, over the GPUs of one local rank in
+// every node of `mesh` (InterGroup): across the network.
+inline Schedule InterNodeAllGather(const Mesh& mesh) {
+  Schedule s;
+  *AllGather(&s, GATHER, {})->mutable_collective()->mutable_group() =
+      InterGroup(mesh);
+  return s;
+}
+
 // TwoGpuNode whose better protocol (fraction 0.5) pays 2 ms of base
 // latency and 1 ms per step: 13 ms for the 1 GB all-gather, against the
 // other's 20 ms.

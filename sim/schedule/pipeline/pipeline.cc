@@ -213,11 +213,11 @@ struct Listing {
 // blocks 0 .. stride - 1, then the next `stride`, ..., then the stages'
 // last blocks (the cool-down); within each round the stages in turn, each
 // as far as its receives allow (in stage order where none waits on a
-// later stage's send). Where every stage repeats
-// its micro-batches (1F1B's steady state) the merged schedule then
-// repeats its blocks too, and the engine collapses it (replay.h). nullopt
-// when a stage's micro-batches do not start in order, or a round's
-// stages wait on a later round's send.
+// later stage's send). Where every stage repeats its micro-batches
+// (1F1B's steady state) the merged schedule then repeats its blocks too,
+// and the engine collapses it (replay.h). nullopt when a stage's
+// micro-batches do not start in order, or a round's stages wait on a
+// later round's send.
 std::optional<Order> BlockOrder(
     const std::vector<std::vector<Op*>>& ops,
     const std::vector<std::vector<std::pair<int, int>>>& cross,
