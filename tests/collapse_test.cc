@@ -23,6 +23,7 @@
 #include "sim/simulate/simulate.h"
 #include "sim/strategy/strategy.h"
 #include "sim/traffic/traffic.h"
+#include "tests/util/replay.h"
 
 namespace shardsim {
 namespace {
@@ -284,6 +285,109 @@ TEST(Fold, FewMicroBatchesAreLoweredWhole) {
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->fold);
   EXPECT_EQ(p->ops().size(), (*p->schedule).ops_size());
+}
+
+// A pipeline of `pp` stages (`vpp` chunks) over 16 GPUs of 2 DGX A100
+// nodes: LLaMA-7B's shapes cut to 8 layers.
+Job PipelineJob(int pp, int vpp, int tp, int micro_batches) {
+  Scenario sc;
+  sc.set_name("collapse_test");
+  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
+  EXPECT_TRUE(model.ok()) << model.status();
+  *sc.mutable_model_def() = *model;
+  sc.mutable_model_def()->set_layers(8);
+  sc.set_platform("dgx_a100");
+  for (const char* s : {"ddp", "zero1", "fsdp:FULL_SHARD"}) {
+    sc.add_strategies(s);
+  }
+  sc.add_gpus(16);
+  sc.set_micro_batch_size(1);
+  sc.set_micro_batches(micro_batches);
+  sc.set_seq_len(512);
+  sc.set_flash_attention(true);
+  sc.set_optimizer_bytes_per_param(12);
+  sc.mutable_parallelism()->set_pp(pp);
+  sc.mutable_parallelism()->set_vpp(vpp);
+  sc.mutable_parallelism()->set_tp(tp);
+  absl::StatusOr<Job> job = ResolveJob("collapse_test.textproto", sc);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+// A pipeline's step folds as one stage's does (its stages listed block by
+// block, blocks of pp micro-batches where interleaved): the fold is the
+// step lowered whole, op for op, with the same repeating blocks, memory
+// and traffic, and the engine replays it to the same times, its collapse
+// included.
+TEST(Fold, PipelinesUnfoldToTheWholeStep) {
+  struct Case {
+    int pp, vpp, tp, m;
+  };
+  int collapsed = 0;
+  for (const Case& c : {Case{2, 1, 1, 40}, Case{4, 1, 2, 64}, Case{2, 2, 2, 64},
+                        Case{4, 2, 1, 128}}) {
+    const Job job = PipelineJob(c.pp, c.vpp, c.tp, c.m);
+    const int base = FoldBase(c.pp, c.vpp);
+    const int stride = FoldStride(c.pp, c.vpp);
+    ASSERT_TRUE(FoldsAt(job.scenario));
+    for (const std::string& spec : job.scenario.strategies()) {
+      SCOPED_TRACE(absl::StrCat(spec, ", pp ", c.pp, " vpp ", c.vpp, " tp ",
+                                c.tp, ", ", c.m, " micro-batches"));
+      absl::StatusOr<Point> whole = LowerPoint(job, spec, 16);
+      absl::StatusOr<Point> fold = LowerPoint(job, spec, 16, Storage::kFolded);
+      ASSERT_TRUE(whole.ok() && fold.ok());
+      ASSERT_TRUE(fold->fold.has_value());
+      EXPECT_EQ(fold->fold->copies, (c.m - base) / stride);
+      EXPECT_EQ(fold->fold->r.stride, stride);
+      const StepOps step = fold->ops();
+      EXPECT_EQ(step.micro_batches(), c.m);
+      EXPECT_EQ(Unfold(step)->SerializeAsString(),
+                whole->schedule->SerializeAsString());
+      std::string why;
+      const std::optional<Repeats> r = FindRepeats(*whole->schedule, &why);
+      const std::optional<Repeats> rf = FindRepeats(step, &why);
+      ASSERT_TRUE(r && rf);
+      EXPECT_EQ(
+          std::make_tuple(r->lo, r->hi, r->first_op, r->period_ops, r->stride),
+          std::make_tuple(rf->lo, rf->hi, rf->first_op, rf->period_ops,
+                          rf->stride));
+      EXPECT_EQ(fold->row.SerializeAsString(), whole->row.SerializeAsString());
+      absl::StatusOr<std::vector<TrafficEntry>> ta =
+          CountTraffic(*whole->schedule, whole->mesh, job.platform);
+      absl::StatusOr<std::vector<TrafficEntry>> tb =
+          CountTraffic(step, fold->mesh, job.platform);
+      ASSERT_TRUE(ta.ok() && tb.ok());
+      ASSERT_EQ(ta->size(), tb->size());
+      for (size_t i = 0; i < ta->size(); ++i) {
+        EXPECT_EQ((*ta)[i].SerializeAsString(), (*tb)[i].SerializeAsString());
+      }
+      if (spec != "zero1") continue;  // one replay a layout
+      const test::Replayed a = test::Replay(step, job.platform, fold->mesh);
+      const test::Replayed b =
+          test::Replay(*whole->schedule, job.platform, whole->mesh);
+      EXPECT_EQ(a.replay.SerializeAsString(), b.replay.SerializeAsString());
+      collapsed += a.replay.collapsed();
+      EXPECT_EQ(a.step, b.step);
+      EXPECT_EQ(a.breakdown.SerializeAsString(),
+                b.breakdown.SerializeAsString());
+      ASSERT_EQ(a.ops.size(), b.ops.size());
+      for (size_t id = 0; id < a.ops.size(); ++id) {
+        ASSERT_EQ(a.ops[id], b.ops[id]) << "op " << id;
+      }
+    }
+  }
+  // The 1F1B layouts' replays collapse (through the fold).
+  EXPECT_GE(collapsed, 2);
+}
+
+// A pipeline below kFoldGain bases is lowered whole: lowering the base
+// twice would cost more than it saves.
+TEST(Fold, ShortPipelinesAreLoweredWhole) {
+  const Job job = PipelineJob(4, 1, 1, kFoldGain * FoldBase(4, 1) - 1);
+  EXPECT_FALSE(FoldsAt(job.scenario));
+  absl::StatusOr<Point> p = LowerPoint(job, "zero1", 16, Storage::kFolded);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fold);
 }
 
 // A forward compute op on the compute stream, next in `s`, running kernel

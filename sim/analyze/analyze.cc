@@ -166,9 +166,9 @@ absl::StatusOr<Resolved> Resolve(const Job& job, const std::string& spec,
                   ModelLayers(job.model, ScenarioBatch(*scenario))};
 }
 
-// The step lowered at kFoldAt micro-batches and folded to its own count,
-// where that fold one block on is exactly the step lowered at kFoldAt + 1:
-// the lowering then repeats a micro-batch the way Fold says. nullopt
+// The step lowered at FoldBase micro-batches and folded to its own count,
+// where that fold one block on is exactly the step lowered one block
+// longer: the lowering then repeats a block the way Fold says. nullopt
 // otherwise, lowering errors included (the whole step's lowering reports
 // them).
 struct Folded {
@@ -176,24 +176,28 @@ struct Folded {
   Fold fold;
 };
 std::optional<Folded> LowerFolded(const Resolved& r) {
+  const Parallelism& par = r.scenario.parallelism();
   const int micro_batches = r.scenario.micro_batches();
+  const int at_base = FoldBase(par.pp(), par.vpp());
+  const int stride = FoldStride(par.pp(), par.vpp());
   Scenario at = r.scenario;
-  at.set_micro_batches(kFoldAt);
+  at.set_micro_batches(at_base);
   absl::StatusOr<OwnedSchedule> base =
       LowerStep(r.layers, r.strategy, r.mesh, at);
-  at.set_micro_batches(kFoldAt + 1);
+  at.set_micro_batches(at_base + stride);
   absl::StatusOr<OwnedSchedule> next =
       LowerStep(r.layers, r.strategy, r.mesh, at);
   if (!base.ok() || !next.ok()) return std::nullopt;
   // Tokens are per micro-batch times the count (checked with the rest).
-  const int64_t tokens = (*base)->tokens_per_step() / kFoldAt;
+  const int64_t tokens = (*base)->tokens_per_step() / at_base;
   std::string why;
-  std::optional<Fold> f = FoldOf(**base, 1, tokens * (kFoldAt + 1), &why);
-  if (!f || Unfold(StepOps(**base, *f))->SerializeAsString() !=
-                (*next)->SerializeAsString()) {
+  std::optional<Fold> f = FoldOf(**base, 1, tokens * (at_base + stride), &why);
+  if (!f || f->r.stride != stride ||
+      Unfold(StepOps(**base, *f))->SerializeAsString() !=
+          (*next)->SerializeAsString()) {
     return std::nullopt;
   }
-  f->copies = micro_batches - kFoldAt;
+  f->copies = (micro_batches - at_base) / stride;
   f->tokens_per_step = tokens * micro_batches;
   return Folded{*std::move(base), *f};
 }
@@ -210,9 +214,7 @@ absl::StatusOr<Point> LowerPoint(const Job& job, const std::string& spec,
   absl::StatusOr<Resolved> r = Resolve(job, spec, gpus);
   if (!r.ok()) return r.status();
   std::optional<Point> point;
-  // A pipeline's stages are not folded: each repeats on its own phase.
-  if (storage == Storage::kFolded && FoldsAt(r->scenario.micro_batches()) &&
-      r->scenario.parallelism().pp() <= 1) {
+  if (storage == Storage::kFolded && FoldsAt(r->scenario)) {
     if (std::optional<Folded> f = LowerFolded(*r)) {
       point = Point{std::move(r->scenario),
                     std::move(r->strategy),
@@ -302,6 +304,21 @@ absl::StatusOr<Results> AnalyzeJob(const Job& job, Analysis what) {
     }
   }
   return results;
+}
+
+int FoldBase(int pp, int vpp) {
+  if (pp <= 1) return kFoldAt;
+  if (vpp > 1) return (kFoldAt + 2) * pp;
+  return kFoldAt + 3 * (pp - 1);
+}
+
+bool FoldsAt(const Scenario& scenario) {
+  const Parallelism& par = scenario.parallelism();
+  const int stride = FoldStride(par.pp(), par.vpp());
+  const int m = scenario.micro_batches();
+  const int base = FoldBase(par.pp(), par.vpp());
+  return m > base + stride && (m - base) % stride == 0 &&
+         (par.pp() <= 1 || m >= kFoldGain * base);
 }
 
 void SetStepTime(const Job& job, const Point& point, double step_time_s,

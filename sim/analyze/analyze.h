@@ -41,17 +41,39 @@ enum class Storage {
   kFolded,
 };
 
-// Micro-batches a folded step is lowered at: the fewest at which every
-// named strategy has the two repeating blocks a Fold needs. DeepSpeed
-// stage 3's (ZeRO-3, MiCS, ZeRO++) repeat from the fourth micro-batch on
-// and the last is the tail's, so 6 (tests/collapse_test.cc). The engine's
-// collapse reads the blocks it keeps past these through the fold
-// (DropBlocks).
+// Micro-batches a folded step of one stage is lowered at: the fewest at
+// which every named strategy has the two repeating blocks a Fold needs.
+// DeepSpeed stage 3's (ZeRO-3, MiCS, ZeRO++) repeat from the fourth
+// micro-batch on and the last is the tail's, so 6 (tests/collapse_test.cc).
+// The engine's collapse reads the blocks it keeps past these through the
+// fold (DropBlocks).
 inline constexpr int kFoldAt = 6;
 
-// Whether Storage::kFolded folds a step of `micro_batches`: more than one
-// block past kFoldAt (fewer are stored whole).
-inline bool FoldsAt(int micro_batches) { return micro_batches > kFoldAt + 1; }
+// Micro-batches a block of the step repeats by (periodic.h): interleaved
+// 1F1B runs them in groups of as many as there are stages (order.h).
+inline int FoldStride(int pp, int vpp) { return pp > 1 && vpp > 1 ? pp : 1; }
+
+// Micro-batches the step of `pp` stages of `vpp` chunks is lowered at to
+// be folded (the fold is checked either way; this sets only where it is
+// tried). 1F1B's blocks repeat once every stage runs its steady state,
+// from block 2 (pp - 1) on, and its cool-down reads forwards pp - 1 blocks
+// back, which must be repeating blocks for the tail to shift with the
+// copies: the fewest that fold are 3 pp - 2 at 4 to 16 stages (measured,
+// tests/pipeline_test.cc), so kFoldAt + 3 (pp - 1). Interleaved 1F1B
+// repeats by groups of pp and folds from 5 to 7 groups on at 2 to 8
+// stages: kFoldAt + 2 groups.
+int FoldBase(int pp, int vpp);
+
+// A pipeline's base is long (3 (pp - 1) micro-batches past kFoldAt), and
+// lowering it twice and checking the fold costs about as much as lowering
+// 3 bases' worth whole (`shardsim memory`, 8 stages, measured): it is
+// folded from kFoldGain bases on.
+inline constexpr int kFoldGain = 4;
+
+// Whether Storage::kFolded folds a step of `scenario`'s micro-batches:
+// more than one block past FoldBase (fewer are stored whole), in whole
+// blocks, and a pipeline's at kFoldGain bases or more.
+bool FoldsAt(const Scenario& scenario);
 
 // Resolves, validates and lowers one point; fills memory (the allocation
 // plan of the step, SetNameAndMemory) and traffic.

@@ -85,10 +85,6 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
         "platform field degraded: slow GPUs with several programs (a "
         "pipeline's stages) are not modelled; degrade links only");
   }
-  if (several && step.fold()) {
-    return absl::InvalidArgumentError(
-        "a folded step of several programs: the engine replays those whole");
-  }
   if (absl::Status s = PrepareCalls(step, *programs, collectives); !s.ok()) {
     return s;
   }

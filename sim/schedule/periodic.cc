@@ -153,10 +153,6 @@ std::optional<Fold> FoldOf(const Schedule& base, int copies,
                            int64_t tokens_per_step, std::string* why) {
   std::optional<Repeats> r = FindRepeats(base, why);
   if (!r) return std::nullopt;
-  if (r->stride != 1) {  // a copy is one micro-batch on (StepOps)
-    *why = absl::StrCat("blocks of ", r->stride, " micro-batches");
-    return std::nullopt;
-  }
   return Fold{*r, copies, tokens_per_step};
 }
 
@@ -204,7 +200,7 @@ int StepOps::FirstId(int base_id) const {
 
 int StepOps::micro_batch(int id) const {
   const int mb = op(id).micro_batch();
-  return mb < 0 ? mb : mb + Copies(id);
+  return mb < 0 || !fold_ ? mb : mb + Copies(id) * fold_->r.stride;
 }
 
 int StepOps::micro_batches() const {

@@ -63,10 +63,10 @@ std::optional<Shortened> DropBlocks(const Schedule& schedule, const Repeats& r,
 
 // A step stored folded: `base`, the step lowered at fewer micro-batches,
 // stands for it with its last repeating block (r.hi) repeated `copies`
-// more times. Copy k of that block is the block k blocks on: ids, micro-
-// batches and every reference that shifts between blocks r.hi - 1 and
-// r.hi shift by k blocks; references that stay, stay. The tail follows
-// the last copy, its ids, micro-batches and references into blocks
+// more times. Copy k of that block is the block k blocks on: ids and
+// every reference that shifts between blocks r.hi - 1 and r.hi shift by
+// k blocks, micro-batches by k * r.stride; references that stay, stay. The tail
+// follows the last copy, its ids, micro-batches and references into blocks
 // r.lo.. shifted by `copies` blocks. This is how the lowering repeats a
 // micro-batch; LowerFolded (sim/analyze) checks it on every fold it makes
 // against the step lowered at one more micro-batch, and falls back to the
@@ -77,8 +77,9 @@ struct Fold {
   int64_t tokens_per_step = 0;  // of the whole step
 };
 
-// The fold of `base` by `copies` (>= 1) blocks: nullopt, with the reason
-// in `why`, when base has no two repeating blocks.
+// The fold of `base` by `copies` (>= 1) blocks, each r.stride micro-
+// batches: nullopt, with the reason in `why`, when base has no two
+// repeating blocks.
 std::optional<Fold> FoldOf(const Schedule& base, int copies,
                            int64_t tokens_per_step, std::string* why);
 

@@ -235,8 +235,8 @@ class WaveRunner {
 };
 
 // The points of `spec` (its algorithm variants), each with its
-// StepLowerBound, from one lowering, and its ReplayDigest where the
-// engine replays the step whole (a folded one is never shared), and
+// StepLowerBound, from one lowering, and its ReplayDigest unless it is
+// one stage's folded step (never shared), and
 // whether it is deployable in `deployable`, by variant. A variant whose
 // plans refuse a call gets no bound; the spec itself must plan. With
 // options.deployable, the variants that are not deployable are left out.
@@ -286,7 +286,9 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
     if (b.ok()) bound->set_step_lower_bound_s(*b);
-    if (!FoldsAt(p->scenario.micro_batches())) {
+    // One stage's folded steps are never shared; a pipeline's are, folded
+    // or not (its digest is of the whole step, lowered here).
+    if (p->scenario.parallelism().pp() > 1 || !FoldsAt(p->scenario)) {
       bound->set_step_digest(ReplayDigest(schedule));
     }
   }

@@ -15,7 +15,7 @@
 namespace shardsim {
 namespace test {
 
-absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
+absl::StatusOr<Replayed> ReplayOrError(const StepOps& step,
                                        const Platform& platform,
                                        const Mesh& mesh, bool every_class,
                                        bool collapse, bool symmetry) {
@@ -28,7 +28,7 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
     engine.set_node_symmetry(symmetry);
     engine.set_network_symmetry(symmetry);
     absl::StatusOr<StepTiming> t =
-        ReplayStep(schedule, fabric->get(), &engine, collapse);
+        ReplayStep(step, fabric->get(), &engine, collapse);
     if (!t.ok()) return t.status();
     Results r;
     ResultRow* row = r.add_rows();
@@ -59,11 +59,10 @@ absl::StatusOr<Replayed> ReplayOrError(const Schedule& schedule,
   return rep;
 }
 
-Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh, bool every_class, bool collapse,
-                bool symmetry) {
+Replayed Replay(const StepOps& step, const Platform& platform, const Mesh& mesh,
+                bool every_class, bool collapse, bool symmetry) {
   absl::StatusOr<Replayed> r =
-      ReplayOrError(schedule, platform, mesh, every_class, collapse, symmetry);
+      ReplayOrError(step, platform, mesh, every_class, collapse, symmetry);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : Replayed();
 }

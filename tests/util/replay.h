@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/base/group.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
@@ -27,14 +28,28 @@ struct Replayed {
 // replay's error. `every_class`: the dominated classes of degraded GPUs
 // replayed too (sim/engine/degraded.h); `collapse`: ReplayStep's;
 // `symmetry` false: every node's flows run (no node or network symmetry).
+// A folded step (sim/schedule/periodic.h) is replayed as the engine reads
+// it, through its fold.
 absl::StatusOr<Replayed> ReplayOrError(
-    const Schedule& schedule, const Platform& platform, const Mesh& mesh,
+    const StepOps& step, const Platform& platform, const Mesh& mesh,
     bool every_class = false, bool collapse = true, bool symmetry = true);
+inline absl::StatusOr<Replayed> ReplayOrError(
+    const Schedule& schedule, const Platform& platform, const Mesh& mesh,
+    bool every_class = false, bool collapse = true, bool symmetry = true) {
+  return ReplayOrError(StepOps(schedule), platform, mesh, every_class, collapse,
+                       symmetry);
+}
 
 // The same, a failure a test failure (and an empty result).
-Replayed Replay(const Schedule& schedule, const Platform& platform,
-                const Mesh& mesh, bool every_class = false,
-                bool collapse = true, bool symmetry = true);
+Replayed Replay(const StepOps& step, const Platform& platform, const Mesh& mesh,
+                bool every_class = false, bool collapse = true,
+                bool symmetry = true);
+inline Replayed Replay(const Schedule& schedule, const Platform& platform,
+                       const Mesh& mesh, bool every_class = false,
+                       bool collapse = true, bool symmetry = true) {
+  return Replay(StepOps(schedule), platform, mesh, every_class, collapse,
+                symmetry);
+}
 
 }  // namespace test
 }  // namespace shardsim
