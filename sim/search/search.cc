@@ -339,8 +339,18 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
   std::vector<std::map<std::string, bool>> deployable_of(n);
   std::vector<absl::Status> status(n);
   std::atomic<int> next = 0;
-  std::atomic<int> bound = 0;  // specs done, for the progress line
-  absl::Mutex progress_mutex;  // one progress line written at a time
+  std::atomic<int> bound = 0;             // specs done, for the progress line
+  std::atomic<int> candidates_bound = 0;  // and their candidates
+  absl::Mutex progress_mutex;             // one progress line written at a time
+  // A spec's candidates (its layouts and settings) can take minutes: a
+  // line for each candidate bounded, as often as Progress draws them.
+  auto show = [&](int candidates_done, int specs_done) {
+    if (progress == nullptr) return;
+    absl::MutexLock lock(&progress_mutex);
+    progress->Show(absl::StrFormat(
+        "plan: lower bounds of %d of %d candidates (%d of %d specs)",
+        candidates_done, candidates.size(), specs_done, n));
+  };
   std::atomic<bool> failed = false;
   // Neighbouring specs share calls (Lins triples a factor apart): taken
   // from the two halves of the list in turn, so that two threads seldom
@@ -362,15 +372,11 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
                                   settings[c->setting], options, &bounder,
                                   deadline, &of[i], &deployable_of[i], stopped);
         if (!status[i].ok() || *stopped) break;
+        show(++candidates_bound, bound);
       }
       if (!status[i].ok()) failed = true;
       if (*stopped) break;
-      const int specs_bound = ++bound;
-      if (progress != nullptr) {
-        absl::MutexLock lock(&progress_mutex);
-        progress->Show(absl::StrFormat("plan: lower bounds of %d of %d specs",
-                                       specs_bound, n));
-      }
+      show(candidates_bound, ++bound);
     }
   };
   std::vector<std::thread> others;
