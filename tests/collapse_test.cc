@@ -28,25 +28,36 @@
 namespace shardsim {
 namespace {
 
-// LLaMA-7B's shapes cut to 2 layers, on 2 DGX A100 nodes.
-Job SmallJob(int micro_batches) {
+// LLaMA-7B's shapes cut to `layers`, on 2 DGX A100 nodes (16 GPUs), with
+// `strategies`.
+Scenario SmallScenario(int layers, const std::vector<std::string>& strategies,
+                       int micro_batch_size, int micro_batches) {
   Scenario sc;
   sc.set_name("collapse_test");
   absl::StatusOr<Model> model = BuiltinModel("llama-7b");
   EXPECT_TRUE(model.ok()) << model.status();
   *sc.mutable_model_def() = *model;
-  sc.mutable_model_def()->set_layers(2);
+  sc.mutable_model_def()->set_layers(layers);
   sc.set_platform("dgx_a100");
-  for (const std::string& s : NamedStrategies()) sc.add_strategies(s);
+  for (const std::string& s : strategies) sc.add_strategies(s);
   sc.add_gpus(16);
-  sc.set_micro_batch_size(2);
+  sc.set_micro_batch_size(micro_batch_size);
   sc.set_micro_batches(micro_batches);
   sc.set_seq_len(512);
   sc.set_flash_attention(true);
   sc.set_optimizer_bytes_per_param(12);
+  return sc;
+}
+
+Job Resolved(const Scenario& sc) {
   absl::StatusOr<Job> job = ResolveJob("collapse_test.textproto", sc);
   EXPECT_TRUE(job.ok()) << job.status();
   return *job;
+}
+
+// 2 layers, every named strategy.
+Job SmallJob(int micro_batches) {
+  return Resolved(SmallScenario(2, NamedStrategies(), 2, micro_batches));
 }
 
 struct Replayed {
@@ -221,6 +232,20 @@ TEST(Collapse, EveryStrategyMatchesTheFullReplay) {
   }
 }
 
+// A point lowered whole and folded count the same traffic, row for row.
+void ExpectSameTraffic(const Point& whole, const Point& fold,
+                       const Platform& platform) {
+  absl::StatusOr<std::vector<TrafficEntry>> a =
+      CountTraffic(*whole.schedule, whole.mesh, platform);
+  absl::StatusOr<std::vector<TrafficEntry>> b =
+      CountTraffic(fold.ops(), fold.mesh, platform);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i) {
+    EXPECT_EQ((*a)[i].SerializeAsString(), (*b)[i].SerializeAsString());
+  }
+}
+
 // A folded step is the step lowered whole: every op, byte for byte, and
 // the same repeating blocks and shortened schedule for the engine. Every
 // named strategy with enough micro-batches to fold, at two counts.
@@ -261,16 +286,7 @@ TEST(Fold, EveryStrategyUnfoldsToTheWholeStep) {
                   b->schedule->SerializeAsString());
         EXPECT_EQ(a->pinned, b->pinned);
       }
-      // The same traffic, row for row.
-      absl::StatusOr<std::vector<TrafficEntry>> ta =
-          CountTraffic(*whole->schedule, whole->mesh, job.platform);
-      absl::StatusOr<std::vector<TrafficEntry>> tb =
-          CountTraffic(step, fold->mesh, job.platform);
-      ASSERT_TRUE(ta.ok() && tb.ok());
-      ASSERT_EQ(ta->size(), tb->size());
-      for (size_t i = 0; i < ta->size(); ++i) {
-        EXPECT_EQ((*ta)[i].SerializeAsString(), (*tb)[i].SerializeAsString());
-      }
+      ExpectSameTraffic(*whole, *fold, job.platform);
     }
     // Every named strategy's micro-batches repeat from the third on.
     EXPECT_EQ(folded, static_cast<int>(NamedStrategies().size()));
@@ -290,28 +306,12 @@ TEST(Fold, FewMicroBatchesAreLoweredWhole) {
 // A pipeline of `pp` stages (`vpp` chunks) over 16 GPUs of 2 DGX A100
 // nodes: LLaMA-7B's shapes cut to 8 layers.
 Job PipelineJob(int pp, int vpp, int tp, int micro_batches) {
-  Scenario sc;
-  sc.set_name("collapse_test");
-  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
-  EXPECT_TRUE(model.ok()) << model.status();
-  *sc.mutable_model_def() = *model;
-  sc.mutable_model_def()->set_layers(8);
-  sc.set_platform("dgx_a100");
-  for (const char* s : {"ddp", "zero1", "fsdp:FULL_SHARD"}) {
-    sc.add_strategies(s);
-  }
-  sc.add_gpus(16);
-  sc.set_micro_batch_size(1);
-  sc.set_micro_batches(micro_batches);
-  sc.set_seq_len(512);
-  sc.set_flash_attention(true);
-  sc.set_optimizer_bytes_per_param(12);
+  Scenario sc =
+      SmallScenario(8, {"ddp", "zero1", "fsdp:FULL_SHARD"}, 1, micro_batches);
   sc.mutable_parallelism()->set_pp(pp);
   sc.mutable_parallelism()->set_vpp(vpp);
   sc.mutable_parallelism()->set_tp(tp);
-  absl::StatusOr<Job> job = ResolveJob("collapse_test.textproto", sc);
-  EXPECT_TRUE(job.ok()) << job.status();
-  return *job;
+  return Resolved(sc);
 }
 
 // A pipeline's step folds as one stage's does (its stages listed block by
@@ -352,15 +352,7 @@ TEST(Fold, PipelinesUnfoldToTheWholeStep) {
           std::make_tuple(rf->lo, rf->hi, rf->first_op, rf->period_ops,
                           rf->stride));
       EXPECT_EQ(fold->row.SerializeAsString(), whole->row.SerializeAsString());
-      absl::StatusOr<std::vector<TrafficEntry>> ta =
-          CountTraffic(*whole->schedule, whole->mesh, job.platform);
-      absl::StatusOr<std::vector<TrafficEntry>> tb =
-          CountTraffic(step, fold->mesh, job.platform);
-      ASSERT_TRUE(ta.ok() && tb.ok());
-      ASSERT_EQ(ta->size(), tb->size());
-      for (size_t i = 0; i < ta->size(); ++i) {
-        EXPECT_EQ((*ta)[i].SerializeAsString(), (*tb)[i].SerializeAsString());
-      }
+      ExpectSameTraffic(*whole, *fold, job.platform);
       if (spec != "zero1") continue;  // one replay a layout
       const test::Replayed a = test::Replay(step, job.platform, fold->mesh);
       const test::Replayed b =
