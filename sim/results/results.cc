@@ -209,7 +209,8 @@ std::string FormatPlanTable(const SearchResults& plan) {
     absl::StrAppendFormat(
         &out,
         "INCOMPLETE: the time limit (--time-limit) stopped the search with %d "
-        "points not reached; the rows are the best of those %s\n",
+        "of the points bounded neither simulated nor pruned (and any "
+        "candidate not yet bounded); the rows are the best of those %s\n",
         plan.points() - plan.unplannable() - plan.pruned() - plan.simulated(),
         plan.simulated() > 0 ? "simulated"
                              : "bounded, by the estimate (none was simulated)");

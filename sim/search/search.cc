@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -235,7 +238,8 @@ class WaveRunner {
 };
 
 // The points of `spec` (its algorithm variants), each with its
-// StepLowerBound, from one lowering, and its ReplayDigest unless it is
+// StepLowerBound and its estimate (EstimateStep, on the calls the bound
+// prepared), from one lowering, and its ReplayDigest unless it is
 // one stage's folded step (never shared), and
 // whether it is deployable in `deployable`, by variant. A variant whose
 // plans refuse a call gets no bound; the spec itself must plan. With
@@ -244,7 +248,8 @@ class WaveRunner {
 absl::Status BoundVariants(const Job& job, const std::string& spec,
                            const SearchSettings& settings,
                            const SearchOptions& options, StepBounder* bounder,
-                           absl::Time deadline, SearchBounds* out,
+                           PreparedCalls* calls, absl::Time deadline,
+                           SearchBounds* out,
                            std::map<std::string, bool>* deployable,
                            std::atomic<bool>* stopped) {
   absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
@@ -256,9 +261,10 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
       kinds.insert(KindOf(op.collective().group()));
     }
   }
-  // One copy for every variant: UseAlgorithms sets each algorithm the
-  // variant picks (every collective's but a direct one's) afresh.
-  Schedule schedule = *p->schedule;
+  // The lowering itself for every variant: UseAlgorithms sets each
+  // algorithm the variant picks (every collective's but a direct one's)
+  // afresh. (A copy, and freeing it, was a quarter of a 3D plan's bounds.)
+  Schedule& schedule = *p->schedule.mutable_schedule();
   // Variants parse on the data-parallel mesh the strategy shards over.
   absl::StatusOr<Layout> layout =
       Layout::Make(p->mesh, p->scenario.parallelism());
@@ -285,7 +291,11 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     SearchBound* bound = out->add_bounds();
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
-    if (b.ok()) bound->set_step_lower_bound_s(*b);
+    if (b.ok()) {
+      bound->set_step_lower_bound_s(*b);
+      absl::StatusOr<StepEstimate> e = EstimateStep(schedule, calls);
+      if (e.ok()) bound->set_step_estimate_s(e->step_time_s);
+    }
     // One stage's folded steps are never shared; a pipeline's are, folded
     // or not (its digest is of the whole step, lowered here).
     if (p->scenario.parallelism().pp() > 1 || !FoldsAt(p->scenario)) {
@@ -368,9 +378,9 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
           *stopped = true;
           break;
         }
-        status[i] = BoundVariants(jobs[c->setting], c->spec,
-                                  settings[c->setting], options, &bounder,
-                                  deadline, &of[i], &deployable_of[i], stopped);
+        status[i] = BoundVariants(
+            jobs[c->setting], c->spec, settings[c->setting], options, &bounder,
+            calls, deadline, &of[i], &deployable_of[i], stopped);
         if (!status[i].ok() || *stopped) break;
         show(++candidates_bound, bound);
       }
@@ -626,17 +636,6 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
   return out;
 }
 
-// Point `spec`'s estimated step (lowered, no traffic counted), on the
-// search's calls.
-absl::StatusOr<double> EstimatedStep(const Job& job, const std::string& spec,
-                                     int gpus, PreparedCalls* calls) {
-  absl::StatusOr<Point> point = LowerPoint(job, spec, gpus);
-  if (!point.ok()) return point.status();
-  absl::StatusOr<StepEstimate> e = EstimateStep(*point->schedule, calls);
-  if (!e.ok()) return e.status();
-  return e->step_time_s;
-}
-
 // Point `spec`'s row as `shardsim estimate` gives it (memory and traffic
 // analysed, the step's times estimated), on the search's calls.
 absl::StatusOr<ResultRow> EstimatedRow(const Job& job, const std::string& spec,
@@ -725,6 +724,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
+  std::vector<double> estimates;  // infinite: none
   std::vector<int64_t> peaks;
   std::vector<bool> deployable;
   // The step each point runs where it may be shared: its batch and its
@@ -742,6 +742,9 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       }
       points.push_back({fit[b].setting, v.strategy()});
       bounds.push_back(v.step_lower_bound_s());
+      estimates.push_back(v.has_step_estimate_s()
+                              ? v.step_estimate_s()
+                              : std::numeric_limits<double>::infinity());
       peaks.push_back(fit_peak[b]);
       deployable.push_back(deployable_of.at(v.strategy()));
       steps.push_back(v.has_step_digest()
@@ -757,10 +760,25 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     return c.setting == 0 && presets.count(c.spec) > 0;
   };
   const bool prune = !options.exhaustive;
-  std::vector<int> order(points.size());
-  for (size_t i = 0; i < points.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
+  // Twice the simulations that run at once, on every rank together: an
+  // MPI run decides as the serial run with as many --jobs does.
+  const size_t wave =
+      std::max(2, 2 * options.engine.jobs * options.engine.ranks);
+  // The first wave is the points the estimate ranks best, so that a good
+  // point is simulated first whenever the time limit comes; then the rest
+  // in order of their bounds, which prunes as much as any order: a point
+  // is simulated before every point whose bound is above its step.
+  std::vector<int> by_estimate(points.size());
+  std::iota(by_estimate.begin(), by_estimate.end(), 0);
+  std::stable_sort(by_estimate.begin(), by_estimate.end(),
+                   [&](int a, int b) { return estimates[a] < estimates[b]; });
+  std::vector<int> order(
+      by_estimate.begin(),
+      by_estimate.begin() + std::min(wave, by_estimate.size()));
+  std::vector<int> rest(by_estimate.begin() + order.size(), by_estimate.end());
+  std::stable_sort(rest.begin(), rest.end(),
                    [&](int a, int b) { return bounds[a] < bounds[b]; });
+  order.insert(order.end(), rest.begin(), rest.end());
   SearchResults out;
   std::vector<std::optional<ResultRow>> timed(points.size());
   // The rows simulated so far, and of them the deployable ones.
@@ -789,10 +807,6 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
         absl::StrCat(PlanPointName(named),
                      ": not simulated, the models refuse it: ", why.message()));
   };
-  // Twice the simulations that run at once, on every rank together: an
-  // MPI run decides as the serial run with as many --jobs does.
-  const size_t wave =
-      std::max(2, 2 * options.engine.jobs * options.engine.ranks);
   size_t next = 0;
   // Where guesses go on from: the points before it were started ahead, or
   // are pruned (and stay so: `done` only grows), or share a step begun.
@@ -917,22 +931,20 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     show(0);
   }
   if (stopped && simulated == 0) {
-    // Nothing simulated in time: the estimate's best rows instead, each
-    // marked, from the points bounded.
+    // Nothing simulated in time: the estimate's best rows of the points
+    // bounded instead, each marked.
     if (order.empty()) {
       return absl::DeadlineExceededError(absl::StrCat(
           "time limit of ", options.engine.time_limit_s,
           " s reached (--time-limit) before any point was bounded"));
     }
-    // The estimate of the points with the least bounds (kShortlist per
-    // row shown, and the first deployable one), each lowered again; the
-    // best of them by the estimate get their rows.
     // The first n of `from`, and its first deployable point if not among
-    // them.
+    // them; points with no estimate left out.
     auto first = [&](const std::vector<int>& from, int n) {
       std::vector<int> out;
       bool has_deployable = false;
       for (int i : from) {
+        if (std::isinf(estimates[i])) break;  // the rest have none either
         if (static_cast<int>(out.size()) < n ||
             (deployable[i] && !has_deployable)) {
           out.push_back(i);
@@ -941,17 +953,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
       }
       return out;
     };
-    std::vector<int> shortlist = first(order, kShortlist * options.top);
-    std::vector<double> estimate(points.size(), 0);
-    for (int i : shortlist) {
-      absl::StatusOr<double> e =
-          EstimatedStep(jobs[points[i].setting], points[i].spec, gpus, &calls);
-      if (!e.ok()) return e.status();
-      estimate[i] = *e;
-    }
-    std::stable_sort(shortlist.begin(), shortlist.end(),
-                     [&](int a, int b) { return estimate[a] < estimate[b]; });
-    const std::vector<int> picked = first(shortlist, options.top);
+    const std::vector<int> picked = first(by_estimate, options.top);
     for (int i : picked) {
       absl::StatusOr<ResultRow> r =
           EstimatedRow(jobs[points[i].setting], points[i].spec, gpus, &calls);
@@ -967,8 +969,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
         stopped_bounding ? "bounding" : "simulating", ", ", order.size(),
         " points bounded, none simulated: the rows are the estimate tier's "
         "(marked estimate), the best ",
-        picked.size(), " by it of the ", shortlist.size(),
-        " points of least bound"));
+        picked.size(), " by it"));
     if (std::string caveat = EstimateCaveat(job.platform); !caveat.empty()) {
       out.add_warnings(std::move(caveat));
     }

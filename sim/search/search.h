@@ -2,9 +2,11 @@
 // simulation. The candidates of space.h (each spec with each setting) that
 // fit in memory (under the cap) are lowered once each; every algorithm
 // choice for their group kinds is a point, bounded (bound.h) on that
-// schedule with its algorithms (UseAlgorithms). The points are simulated
-// in order of their bounds, a wave at a time; a point whose bound proves a
-// simulated point beats it on both speed and memory is pruned: it can be
+// schedule with its algorithms (UseAlgorithms), and estimated (the
+// estimate tier, sim/estimate/estimate.h) on it. The points are simulated
+// a wave at a time, first those the estimate ranks best, then in order of
+// their bounds (which prunes as much as any order); a point whose bound proves
+// a simulated point beats it on both speed and memory is pruned: it can be
 // neither the best nor on the Pareto front, which come out as --exhaustive
 // finds them. The named presets are compared at the scenario's own
 // settings; a pruned one is reported with its bound
@@ -18,8 +20,8 @@
 // Past --time-limit (EngineOptions::time_limit_s) the search bounds and
 // starts no more points and returns what it has simulated
 // (SearchResults.complete false): best, presets and front over those rows;
-// with none simulated, the estimate's best of the points of least bound
-// (kShortlist), each row marked `estimate`.
+// with none simulated, the estimate's best of the points bounded, each row
+// marked `estimate`.
 #ifndef SHARDSIM_SIM_SEARCH_SEARCH_H_
 #define SHARDSIM_SIM_SEARCH_SEARCH_H_
 
@@ -38,10 +40,6 @@ namespace shardsim {
 // measurements to a few percent and published steps to about 5%
 // (docs/validation.md), so a point 1% slower is not shown to be slower.
 inline constexpr double kTie = 0.01;
-
-// Past --time-limit with nothing simulated, the points of least bound that
-// the estimate ranks, per row shown (SearchOptions::top).
-inline constexpr int kShortlist = 3;
 
 struct SearchOptions {
   // Peak memory per GPU a point may reach; unset: the GPU's memory (the
