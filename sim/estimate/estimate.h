@@ -1,8 +1,10 @@
 // The estimate tier: a step's time from the same kernel, collective and
 // pipeline models the engine reads, composed without the discrete-event
 // engine: milliseconds a point where a simulation takes tenths of a second
-// to minutes. `shardsim estimate` prints them; `plan` past its time limit
-// with nothing simulated ranks its points of least bound by them.
+// to minutes. `shardsim estimate` prints them; `plan --time-limit`
+// estimates every point it bounds: it simulates the estimate's best first,
+// and past its time limit with nothing simulated returns the estimate's
+// best rows.
 //
 // The step is the replay's order constraints walked in issue order
 // (sim/schedule/issue_order.h), each op taking its expected time alone:

@@ -238,8 +238,9 @@ class WaveRunner {
 };
 
 // The points of `spec` (its algorithm variants), each with its
-// StepLowerBound and its estimate (EstimateStep, on the calls the bound
-// prepared), from one lowering, and its ReplayDigest unless it is
+// StepLowerBound and, where a time limit may stop the search, its estimate
+// (EstimateStep, on the calls the bound prepared), from one lowering, and
+// its ReplayDigest unless it is
 // one stage's folded step (never shared), and
 // whether it is deployable in `deployable`, by variant. A variant whose
 // plans refuse a call gets no bound; the spec itself must plan. With
@@ -291,8 +292,11 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     SearchBound* bound = out->add_bounds();
     bound->set_strategy(variant);
     *bound->mutable_settings() = settings;
-    if (b.ok()) {
-      bound->set_step_lower_bound_s(*b);
+    if (b.ok()) bound->set_step_lower_bound_s(*b);
+    // Only a search that may stop early gains by the estimate: run to its
+    // end, the bounds' order simulates the best point before every point
+    // it could prune, and the estimate would cost a quarter of the bounds.
+    if (b.ok() && deadline != absl::InfiniteFuture()) {
       absl::StatusOr<StepEstimate> e = EstimateStep(schedule, calls);
       if (e.ok()) bound->set_step_estimate_s(e->step_time_s);
     }
@@ -724,7 +728,7 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   malloc_trim(0);
   std::vector<Candidate> points;
   std::vector<double> bounds;
-  std::vector<double> estimates;  // infinite: none
+  std::vector<double> estimates;  // infinite: none (no time limit)
   std::vector<int64_t> peaks;
   std::vector<bool> deployable;
   // The step each point runs where it may be shared: its batch and its
@@ -767,11 +771,14 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   // The first wave is the points the estimate ranks best, so that a good
   // point is simulated first whenever the time limit comes; then the rest
   // in order of their bounds, which prunes as much as any order: a point
-  // is simulated before every point whose bound is above its step.
+  // is simulated before every point whose bound is above its step. With
+  // no estimates (no time limit), every wave in order of the bounds.
   std::vector<int> by_estimate(points.size());
   std::iota(by_estimate.begin(), by_estimate.end(), 0);
-  std::stable_sort(by_estimate.begin(), by_estimate.end(),
-                   [&](int a, int b) { return estimates[a] < estimates[b]; });
+  std::stable_sort(by_estimate.begin(), by_estimate.end(), [&](int a, int b) {
+    return std::pair(estimates[a], bounds[a]) <
+           std::pair(estimates[b], bounds[b]);
+  });
   std::vector<int> order(
       by_estimate.begin(),
       by_estimate.begin() + std::min(wave, by_estimate.size()));

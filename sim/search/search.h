@@ -2,10 +2,11 @@
 // simulation. The candidates of space.h (each spec with each setting) that
 // fit in memory (under the cap) are lowered once each; every algorithm
 // choice for their group kinds is a point, bounded (bound.h) on that
-// schedule with its algorithms (UseAlgorithms), and estimated (the
-// estimate tier, sim/estimate/estimate.h) on it. The points are simulated
-// a wave at a time, first those the estimate ranks best, then in order of
-// their bounds (which prunes as much as any order); a point whose bound proves
+// schedule with its algorithms (UseAlgorithms), and, under --time-limit,
+// estimated (the estimate tier, sim/estimate/estimate.h) on it. The points
+// are simulated a wave at a time, first those the estimate ranks best, then
+// in order of their bounds (which prunes as much as any order; with no
+// time limit every wave is in that order); a point whose bound proves
 // a simulated point beats it on both speed and memory is pruned: it can be
 // neither the best nor on the Pareto front, which come out as --exhaustive
 // finds them. The named presets are compared at the scenario's own
