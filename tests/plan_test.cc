@@ -200,5 +200,35 @@ TEST(TimeLimit, GivesTheBestSoFar) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(none.status())) << none.status();
 }
 
+// Under a time limit that never comes, the search estimates every point
+// and simulates the estimate's best first (the first wave), then goes on
+// in order of the bounds: the order of work changes, never the answer.
+// The best point and the Pareto front are those of the search with no
+// limit, and every point is pruned, simulated or unplannable.
+TEST(TimeLimit, TheEstimateOrdersTheWorkNotTheAnswer) {
+  SearchOptions options;
+  absl::StatusOr<SearchResults> plain = SearchStrategies(TinyJob(), options);
+  options.engine.time_limit_s = 1e6;
+  absl::StatusOr<SearchResults> estimated =
+      SearchStrategies(TinyJob(), options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(estimated.ok()) << estimated.status();
+  ASSERT_TRUE(estimated->complete());
+  EXPECT_EQ(
+      estimated->points(),
+      estimated->unplannable() + estimated->pruned() + estimated->simulated());
+  ASSERT_GE(estimated->best_size(), 1);
+  EXPECT_EQ(PlanPointName(estimated->best(0)), PlanPointName(plain->best(0)));
+  EXPECT_EQ(estimated->best(0).step_time_s(), plain->best(0).step_time_s());
+  std::vector<std::string> front, plain_front;
+  for (const ResultRow& r : estimated->pareto())
+    front.push_back(PlanPointName(r));
+  for (const ResultRow& r : plain->pareto()) {
+    plain_front.push_back(PlanPointName(r));
+  }
+  EXPECT_EQ(front, plain_front);
+  for (const ResultRow& r : estimated->best()) EXPECT_FALSE(r.estimate());
+}
+
 }  // namespace
 }  // namespace shardsim

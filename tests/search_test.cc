@@ -265,6 +265,36 @@ std::vector<std::string> Names(const std::vector<SearchSettings>& settings) {
   return out;
 }
 
+// LLaMA-7B's 32 blocks as 2 stages x 2 chunks on 16 GPUs: 8 replicas, 6
+// sequences each, in micro-batches of 1, 2, 3 or 6 (6, 3, 2 or 1 of
+// them). The interleaved schedule runs micro-batches in groups of its 2
+// stages (Megatron asserts it): 3 and 1 are refused, so sizes 2 and 6 are
+// left out; a scenario whose own size gives such a count is refused when
+// it is read, naming the field.
+Scenario InterleavedScenario(int size) {
+  Scenario s = SearchScenario("llama-7b", 16, size, 512);
+  s.set_global_batch_tokens(8 * 6 * 512);
+  s.mutable_parallelism()->set_pp(2);
+  s.mutable_parallelism()->set_vpp(2);
+  s.set_what_if(true);  // zero3 beside a pipeline
+  return s;
+}
+
+TEST(SearchSpace, CountsThePipelineScheduleRefusesAreLeftOut) {
+  EXPECT_EQ(Names(SettingsChoices(Resolved(InterleavedScenario(1)), 16)),
+            (std::vector<std::string>{"s [1 x 6]", "s [1 x 6, recompute]",
+                                      "s [3 x 2]", "s [3 x 2, recompute]"}));
+  absl::StatusOr<Job> own =
+      ResolveJob("search_test.textproto", InterleavedScenario(2));
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.status().message().find(
+                "search_test.textproto: at 16 GPUs: field micro_batches: the "
+                "interleaved schedule runs micro-batches in groups of the 2 "
+                "stages; 3 is not a multiple"),
+            std::string::npos)
+      << own.status();
+}
+
 // Lins' set-up at 128 GPUs: 2^22 tokens in sequences of 4096 are 8
 // sequences per GPU, in micro-batches of 1, 2, 4 or 8 (8, 4, 2 or 1 of
 // them), each with recomputation off (the scenario's) and on. The
@@ -598,6 +628,45 @@ TEST(Search, OneRowPerOutcomeAndTiesSaid) {
   if (m->ties() < m->best_size()) {
     EXPECT_GT(m->best(m->ties()).step_time_s(), best * (1 + kTie));
   }
+}
+
+// A candidate the models refuse is reported and skipped, never the end of
+// the search. The scenario offloads the optimizer (ZeRO-Offload), which
+// only DeepSpeed does, and only with gradients sharded and parameters
+// whole, at one micro-batch (CheckOffload): of every candidate spec, zero1
+// and zero2 alone plan; every other is one point, unplannable, named in
+// the warnings with the reason.
+TEST(Search, ARefusedCandidateIsReportedAndSkipped) {
+  Scenario s = SearchScenario("llama-7b", 8, 10, 512);
+  s.clear_strategies();
+  s.add_strategies("zero2");
+  s.set_micro_batches(1);
+  s.mutable_execution()->set_offload_optimizer(true);
+  SearchOptions options;
+  options.algorithms = false;
+  options.settings = false;
+  options.exhaustive = true;
+  absl::StatusOr<SearchResults> plan = SearchStrategies(Resolved(s), options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int refused = 0;
+  bool ddp_named = false;
+  for (const std::string& w : plan->warnings()) {
+    if (w.find(": not searched, the models refuse it: ") == std::string::npos)
+      continue;
+    ++refused;
+    EXPECT_NE(w.find("offload_optimizer"), std::string::npos) << w;
+    ddp_named = ddp_named || w.rfind("ddp [10 x 1]: ", 0) == 0;
+  }
+  EXPECT_TRUE(ddp_named);
+  EXPECT_EQ(plan->filtered(), 0);
+  EXPECT_EQ(plan->candidates(), plan->points());
+  EXPECT_EQ(plan->unplannable(), refused);
+  EXPECT_EQ(plan->points(), refused + 2);
+  EXPECT_EQ(plan->simulated(), 2);
+  std::vector<std::string> best;
+  for (const ResultRow& r : plan->best()) best.push_back(r.strategy());
+  std::sort(best.begin(), best.end());
+  EXPECT_EQ(best, (std::vector<std::string>{"zero1", "zero2"}));
 }
 
 // Points started ahead of their wave change nothing: the same points are

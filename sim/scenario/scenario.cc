@@ -17,6 +17,7 @@
 #include "sim/scenario/framework_inputs.h"
 #include "sim/scenario/platform_file.h"
 #include "sim/scenario/text_proto.h"
+#include "sim/schedule/pipeline/order.h"
 #include "sim/schema/limits.h"
 
 namespace shardsim {
@@ -316,6 +317,15 @@ absl::Status CheckGpuCount(const Job& job, int gpus) {
                      "at ", gpus, " GPUs are ", passes,
                      " layer passes, beyond the limit of ",
                      limits::kMaxLayerPasses));
+  }
+  if (const Parallelism& p = at->parallelism(); p.pp() > 1) {
+    if (absl::Status v =
+            CheckStageOrder(p.pipeline_schedule(), p.pp(), std::max(1, p.vpp()),
+                            at->micro_batches());
+        !v.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(job.path, ": at ", gpus, " GPUs: ", v.message()));
+    }
   }
   return absl::OkStatus();
 }

@@ -66,8 +66,9 @@ absl::StatusOr<Mesh> JobMesh(const Platform& platform, int gpus);
 absl::StatusOr<Scenario> ScenarioAt(const Scenario& scenario, int gpus);
 
 // Whether `job` can run on `gpus` GPUs: a mesh of whole nodes, a whole
-// number of micro-batches (global_batch_tokens), and a schedule within
-// limits::kMaxLayerPasses. Errors name job.path and the field at fault.
+// number of micro-batches (global_batch_tokens) that its pipeline schedule
+// runs (CheckStageOrder), and a schedule within limits::kMaxLayerPasses.
+// Errors name job.path and the field at fault.
 absl::Status CheckGpuCount(const Job& job, int gpus);
 
 // The micro-batch one GPU runs.

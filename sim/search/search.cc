@@ -92,6 +92,18 @@ bool IsRefusal(const absl::Status& s) {
          absl::IsUnimplemented(s) || absl::IsOutOfRange(s);
 }
 
+// The warning that names point `spec` at `settings`, which the models
+// refuse for `why` (IsRefusal) at `stage` ("simulated", "searched").
+std::string RefusedWarning(const std::string& spec,
+                           const SearchSettings& settings, const char* stage,
+                           const absl::Status& why) {
+  ResultRow named;
+  named.set_strategy(spec);
+  *named.mutable_settings() = settings;
+  return absl::StrCat(PlanPointName(named), ": not ", stage,
+                      ", the models refuse it: ", why.message());
+}
+
 // Runs the search's waves of points, each point in a child as
 // SimulatePoints runs it. Which points a wave simulates is decided only
 // once the waves before it are done, so the search's choices never depend
@@ -325,14 +337,17 @@ struct Candidate {
 // cost a hundredfold (a Lins triple broadcasting over 1024 GPUs against a
 // flat ring). A spec's candidates, whatever their settings, go to one
 // thread. Past `deadline` the threads bound no further candidate and set
-// `stopped`: the specs not bound have no bounds. Whether
-// each point is deployable goes into `deployable`, by its strategy; the
-// progress line, if any, says how many specs are bound.
+// `stopped`: the specs not bound have no bounds. A candidate the models
+// refuse (IsRefusal) has none either: it goes into `refused` with why, in
+// spec order. Whether each point is deployable goes into
+// `deployable`, by its strategy; the progress line, if any, says how many
+// specs are bound.
 absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
     const std::vector<Job>& jobs, const std::vector<SearchSettings>& settings,
     const std::vector<Candidate>& candidates, PreparedCalls* calls,
     const SearchOptions& options, absl::Time deadline, Progress* progress,
-    std::map<std::string, bool>* deployable, std::atomic<bool>* stopped) {
+    std::map<std::string, bool>* deployable, std::atomic<bool>* stopped,
+    std::vector<std::pair<Candidate, absl::Status>>* refused) {
   std::vector<std::string> specs;  // in the candidates' order
   std::map<std::string, std::vector<const Candidate*>> of_spec;
   for (const Candidate& c : candidates) {
@@ -352,6 +367,7 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
   std::vector<SearchBounds> of(n);  // per spec
   std::vector<std::map<std::string, bool>> deployable_of(n);
   std::vector<absl::Status> status(n);
+  std::vector<std::vector<std::pair<Candidate, absl::Status>>> refused_of(n);
   std::atomic<int> next = 0;
   std::atomic<int> bound = 0;             // specs done, for the progress line
   std::atomic<int> candidates_bound = 0;  // and their candidates
@@ -382,9 +398,16 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
           *stopped = true;
           break;
         }
+        const int before = of[i].bounds_size();
         status[i] = BoundVariants(
             jobs[c->setting], c->spec, settings[c->setting], options, &bounder,
             calls, deadline, &of[i], &deployable_of[i], stopped);
+        if (IsRefusal(status[i])) {  // its variants bounded so far dropped
+          of[i].mutable_bounds()->DeleteSubrange(before,
+                                                 of[i].bounds_size() - before);
+          refused_of[i].push_back({*c, std::move(status[i])});
+          status[i] = absl::OkStatus();
+        }
         if (!status[i].ok() || *stopped) break;
         show(++candidates_bound, bound);
       }
@@ -400,6 +423,9 @@ absl::StatusOr<std::vector<SearchBounds>> LowerBounds(
   for (int i = 0; i < n; ++i) {
     if (!status[i].ok()) return status[i];  // the first in spec order
     deployable->insert(deployable_of[i].begin(), deployable_of[i].end());
+  }
+  for (const auto& of_spec_i : refused_of) {
+    refused->insert(refused->end(), of_spec_i.begin(), of_spec_i.end());
   }
   // A row's candidate: its settings, and its strategy up to its first '@'.
   std::map<std::string, int> setting_index;
@@ -547,12 +573,17 @@ std::vector<ResultRow> ParetoFront(const std::vector<ResultRow>& rows) {
 namespace {
 
 // The candidates that fit in memory (under the cap, if given), each with
-// its peak, of all `space` holds; an error naming the smallest peak when
-// none does. `progress` shows how many are checked.
+// its peak, of all `space` holds, and those the models refuse; an error
+// naming the smallest peak when none fits (the first refusal's when every
+// candidate is refused). `progress` shows how many are checked.
 struct Fitting {
   int candidates = 0;          // searched in all
   std::vector<Candidate> fit;  // those that fit
   std::vector<int64_t> peak;   // peak bytes of each that fits
+  // Those the models refuse (IsRefusal: an offloaded optimizer under a
+  // framework that does not offload, ...), each with why: reported and
+  // left out, never the end of the search.
+  std::vector<std::pair<Candidate, absl::Status>> refused;
 };
 absl::StatusOr<Fitting> FitInMemory(const Job& job,
                                     const std::vector<Job>& jobs,
@@ -611,9 +642,13 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
   out.candidates = candidates;
   std::optional<ResultRow> smallest;
   for (size_t i = 0; i < todo.size(); ++i) {
+    const int k = todo[i].first;
+    if (!memory[i].ok() && IsRefusal(memory[i].status())) {
+      out.refused.push_back({{k, todo[i].second}, memory[i].status()});
+      continue;
+    }
     if (!memory[i].ok()) return memory[i].status();
     ResultRow& r = *memory[i];
-    const int k = todo[i].first;
     *r.mutable_settings() = settings[k];
     if (!smallest || r.peak_memory_bytes() < smallest->peak_memory_bytes()) {
       smallest = r;
@@ -625,6 +660,7 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
       out.peak.push_back(r.peak_memory_bytes());
     }
   }
+  if (!smallest && !out.refused.empty()) return out.refused[0].second;
   if (out.fit.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: no strategy fits at %d GPUs%s: the smallest peak is %.2f GiB "
@@ -716,9 +752,13 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   engine.prepared = &calls;
   std::map<std::string, bool> deployable_of;  // by point
   std::atomic<bool> stopped_bounding = false;
+  // The candidates the models refuse, in memory or in the bounds: each is
+  // one point, unplannable, named in the warnings.
+  std::vector<std::pair<Candidate, absl::Status>> refused_candidates =
+      fitting->refused;
   absl::StatusOr<std::vector<SearchBounds>> variants =
       LowerBounds(jobs, settings, fit, &calls, options, deadline, &progress,
-                  &deployable_of, &stopped_bounding);
+                  &deployable_of, &stopped_bounding, &refused_candidates);
   if (!variants.ok()) return variants.status();
   // Each simulation is a fork, which copies the page tables of every page
   // this process maps: the bounds' garbage, which SetUpHeap (main.cc) keeps
@@ -787,6 +827,10 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
                    [&](int a, int b) { return bounds[a] < bounds[b]; });
   order.insert(order.end(), rest.begin(), rest.end());
   SearchResults out;
+  for (const auto& [c, why] : refused_candidates) {
+    out.add_warnings(
+        RefusedWarning(c.spec, settings[c.setting], "searched", why));
+  }
   std::vector<std::optional<ResultRow>> timed(points.size());
   // The rows simulated so far, and of them the deployable ones.
   std::vector<const ResultRow*> done;
@@ -807,12 +851,8 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   std::map<int, absl::Status> refused_points;
   auto refuse = [&](int i, absl::Status why) {
     refused_points.emplace(i, why);
-    ResultRow named;
-    named.set_strategy(points[i].spec);
-    *named.mutable_settings() = settings[points[i].setting];
-    out.add_warnings(
-        absl::StrCat(PlanPointName(named),
-                     ": not simulated, the models refuse it: ", why.message()));
+    out.add_warnings(RefusedWarning(points[i].spec, settings[points[i].setting],
+                                    "simulated", why));
   };
   size_t next = 0;
   // Where guesses go on from: the points before it were started ahead, or
@@ -964,6 +1004,10 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
     for (int i : picked) {
       absl::StatusOr<ResultRow> r =
           EstimatedRow(jobs[points[i].setting], points[i].spec, gpus, &calls);
+      if (!r.ok() && IsRefusal(r.status())) {
+        refuse(i, r.status());
+        continue;
+      }
       if (!r.ok()) return r.status();
       r->set_step_lower_bound_s(bounds[i]);
       *r->mutable_settings() = settings[points[i].setting];
@@ -994,9 +1038,12 @@ absl::StatusOr<SearchResults> SearchStrategies(const Job& job,
   out.set_specs(static_cast<int>(specs.size()));
   out.set_settings(static_cast<int>(settings.size()));
   out.set_candidates(candidates);
-  out.set_filtered(candidates - static_cast<int>(fit.size()));
-  out.set_points(static_cast<int>(points.size()) + unplannable);
-  out.set_unplannable(unplannable + static_cast<int>(refused_points.size()));
+  const int refused = static_cast<int>(refused_candidates.size());
+  out.set_filtered(candidates - static_cast<int>(fit.size()) -
+                   static_cast<int>(fitting->refused.size()));
+  out.set_points(static_cast<int>(points.size()) + unplannable + refused);
+  out.set_unplannable(unplannable + refused +
+                      static_cast<int>(refused_points.size()));
   out.set_pruned(pruned);
   out.set_simulated(simulated);
   out.set_same_step(same_step);

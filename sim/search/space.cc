@@ -75,8 +75,9 @@ std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus) {
     // Sequences per data-parallel replica per step (whole: CheckGpuCount
     // holds), in micro-batches of at most kMaxTokensPerMicroBatch tokens.
     const Parallelism& l = s.parallelism();
-    const int replicas = gpus / (std::max(1, l.tp()) * std::max(1, l.cp()) *
-                                 std::max(1, l.pp()));
+    const int replicas =
+        std::max(1, gpus / (std::max(1, l.tp()) * std::max(1, l.cp()) *
+                            std::max(1, l.pp())));
     const int64_t sequences = s.global_batch_tokens() / replicas / s.seq_len();
     const int64_t largest = limits::kMaxTokensPerMicroBatch / s.seq_len();
     for (int64_t d = 1; d <= sequences && d <= largest; ++d) {
@@ -104,7 +105,6 @@ std::vector<SearchSettings> SettingsChoices(
   for (const Parallelism& l : layouts) {
     Job at = job;
     *at.scenario.mutable_parallelism() = l;
-    if (!CheckGpuCount(at, gpus).ok()) continue;
     for (SearchSettings p : SettingsChoices(at, gpus)) {
       *p.mutable_parallelism() = l;
       out.push_back(std::move(p));
@@ -118,11 +118,13 @@ std::vector<Parallelism> LayoutChoices(const Job& job, int gpus) {
   std::vector<Parallelism> out = {own};
   const int per_node = job.platform.gpus_per_node();
   const int blocks = job.model.layers();
+  // A layout some batch setting runs: the scenario's own micro-batch size
+  // may give a count its pipeline schedule refuses where others do not.
   auto accepted = [&](const Parallelism& l) {
     Job at = job;
     *at.scenario.mutable_parallelism() = l;
     return ValidateScenario(at.scenario, job.path).ok() &&
-           CheckGpuCount(at, gpus).ok();
+           !SettingsChoices(at, gpus).empty();
   };
   for (int tp = 1; tp <= per_node && tp <= gpus; tp *= 2) {
     // Context parallelism over up to 8 GPUs, where the scenario allows it

@@ -42,9 +42,10 @@ std::vector<std::string> AlgorithmVariants(const std::string& base,
 // scenario fixes global_batch_tokens, every micro-batch size that divides
 // the sequences each GPU runs per step, the scenario's first and then
 // smallest first, each with the micro-batch count that follows; those
-// CheckGpuCount refuses (too many micro-batches to hold) are left out.
-// Otherwise the scenario's micro-batch size and count alone.
-// Precondition: CheckGpuCount(job, gpus) holds.
+// CheckGpuCount refuses (too many micro-batches to hold, a count the
+// interleaved schedule cannot run) are left out. Otherwise the scenario's
+// micro-batch size and count alone. The first is the scenario's own only
+// where CheckGpuCount(job, gpus) holds (as it does for a job loaded).
 std::vector<SearchSettings> SettingsChoices(const Job& job, int gpus);
 
 // The same for each layout of `layouts` in turn (SearchSettings.
@@ -59,8 +60,8 @@ std::vector<SearchSettings> SettingsChoices(
 // blocks evenly, each 1F1B and, where the blocks split over twice as many
 // chunks, interleaved with 2 chunks a stage; context parallelism over 1,
 // 2, 4 or 8 GPUs; sequence parallelism as the scenario gives it. Only
-// layouts the scenario's checks accept (ValidateScenario, CheckGpuCount:
-// cp needs flash attention) are listed.
+// layouts the scenario's checks accept (ValidateScenario: cp needs flash
+// attention) at some batch setting (SettingsChoices) are listed.
 std::vector<Parallelism> LayoutChoices(const Job& job, int gpus);
 
 // The execution knobs `plan` tries for `strategy`'s framework, as the

@@ -39,9 +39,8 @@ PipelineSchedule ResolvePipelineSchedule(PipelineSchedule schedule,
   return chunks > 1 ? INTERLEAVED_1F1B : ONE_F_ONE_B;
 }
 
-absl::StatusOr<std::vector<PipeStep>> StageOrder(PipelineSchedule schedule,
-                                                 int stages, int chunks,
-                                                 int micro_batches, int stage) {
+absl::Status CheckStageOrder(PipelineSchedule schedule, int stages, int chunks,
+                             int micro_batches) {
   schedule = ResolvePipelineSchedule(schedule, chunks);
   if (schedule != INTERLEAVED_1F1B && chunks != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -50,13 +49,8 @@ absl::StatusOr<std::vector<PipeStep>> StageOrder(PipelineSchedule schedule,
   }
   switch (schedule) {
     case GPIPE:
-      return Gpipe(micro_batches);
     case ONE_F_ONE_B:
-      return OneForwardOneBackward(micro_batches,
-                                   std::min(stages - stage - 1, micro_batches),
-                                   [](int k, bool fwd) {
-                                     return PipeStep{fwd, k, 0};
-                                   });
+      return absl::OkStatus();
     case INTERLEAVED_1F1B:
       break;
     default:
@@ -69,6 +63,29 @@ absl::StatusOr<std::vector<PipeStep>> StageOrder(PipelineSchedule schedule,
         "field micro_batches: the interleaved schedule runs micro-batches in "
         "groups of the ",
         stages, " stages; ", micro_batches, " is not a multiple"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PipeStep>> StageOrder(PipelineSchedule schedule,
+                                                 int stages, int chunks,
+                                                 int micro_batches, int stage) {
+  if (absl::Status s = CheckStageOrder(schedule, stages, chunks, micro_batches);
+      !s.ok()) {
+    return s;
+  }
+  schedule = ResolvePipelineSchedule(schedule, chunks);
+  switch (schedule) {
+    case GPIPE:
+      return Gpipe(micro_batches);
+    case ONE_F_ONE_B:
+      return OneForwardOneBackward(micro_batches,
+                                   std::min(stages - stage - 1, micro_batches),
+                                   [](int k, bool fwd) {
+                                     return PipeStep{fwd, k, 0};
+                                   });
+    default:  // INTERLEAVED_1F1B: CheckStageOrder refused the rest
+      break;
   }
   const int total = micro_batches * chunks;
   const int warmup =

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/schema/scenario.pb.h"
 
@@ -29,6 +30,13 @@ struct PipeStep {
 // when there are several chunks (Megatron picks interleaving from
 // --num-layers-per-virtual-pipeline-stage alone).
 PipelineSchedule ResolvePipelineSchedule(PipelineSchedule schedule, int chunks);
+
+// Whether `schedule` runs `micro_batches` micro-batches over `stages`
+// stages of `chunks` chunks each: the errors StageOrder would give, with
+// no order built (a scenario is checked with it before it is lowered, and
+// plan leaves out the micro-batch sizes a schedule refuses).
+absl::Status CheckStageOrder(PipelineSchedule schedule, int stages, int chunks,
+                             int micro_batches);
 
 // The passes stage `stage` (of `stages`) runs, in order, over
 // `micro_batches` micro-batches of its `chunks` chunks:
