@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "sim/analyze/analyze.h"
 #include "sim/engine/replay.h"
+#include "sim/estimate/estimate.h"
+#include "sim/model/model.h"
 #include "sim/results/results.h"
 #include "sim/search/bound.h"
 #include "sim/search/space.h"
@@ -627,6 +629,68 @@ TEST(Search, OneRowPerOutcomeAndTiesSaid) {
   }
   if (m->ties() < m->best_size()) {
     EXPECT_GT(m->best(m->ties()).step_time_s(), best * (1 + kTie));
+  }
+}
+
+// plan bounds, estimates and digests a step through its fold, as stored
+// (analyze.h): each is the same as of the step lowered whole, to the last
+// bit, on one stage and on pipelines of 1F1B and interleaved 1F1B, with
+// tensor parallelism and without. LLaMA-7B's shapes cut to 8 layers on 16
+// GPUs, at micro-batch counts that fold (FoldsAt).
+TEST(SearchBound, AFoldedStepIsBoundAndEstimatedAsTheWholeStep) {
+  struct Case {
+    int pp, vpp, tp, m;
+  };
+  absl::StatusOr<Model> model = BuiltinModel("llama-7b");
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const Case& c : {Case{1, 1, 1, 16}, Case{2, 1, 1, 40}, Case{4, 1, 2, 64},
+                        Case{2, 2, 2, 64}}) {
+    Scenario sc = SearchScenario("", 16, 1, 512);
+    sc.clear_model();
+    *sc.mutable_model_def() = *model;
+    sc.mutable_model_def()->set_layers(8);
+    sc.clear_strategies();
+    // ZeRO-3 folds on one stage (its pipelines do not: they are lowered
+    // whole).
+    for (const char* spec : {"ddp", "zero1", "fsdp:FULL_SHARD"}) {
+      sc.add_strategies(spec);
+    }
+    if (c.pp == 1) sc.add_strategies("zero3");
+    sc.set_micro_batches(c.m);
+    sc.set_flash_attention(true);
+    sc.mutable_parallelism()->set_pp(c.pp > 1 ? c.pp : 0);
+    sc.mutable_parallelism()->set_vpp(c.vpp > 1 ? c.vpp : 0);
+    sc.mutable_parallelism()->set_tp(c.tp > 1 ? c.tp : 0);
+    const Job job = Resolved(sc);
+    ASSERT_TRUE(FoldsAt(job.scenario));
+    absl::StatusOr<Mesh> mesh = JobMesh(job.platform, 16);
+    ASSERT_TRUE(mesh.ok());
+    PreparedCalls calls(*mesh, job.platform, FlowMode::kFast,
+                        job.platform.channels(), /*volumes=*/true);
+    StepBounder bounder(&calls);
+    for (const std::string& spec : job.scenario.strategies()) {
+      SCOPED_TRACE(absl::StrCat(spec, ", pp ", c.pp, " vpp ", c.vpp, " tp ",
+                                c.tp, ", ", c.m, " micro-batches"));
+      absl::StatusOr<Point> whole = LowerPoint(job, spec, 16);
+      absl::StatusOr<Point> fold = LowerPoint(job, spec, 16, Storage::kFolded);
+      ASSERT_TRUE(whole.ok() && fold.ok());
+      ASSERT_TRUE(fold->fold.has_value());
+      absl::StatusOr<double> bw = bounder.Bound(*whole->schedule);
+      absl::StatusOr<double> bf = bounder.Bound(fold->ops());
+      ASSERT_TRUE(bw.ok() && bf.ok());
+      EXPECT_EQ(*bw, *bf);
+      absl::StatusOr<StepEstimate> ew = EstimateStep(*whole->schedule, &calls);
+      absl::StatusOr<StepEstimate> ef = EstimateStep(fold->ops(), &calls);
+      ASSERT_TRUE(ew.ok() && ef.ok());
+      EXPECT_EQ(ew->step_time_s, ef->step_time_s);
+      EXPECT_EQ(ew->compute_s, ef->compute_s);
+      EXPECT_EQ(ew->exposed_comm_s, ef->exposed_comm_s);
+      // The same step folded twice has one digest; its whole step another.
+      absl::StatusOr<Point> again = LowerPoint(job, spec, 16, Storage::kFolded);
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(ReplayDigest(fold->ops()), ReplayDigest(again->ops()));
+      EXPECT_NE(ReplayDigest(fold->ops()), ReplayDigest(*whole->schedule));
+    }
   }
 }
 

@@ -137,8 +137,13 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
 }
 
 uint64_t ReplayDigest(const Schedule& schedule) {
+  return ReplayDigest(StepOps(schedule));
+}
+
+uint64_t ReplayDigest(const StepOps& ops) {
+  const Schedule& schedule = ops.base();
   std::string why;
-  const std::optional<Repeats> r = FindRepeats(schedule, &why);
+  const std::optional<Repeats> r = FindRepeats(ops, &why);
   // Every field but the strategy and the ops, then each op: a step's
   // 10^5 to 10^6 ops are read where they are, not copied (a copy, and
   // freeing it, was a fifth of a 3D plan's time), a memory op copied
@@ -171,6 +176,12 @@ uint64_t ReplayDigest(const Schedule& schedule) {
     }
     absl::StrAppend(&bytes, "|", read->ByteSizeLong(), ":");
     read->AppendToString(&bytes);
+  }
+  // A folded step is its base's ops and how they repeat.
+  if (const std::optional<Fold>& f = ops.fold()) {
+    absl::StrAppend(&bytes, "|fold ", f->r.lo, " ", f->r.hi, " ", f->r.first_op,
+                    " ", f->r.period_ops, " ", f->r.stride, " ", f->copies, " ",
+                    f->tokens_per_step);
   }
   absl::StrAppend(&bytes, "|repeats ",
                   r ? absl::StrCat(r->lo, " ", r->hi, " ", r->first_op, " ",

@@ -206,6 +206,9 @@ absl::StatusOr<StepTiming> ReplayStep(const Schedule& schedule, Fabric* fabric,
 // alike on one fabric: the same times, breakdown and StepReplay. 64 bits:
 // a false match among a few thousand steps has a chance near 1e-13.
 uint64_t ReplayDigest(const Schedule& schedule);
+// The same of a step stored folded (or whole): folded steps with the same
+// digest are the same step. A step's folded and whole digests differ.
+uint64_t ReplayDigest(const StepOps& ops);
 
 // Charges each second of a replayed step to a cause by walking its critical
 // path back from the op that ends last, and marks the ops it passes with

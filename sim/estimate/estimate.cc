@@ -103,21 +103,29 @@ class Occupancy {
 
 absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
                                           PreparedCalls* calls) {
+  return EstimateStep(StepOps(schedule), calls);
+}
+
+absl::StatusOr<StepEstimate> EstimateStep(const StepOps& ops,
+                                          PreparedCalls* calls) {
   const Platform& p = calls->platform();
-  const int n = schedule.ops_size();
+  const Schedule& schedule = ops.base();
+  const int n = ops.size();
   const int programs = std::max(1, schedule.programs_size());
   const double gpus_per_nic =
       GpusPerNic(p, calls->mesh().gpus_per_node, calls->mesh().nodes);
-  std::vector<Alone> alone(n);
+  // Each base op's time alone, once: a folded step's copies are its ops
+  // again (step op id's is of_base[ops.op(id).id()]).
+  std::vector<Alone> of_base(schedule.ops_size());
   // Ops share kernel lists (every layer's forward, each micro-batch's):
   // each list's cost worked out once.
   std::vector<std::optional<OpCost>> list_cost(schedule.kernel_lists_size());
   for (const Op& op : schedule.ops()) {
     const int id = op.id();
-    if (id < 0 || id >= n) {
+    if (id < 0 || id >= schedule.ops_size()) {
       return absl::InvalidArgumentError("schedule: op ids are not 0..n-1");
     }
-    Alone& a = alone[id];
+    Alone& a = of_base[id];
     if (op.has_compute()) {
       const int list = op.compute().kernel_list();
       std::optional<OpCost>* cached =
@@ -163,20 +171,21 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
       a.holds_sms = true;
     }
   }
-  const std::vector<double> host_cost = HostCosts(schedule, p);
+  auto alone = [&](int id) -> const Alone& { return of_base[ops.op(id).id()]; };
+  const std::vector<double> host_cost = HostCosts(ops, p);
   std::vector<double> seconds(n);
-  for (int id = 0; id < n; ++id) seconds[id] = alone[id].seconds;
-  absl::StatusOr<Walk> walk = WalkSchedule(schedule, host_cost, seconds);
+  for (int id = 0; id < n; ++id) seconds[id] = alone(id).seconds;
+  absl::StatusOr<Walk> walk = WalkSchedule(ops, host_cost, seconds);
   if (!walk.ok()) return walk.status();
   const int sms = p.interference().collective_sms();
   const double under = p.interference().nvlink_under_compute();
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     std::vector<Occupancy> comm(programs), compute(programs), nic(programs);
-    for (const Op& op : schedule.ops()) {
-      const int id = op.id();
+    for (int id = 0; id < n; ++id) {
+      const Op& op = ops.op(id);
       const int g = op.program();
-      if (alone[id].holds_sms) comm[g].Add(walk->start[id], walk->end[id]);
-      if (alone[id].nic_s > 0) nic[g].Add(walk->start[id], walk->end[id]);
+      if (alone(id).holds_sms) comm[g].Add(walk->start[id], walk->end[id]);
+      if (alone(id).nic_s > 0) nic[g].Add(walk->start[id], walk->end[id]);
       if (op.has_compute() && op.stream() == COMPUTE) {
         compute[g].Add(walk->start[id], walk->end[id]);
       }
@@ -187,10 +196,10 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
       nic[g].Seal();
     }
     double moved = 0;  // the most an op's time changed
-    for (const Op& op : schedule.ops()) {
-      const int id = op.id();
+    for (int id = 0; id < n; ++id) {
+      const Op& op = ops.op(id);
       const int g = op.program();
-      const Alone& a = alone[id];
+      const Alone& a = alone(id);
       double t = a.seconds;
       const double start = walk->start[id];
       const double span = walk->end[id] - start;
@@ -226,7 +235,7 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
       moved = std::max(moved, std::abs(t - seconds[id]));
       seconds[id] = t;
     }
-    walk = WalkSchedule(schedule, host_cost, seconds);
+    walk = WalkSchedule(ops, host_cost, seconds);
     if (!walk.ok()) return walk.status();
     const double step =
         n > 0 ? *std::max_element(walk->end.begin(), walk->end.end()) : 0;
@@ -240,9 +249,10 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   if (last < 0) return e;
   e.step_time_s = walk->end[last];
   std::vector<double> busy(programs, 0);
-  for (const Op& op : schedule.ops()) {
+  for (int id = 0; id < n; ++id) {
+    const Op& op = ops.op(id);
     if (op.has_compute() && op.stream() == COMPUTE) {
-      busy[op.program()] += walk->end[op.id()] - walk->start[op.id()];
+      busy[op.program()] += walk->end[id] - walk->start[id];
     }
   }
   e.compute_s = *std::max_element(busy.begin(), busy.end());
@@ -250,21 +260,23 @@ absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
   // the op its program issued before it.
   std::vector<int> issued_before(n, -1);
   std::vector<int> previous(programs, -1);
-  for (const Op& op : schedule.ops()) {
-    issued_before[op.id()] = previous[op.program()];
-    previous[op.program()] = op.id();
+  for (int id = 0; id < n; ++id) {
+    const int g = ops.op(id).program();
+    issued_before[id] = previous[g];
+    previous[g] = id;
   }
   // Of each collective or send on it, the part its program's compute
   // does not cover.
   std::vector<Occupancy> covered(programs);
-  for (const Op& op : schedule.ops()) {
+  for (int id = 0; id < n; ++id) {
+    const Op& op = ops.op(id);
     if (op.has_compute() && op.stream() == COMPUTE) {
-      covered[op.program()].Add(walk->start[op.id()], walk->end[op.id()]);
+      covered[op.program()].Add(walk->start[id], walk->end[id]);
     }
   }
   for (Occupancy& o : covered) o.Seal();
   for (int id = last; id >= 0;) {
-    const Op& op = schedule.ops(id);
+    const Op& op = ops.op(id);
     if (op.has_collective() || op.has_send()) {
       double overlapped = 0;
       covered[op.program()].Over(walk->start[id], walk->end[id],
@@ -302,7 +314,10 @@ absl::StatusOr<Results> EstimateJob(const Job& job) {
   std::map<int, std::unique_ptr<PreparedCalls>> calls;
   for (const std::string& spec : job.scenario.strategies()) {
     for (int gpus : job.scenario.gpus()) {
-      absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+      // Folded where that holds: the same estimate, on 10^4 ops stored
+      // where a long pipeline's whole step has 10^5 to 10^6.
+      absl::StatusOr<Point> point =
+          AnalyzePoint(job, spec, gpus, Storage::kFolded);
       if (!point.ok()) return point.status();
       ResultRow& row = point->row;
       if (!row.oom()) {
@@ -312,8 +327,7 @@ absl::StatusOr<Results> EstimateJob(const Job& job) {
               point->mesh, job.platform, FlowMode::kFast,
               job.platform.channels(), /*volumes=*/true);
         }
-        absl::StatusOr<StepEstimate> e =
-            EstimateStep(*point->schedule, mine.get());
+        absl::StatusOr<StepEstimate> e = EstimateStep(point->ops(), mine.get());
         if (!e.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat(PointName(job, spec, gpus), e.status().message()));

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "sim/engine/prepared_calls.h"
 #include "sim/scenario/scenario.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/results.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -65,6 +66,10 @@ struct StepEstimate {
 // `calls` must be made with volumes, on the schedule's mesh and platform.
 // Errors: a call the plans refuse; a malformed schedule (issue_order.h).
 absl::StatusOr<StepEstimate> EstimateStep(const Schedule& schedule,
+                                          PreparedCalls* calls);
+// The step `ops` stands for, folded or whole: the same estimate as of its
+// Unfold, each base op's time alone worked out once.
+absl::StatusOr<StepEstimate> EstimateStep(const StepOps& ops,
                                           PreparedCalls* calls);
 
 // What the estimate leaves out on `platform` that the engine would time, as

@@ -3,12 +3,48 @@
 #include <algorithm>
 
 namespace shardsim {
+namespace {
 
-absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
-                                  const std::vector<double>& host_cost,
-                                  const std::vector<double>& seconds) {
-  const int n = schedule.ops_size();
-  const int programs = std::max(1, schedule.programs_size());
+// A whole schedule read as StepOps reads a folded one, with no copy of
+// each op's references (a walk of a whole step reads them in place).
+class WholeOps {
+ public:
+  explicit WholeOps(const Schedule& s) : s_(s) {}
+  int size() const { return s_.ops_size(); }
+  const Op& op(int id) const { return s_.ops(id); }
+  const google::protobuf::RepeatedField<int32_t>& deps(int id) const {
+    return s_.ops(id).deps();
+  }
+  const google::protobuf::RepeatedField<int32_t>& host_waits(int id) const {
+    return s_.ops(id).host_waits();
+  }
+  const Schedule& base() const { return s_; }
+  bool folded() const { return false; }
+
+ private:
+  const Schedule& s_;
+};
+
+class FoldedOps {
+ public:
+  explicit FoldedOps(const StepOps& s) : s_(s) {}
+  int size() const { return s_.size(); }
+  const Op& op(int id) const { return s_.op(id); }
+  StepOps::Refs deps(int id) const { return s_.deps(id); }
+  StepOps::Refs host_waits(int id) const { return s_.host_waits(id); }
+  const Schedule& base() const { return s_.base(); }
+  bool folded() const { return s_.fold().has_value(); }
+
+ private:
+  const StepOps& s_;
+};
+
+template <typename Ops>
+absl::StatusOr<Walk> WalkOps(const Ops& ops,
+                             const std::vector<double>& host_cost,
+                             const std::vector<double>& seconds) {
+  const int n = ops.size();
+  const int programs = std::max(1, ops.base().programs_size());
   Walk w;
   w.start.assign(n, 0);
   w.end.assign(n, 0);
@@ -18,9 +54,10 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
   std::vector<double> hosts(programs, 0);    // when each host is free
   std::vector<int> host_held(programs, -1);  // the wait that set it, if any
   auto earlier = [&](int ref, int id) { return ref >= 0 && ref < id; };
-  for (const Op& op : schedule.ops()) {
-    const int id = op.id();
-    if (id < 0 || id >= n) {
+  for (int id = 0; id < n; ++id) {
+    const Op& op = ops.op(id);
+    // A folded step's ops are its base's, with the base's ids.
+    if (!ops.folded() && op.id() != id) {
       return absl::InvalidArgumentError("schedule: op ids are not 0..n-1");
     }
     const int program = op.program();
@@ -29,7 +66,7 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
     }
     double& host = hosts[program];
     int& held = host_held[program];
-    for (int h : op.host_waits()) {
+    for (int h : ops.host_waits(id)) {
       if (!earlier(h, id)) {
         return absl::InvalidArgumentError(
             "schedule: a host wait does not come before its op");
@@ -50,7 +87,7 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
       start = w.end[last];
       by = last;
     }
-    for (int d : op.deps()) {
+    for (int d : ops.deps(id)) {
       if (!earlier(d, id)) {
         return absl::InvalidArgumentError(
             "schedule: a dependency does not come before its op");
@@ -66,6 +103,21 @@ absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
     last = id;
   }
   return w;
+}
+
+}  // namespace
+
+absl::StatusOr<Walk> WalkSchedule(const StepOps& ops,
+                                  const std::vector<double>& host_cost,
+                                  const std::vector<double>& seconds) {
+  if (!ops.fold()) return WalkOps(WholeOps(ops.base()), host_cost, seconds);
+  return WalkOps(FoldedOps(ops), host_cost, seconds);
+}
+
+absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
+                                  const std::vector<double>& host_cost,
+                                  const std::vector<double>& seconds) {
+  return WalkOps(WholeOps(schedule), host_cost, seconds);
 }
 
 }  // namespace shardsim

@@ -118,37 +118,36 @@ StepBounder::LeastTime StepBounder::LeastCallTime(
 }
 
 absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
+  return Bound(StepOps(schedule));
+}
+
+absl::StatusOr<double> StepBounder::Bound(const StepOps& ops) {
   const Platform& platform = calls_->platform();
+  const Schedule& base = ops.base();
   // Each op's least time, walked with the replay's own constraints
   // (sim/schedule/issue_order.h): each holds in the simulation, so no
   // simulated op ends before its bound. With several programs (pipeline
   // stages) a send counts nothing: it only orders ops across programs.
-  const int programs = std::max(1, schedule.programs_size());
-  std::vector<double> least(schedule.ops_size(), 0);
-  // For the slowdown below, per program: the compute stream's ops (work,
-  // slowdown with one collective's SMs held), and each stream's
-  // collectives' least time.
-  std::vector<std::vector<std::pair<double, double>>> compute(programs);
-  std::map<std::pair<int, int>, LeastTime> collective_time;
-  for (const Op& op : schedule.ops()) {
-    const int id = op.id();
-    if (id < 0 || id >= schedule.ops_size()) {
+  const int programs = std::max(1, base.programs_size());
+  // Of each base op, once: a folded step's copies are its ops again.
+  struct Least {
+    LeastTime t;
+    double slowdown = 0;  // a compute op's, with one collective's SMs held
+  };
+  std::vector<Least> of_base(base.ops_size());
+  for (int b = 0; b < base.ops_size(); ++b) {
+    const Op& op = base.ops(b);
+    if (op.id() != b) {
       return absl::InvalidArgumentError("schedule: op ids are not 0..n-1");
     }
-    const int program = op.program();
-    if (program < 0 || program >= programs) {
+    if (op.program() < 0 || op.program() >= programs) {
       return absl::InvalidArgumentError("schedule: an op of no program");
     }
     if (op.has_compute()) {
-      const OpCost c =
-          ComputeOpCost(KernelsOf(schedule, op.compute()), platform);
-      least[id] = c.seconds;
-      if (op.stream() == COMPUTE) {
-        compute[program].emplace_back(
-            c.seconds,
-            ComputeSlowdown(c, platform.interference().collective_sms(),
-                            platform));
-      }
+      const OpCost c = ComputeOpCost(KernelsOf(base, op.compute()), platform);
+      of_base[b].t.seconds = c.seconds;
+      of_base[b].slowdown = ComputeSlowdown(
+          c, platform.interference().collective_sms(), platform);
     } else if (op.has_collective()) {
       if (deadline_ != absl::InfiniteFuture() &&
           calls_->Find(op.collective()) == nullptr && absl::Now() > deadline_) {
@@ -157,15 +156,29 @@ absl::StatusOr<double> StepBounder::Bound(const Schedule& schedule) {
       absl::StatusOr<const PreparedCall*> prepared =
           GetForTimes(calls_, op.collective());
       if (!prepared.ok()) return prepared.status();
-      const LeastTime t = LeastCallTime(op.collective(), **prepared);
-      least[id] = t.seconds;
-      LeastTime& sum = collective_time[{program, op.stream()}];
-      sum.seconds += t.seconds;
-      sum.nvlink_s += t.nvlink_s;
+      of_base[b].t = LeastCallTime(op.collective(), **prepared);
+    }
+  }
+  // For the slowdown below, per program: the compute stream's ops (work,
+  // slowdown), and each stream's collectives' least time, op by op in
+  // step order.
+  std::vector<double> least(ops.size(), 0);
+  std::vector<std::vector<std::pair<double, double>>> compute(programs);
+  std::map<std::pair<int, int>, LeastTime> collective_time;
+  for (int id = 0; id < ops.size(); ++id) {
+    const Op& op = ops.op(id);
+    const Least& l = of_base[op.id()];
+    least[id] = l.t.seconds;
+    if (op.has_compute() && op.stream() == COMPUTE) {
+      compute[op.program()].emplace_back(l.t.seconds, l.slowdown);
+    } else if (op.has_collective()) {
+      LeastTime& sum = collective_time[{op.program(), op.stream()}];
+      sum.seconds += l.t.seconds;
+      sum.nvlink_s += l.t.nvlink_s;
     }
   }
   absl::StatusOr<Walk> walk =
-      WalkSchedule(schedule, HostCosts(schedule, platform), least);
+      WalkSchedule(ops, HostCosts(ops, platform), least);
   if (!walk.ok()) return walk.status();
   double bound = 0;
   for (double end : walk->end) bound = std::max(bound, end);

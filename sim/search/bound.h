@@ -11,6 +11,7 @@
 #include "sim/base/group.h"
 #include "sim/collective/plan.h"
 #include "sim/engine/prepared_calls.h"
+#include "sim/schedule/periodic.h"
 #include "sim/schema/platform.pb.h"
 #include "sim/schema/schedule.pb.h"
 
@@ -60,6 +61,9 @@ class StepBounder {
   StepBounder& operator=(const StepBounder&) = delete;
 
   absl::StatusOr<double> Bound(const Schedule& schedule);
+  // The step `ops` stands for, folded or whole: the same bound as of its
+  // Unfold, each base op's least time worked out once.
+  absl::StatusOr<double> Bound(const StepOps& ops);
 
   // Past `deadline`, Bound prepares no further call: it returns
   // DeadlineExceeded where it would (a large group's plan takes seconds).

@@ -265,7 +265,11 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
                            SearchBounds* out,
                            std::map<std::string, bool>* deployable,
                            std::atomic<bool>* stopped) {
-  absl::StatusOr<Point> p = LowerPoint(job, spec, job.scenario.gpus(0));
+  // Folded where that holds (analyze.h): the bound, the estimate and the
+  // digest read the step through its fold, the same as of the whole step
+  // (a 70B pipeline's whole step is 10^5 to 10^6 ops, its fold 10^4).
+  absl::StatusOr<Point> p =
+      LowerPoint(job, spec, job.scenario.gpus(0), Storage::kFolded);
   if (!p.ok()) return p.status();
   std::set<GroupKind> kinds;  // none: the spec's own algorithms only
   for (const Op& op : p->schedule->ops()) {
@@ -276,8 +280,10 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
   }
   // The lowering itself for every variant: UseAlgorithms sets each
   // algorithm the variant picks (every collective's but a direct one's)
-  // afresh. (A copy, and freeing it, was a quarter of a 3D plan's bounds.)
+  // afresh, on the base ops a fold's copies read. (A copy, and freeing it,
+  // was a quarter of a 3D plan's bounds.)
   Schedule& schedule = *p->schedule.mutable_schedule();
+  const StepOps ops = p->ops();
   // Variants parse on the data-parallel mesh the strategy shards over.
   absl::StatusOr<Layout> layout =
       Layout::Make(p->mesh, p->scenario.parallelism());
@@ -295,7 +301,7 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     const bool can_deploy = Deployable(p->strategy, schedule);
     if (options.deployable && !can_deploy) continue;
     (*deployable)[variant] = can_deploy;
-    absl::StatusOr<double> b = bounder->Bound(schedule);
+    absl::StatusOr<double> b = bounder->Bound(ops);
     if (absl::IsDeadlineExceeded(b.status())) {
       *stopped = true;
       break;
@@ -309,13 +315,13 @@ absl::Status BoundVariants(const Job& job, const std::string& spec,
     // end, the bounds' order simulates the best point before every point
     // it could prune, and the estimate would cost a quarter of the bounds.
     if (b.ok() && deadline != absl::InfiniteFuture()) {
-      absl::StatusOr<StepEstimate> e = EstimateStep(schedule, calls);
+      absl::StatusOr<StepEstimate> e = EstimateStep(ops, calls);
       if (e.ok()) bound->set_step_estimate_s(e->step_time_s);
     }
     // One stage's folded steps are never shared; a pipeline's are, folded
-    // or not (its digest is of the whole step, lowered here).
+    // or not (a folded step's digest is of its fold).
     if (p->scenario.parallelism().pp() > 1 || !FoldsAt(p->scenario)) {
-      bound->set_step_digest(ReplayDigest(schedule));
+      bound->set_step_digest(ReplayDigest(ops));
     }
   }
   return absl::OkStatus();
@@ -680,9 +686,9 @@ absl::StatusOr<Fitting> FitInMemory(const Job& job,
 // analysed, the step's times estimated), on the search's calls.
 absl::StatusOr<ResultRow> EstimatedRow(const Job& job, const std::string& spec,
                                        int gpus, PreparedCalls* calls) {
-  absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus);
+  absl::StatusOr<Point> point = AnalyzePoint(job, spec, gpus, Storage::kFolded);
   if (!point.ok()) return point.status();
-  absl::StatusOr<StepEstimate> e = EstimateStep(*point->schedule, calls);
+  absl::StatusOr<StepEstimate> e = EstimateStep(point->ops(), calls);
   if (!e.ok()) return e.status();
   ResultRow row = point->row;
   SetStepTime(job, *point, e->step_time_s, &row);
