@@ -31,12 +31,13 @@ struct Walk {
 // earlier than the host has launched it. Errors (InvalidArgument): ids
 // not 0..n-1, an op of no program or on no stream, a dependency or host wait
 // that does not come before its op.
-// The step `ops` stands for, folded or whole, walked op by op (the same
-// walk as of its Unfold).
-absl::StatusOr<Walk> WalkSchedule(const StepOps& ops,
+absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
                                   const std::vector<double>& host_cost,
                                   const std::vector<double>& seconds);
-absl::StatusOr<Walk> WalkSchedule(const Schedule& schedule,
+
+// The same walk of the step `ops` stands for, folded or whole, op by op
+// (as of its Unfold; a folded step's base ops keep the base's ids).
+absl::StatusOr<Walk> WalkSchedule(const StepOps& ops,
                                   const std::vector<double>& host_cost,
                                   const std::vector<double>& seconds);
 
