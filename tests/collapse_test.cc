@@ -366,6 +366,19 @@ TEST(Fold, PipelinesUnfoldToTheWholeStep) {
       for (size_t id = 0; id < a.ops.size(); ++id) {
         ASSERT_EQ(a.ops[id], b.ops[id]) << "op " << id;
       }
+      // Replayed in full, as where the collapse finds no repeating state:
+      // the fold unfolded, every op issued by its program.
+      const test::Replayed full_a =
+          test::Replay(step, job.platform, fold->mesh, /*every_class=*/false,
+                       /*collapse=*/false);
+      const test::Replayed full_b =
+          test::Replay(*whole->schedule, job.platform, whole->mesh,
+                       /*every_class=*/false, /*collapse=*/false);
+      EXPECT_EQ(full_a.step, full_b.step);
+      ASSERT_EQ(full_a.ops.size(), full_b.ops.size());
+      for (size_t id = 0; id < full_a.ops.size(); ++id) {
+        ASSERT_EQ(full_a.ops[id], full_b.ops[id]) << "op " << id;
+      }
     }
   }
   // The 1F1B layouts' replays collapse (through the fold).

@@ -103,9 +103,14 @@ absl::StatusOr<StepTiming> ReplayStep(const StepOps& step, Fabric* fabric,
     times = *std::move(c);
   }
   if (!times) {
-    // A full replay needs every op stored.
+    // A full replay needs every op stored, and its programs read off them:
+    // the base's list only the base's ops (the rest would never be issued).
     std::optional<OwnedSchedule> whole;
-    if (step.fold()) whole = Unfold(step);
+    if (step.fold()) {
+      whole = Unfold(step);
+      programs = ReadPrograms(**whole, fabric->mesh());
+      if (!programs.ok()) return programs.status();
+    }
     absl::StatusOr<std::vector<OpTime>> t = RunStepActors(
         whole ? **whole : step.base(), several ? &*programs : nullptr, fabric,
         collectives, {}, nullptr);
