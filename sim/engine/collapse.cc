@@ -17,17 +17,35 @@
 namespace shardsim {
 namespace {
 
-// a <= b up to rounding (a part in 1e10, as SameState).
+// a <= b up to rounding (a part in 1e10).
 bool NotAfter(double a, double b) {
   return a <= b + 1e-12 + 1e-10 * std::max(std::abs(a), std::abs(b));
 }
 
-// The same state up to rounding: ids and counts exactly, the rest to a
-// part in 1e10 (seconds and bytes well above the engine's precision).
-bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!NotAfter(a[i], b[i]) || !NotAfter(b[i], a[i])) return false;
+bool Near(double a, double b, double abs, double rel) {
+  return std::abs(a - b) <= abs + rel * std::max(std::abs(a), std::abs(b));
+}
+
+// The same state up to the engine's rounding. Ids and counts exactly,
+// seconds to a tenth of SimGrid's timing precision (precision/timing,
+// 1e-9 s by default, Configuring_SimGrid.rst "Numerical Precision"): the
+// engine ends a flow up to that early, so a pipeline's stages, whose
+// flows meet at another instant every block, drift by a few 1e-11 s a
+// block where nothing else changes (a 4-stage, tp 8 step on 128 GPUs:
+// 1.5e-11 s, a 5 s step). A flow's bytes still to go to a part in 1e6:
+// that drift is the flow's rate times 1e-9 s, a part in 1e6 of what is
+// left for a flow with 1 ms to go (the same step: 1.05 of 4.9 MB). A
+// state alike to these tolerances that still drifts shows on the blocks
+// simulated after it (DriftPerBlock), which TryCollapse bounds.
+bool SameState(const Snapshot& a, const Snapshot& b) {
+  if (a.state.size() != b.state.size() || a.bytes.size() != b.bytes.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.state.size(); ++i) {
+    if (!Near(a.state[i], b.state[i], 1e-10, 1e-10)) return false;
+  }
+  for (size_t i = 0; i < a.bytes.size(); ++i) {
+    if (!Near(a.bytes[i], b.bytes[i], 1e-5, 1e-6)) return false;
   }
   return true;
 }
@@ -39,11 +57,61 @@ bool SameState(const std::vector<double>& a, const std::vector<double>& b) {
 int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
   for (size_t i = 1; i < snaps.size(); ++i) {
     if (snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - 1].read &&
-        snaps[i].read && SameState(snaps[i - 1].state, snaps[i].state)) {
+        snaps[i].read && SameState(snaps[i - 1], snaps[i])) {
       return r.lo + static_cast<int>(i);
     }
   }
   return -1;
+}
+
+// The fewest blocks m (2..kMaxCycle) after which the start state comes
+// back (the state at snaps[i] that of snaps[i - m], the oldest op in
+// flight in a repeating block), and in `settled` the first block whose
+// state does; 0 if none. The stages' flows can fall into a cycle of
+// several blocks (each block's NIC flows meeting the next stage's at
+// another phase) where no block's start state is the next one's.
+int CycleOf(const std::vector<Snapshot>& snaps, const Repeats& r,
+            int* settled) {
+  for (int m = 2; m <= kMaxCycle; ++m) {
+    for (size_t i = m; i < snaps.size(); ++i) {
+      if (snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - m].read &&
+          snaps[i].read && SameState(snaps[i - m], snaps[i])) {
+        *settled = r.lo + 1 + static_cast<int>(i) - m;
+        return m;
+      }
+    }
+  }
+  return 0;
+}
+
+// The largest difference between the states of two snapshots, each
+// entry's against its size; infinite where they differ in shape.
+double Distance(const Snapshot& a, const Snapshot& b) {
+  if (!a.read || !b.read || a.state.size() != b.state.size() ||
+      a.bytes.size() != b.bytes.size()) {
+    return std::numeric_limits<double>::infinity();
+  }
+  double d = 0;
+  auto add = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      d = std::max(d,
+                   std::abs(x[i] - y[i]) /
+                       std::max(1.0, std::max(std::abs(x[i]), std::abs(y[i]))));
+    }
+  };
+  add(a.state, b.state);
+  add(a.bytes, b.bytes);
+  return d;
+}
+
+// Whether the state is settling: the last three snapshots alike in shape,
+// and the last step between them no larger than the one before.
+bool Settling(const std::vector<Snapshot>& snaps) {
+  const size_t n = snaps.size();
+  if (n < 3) return false;
+  const double before = Distance(snaps[n - 3], snaps[n - 2]);
+  const double last = Distance(snaps[n - 2], snaps[n - 1]);
+  return std::isfinite(before) && std::isfinite(last) && last <= before;
 }
 
 // A stream whose oldest op in flight falls further behind at every
@@ -123,6 +191,25 @@ int HostDisagrees(const StepOps& s, const StepTimes& gpu,
   return -1;
 }
 
+// The most an op of blocks j + 1 .. keep starts or ends off its copy in
+// block j moved by a period a block, per block between them: how far the
+// blocks' times drift from repeating exactly.
+double DriftPerBlock(const std::vector<OpTime>& t, const Repeats& r, int j,
+                     int keep, double period) {
+  double drift = 0;
+  for (int k = j + 1; k <= keep; ++k) {
+    const int shift = (k - j) * r.period_ops;
+    const double later = (k - j) * period;
+    for (int x = r.BlockStart(j); x < r.BlockStart(j + 1); ++x) {
+      const OpTime& a = t[x];
+      const OpTime& b = t[x + shift];
+      drift = std::max({drift, std::abs(b.start - a.start - later) / (k - j),
+                        std::abs(b.end - a.end - later) / (k - j)});
+    }
+  }
+  return drift;
+}
+
 bool Before(const OpTime& t, double limit) {
   return t.start < limit && t.end < limit && t.host_start < limit &&
          t.host_end < limit;
@@ -138,15 +225,35 @@ int KeptBlocks(const StepOps& step, const Repeats& r) {
 
 namespace {
 
+// What a failed try shows the next one needs: `more` blocks kept (where
+// the ops a far block repeats still ran when the tail began, enough for
+// them to end first; where a pipeline's state did not repeat yet, as many
+// again), or blocks of `cycle` blocks each, whose start states repeat
+// from block `settled` on (CycleOf).
+struct Retry {
+  int more = 0;
+  int cycle = 0;
+  int settled = 0;
+};
+
+// `r`'s blocks taken m at a time: block lo's first op on, each m blocks
+// (m * r.stride micro-batches); the last r.hi - lo + 1 mod m go to the
+// tail. The step repeats with m blocks as it does with one.
+Repeats BlocksOf(const Repeats& r, int m) {
+  Repeats out = r;
+  out.hi = r.lo + (r.hi - r.lo + 1) / m - 1;
+  out.period_ops = m * r.period_ops;
+  out.stride = m * r.stride;
+  return out;
+}
+
 // One try at the collapse, with blocks keep + 1 .. r.hi dropped: the full
-// step's times, or nullopt with the reason in `info` and in `more` how
-// many blocks more a second try should keep (else 0): where the ops a far
-// block repeats still ran when the tail began, enough for them to end
-// first; where a pipeline's state did not repeat yet, as many again.
+// step's times, or nullopt with the reason in `info` and in `next` what a
+// second try would need.
 absl::StatusOr<std::optional<StepTimes>> TryCollapse(
     const StepOps& step, const Repeats& r, int keep, Fabric* fabric,
-    CollectiveEngine* collectives, StepReplay* info, int* more) {
-  *more = 0;
+    CollectiveEngine* collectives, StepReplay* info, Retry* next) {
+  *next = Retry();
   const int P = r.period_ops;
   std::string why;
   std::optional<Shortened> cut = DropBlocks(step, r, keep, &why);
@@ -184,11 +291,21 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
   if (on_gpu) j = RepeatingBlock(snaps.gpu, r);
   if (j < 0) {
     info->set_full_because(no_repeat);
-    // A pipeline's state settles once its last stage's part of a block is
-    // in the repeating ones too (KeptBlocks): twice the blocks, unless a
-    // backlog grows.
-    if (step.base().programs_size() > 1 && !BacklogGrows(snaps.gpu)) {
-      *more = keep - r.lo;
+    // A state that comes back every few blocks repeats in blocks of that
+    // many.
+    next->cycle = CycleOf(snaps.host, r, &next->settled);
+    if (next->cycle == 0) next->cycle = CycleOf(snaps.gpu, r, &next->settled);
+    // A pipeline's state that is settling (its last stage's part of a
+    // block not yet in the repeating ones, KeptBlocks; a queue still
+    // filling) may repeat within twice the blocks. One whose flows meet at
+    // another phase every block does not: keeping twice the blocks found
+    // no repeating state in any of 26 such tries of a sweep of pipelines
+    // (1F1B and interleaved, tp, cp, 2 to 8 stages, 32 and 64
+    // micro-batches), each costing more than half a full replay.
+    if (next->cycle == 0 && step.base().programs_size() > 1 &&
+        !BacklogGrows(snaps.gpu) &&
+        (Settling(snaps.host) || Settling(snaps.gpu))) {
+      next->more = keep - r.lo;
     }
     return std::nullopt;
   }
@@ -202,6 +319,19 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
     for (int y = r.BlockStart(keep + 1); y < cut_size; ++y) {
       tail_start = std::min(tail_start, (*t)[y].start);
     }
+  }
+  // The blocks simulated past block j are its ops again, a period later
+  // each, to within a drift that the dropped blocks carry into the tail:
+  // a state that repeats to its tolerance (SameState) but still settles
+  // shows here, and is let go where the drift over the dropped blocks
+  // would reach a part in 1e10 of the step so far.
+  if (const double drift = DriftPerBlock(*t, r, j, keep, period);
+      drift * (r.hi - keep) > 1e-10 * tail_start) {
+    info->set_full_because(
+        absl::StrCat("the repeating blocks' times drift by ", drift,
+                     " s a block: the state is still settling"));
+    if (Settling(snaps.host) || Settling(snaps.gpu)) next->more = keep - r.lo;
+    return std::nullopt;
   }
   // Ops standing for others must be done before the tail can touch them.
   const int near = r.BlockStart(j + 1);  // ops before it stand for themselves
@@ -220,8 +350,8 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
         "more micro-batches before the tail"));
     // Each block kept more starts the tail a period later.
     if (period > 0) {
-      *more = 1 + static_cast<int>(
-                      std::ceil(((*t)[late].end - tail_start) / period));
+      next->more = 1 + static_cast<int>(
+                           std::ceil(((*t)[late].end - tail_start) / period));
     }
     return std::nullopt;
   }
@@ -271,16 +401,31 @@ absl::StatusOr<std::optional<StepTimes>> TryCollapse(
 absl::StatusOr<std::optional<StepTimes>> ReplayCollapsed(
     const StepOps& step, const Repeats& r, Fabric* fabric,
     CollectiveEngine* collectives, StepReplay* info) {
+  Repeats by = r;
   int keep = r.lo + KeptBlocks(step, r);
-  int more = 0;
-  absl::StatusOr<std::optional<StepTimes>> t =
-      TryCollapse(step, r, keep, fabric, collectives, info, &more);
-  // Once more, keeping as many blocks as the first try showed it needs.
-  if (t.ok() && !*t && more > 0 && keep + more < r.hi) {
-    keep += more;
-    t = TryCollapse(step, r, keep, fabric, collectives, info, &more);
+  bool cycled = false;
+  // Up to three tries: each more keeps as many blocks as the one before
+  // showed it needs, or takes the blocks of a cycle it found together
+  // (once).
+  for (int tries = 1;; ++tries) {
+    Retry next;
+    absl::StatusOr<std::optional<StepTimes>> t =
+        TryCollapse(step, by, keep, fabric, collectives, info, &next);
+    if (!t.ok() || *t || tries == 3) return t;
+    if (next.cycle > 1 && !cycled) {
+      cycled = true;
+      by = BlocksOf(r, next.cycle);
+      // Blocks of the cycle from its first whose start state repeats.
+      const int settled =
+          by.lo + (next.settled - r.lo + next.cycle - 1) / next.cycle;
+      keep = std::max(by.lo + KeptBlocks(step, by), settled + 1);
+    } else if (next.more > 0) {
+      keep += next.more;
+    } else {
+      return t;
+    }
+    if (keep >= by.hi) return t;
   }
-  return t;
 }
 
 }  // namespace shardsim

@@ -22,6 +22,13 @@ namespace shardsim {
 // many ops of a block still run when the next begins.
 constexpr int kKeptBlocks = 2;
 
+// The longest cycle of blocks the collapse looks for where no block's
+// start state is the next one's (a pipeline's stages can settle into a
+// cycle of a few): a cycle of m blocks is then collapsed in blocks of m,
+// which need m times the blocks simulated; past 8, as much as a long
+// pipeline's full replay.
+constexpr int kMaxCycle = 8;
+
 // Blocks `step` keeps past the first of its repeats `r`: kKeptBlocks, and
 // with several programs (a pipeline's stages) one more per program, in
 // blocks of r.stride micro-batches. The stages run their parts of a block
@@ -33,7 +40,8 @@ constexpr int kKeptBlocks = 2;
 // repeating block, that lag after the first, and every op of the block
 // the far ones repeat must then be done before the tail begins, another.
 // Where that is not so, ReplayCollapsed measures how many more it needs
-// and tries once more.
+// and tries again, or, where the start state comes back every m blocks
+// (m <= kMaxCycle), collapses the step in blocks of m.
 int KeptBlocks(const StepOps& step, const Repeats& r);
 
 // Replays `step` collapsed by its repeats `r` (more than KeptBlocks + 1

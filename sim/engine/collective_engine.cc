@@ -183,27 +183,31 @@ void CollectiveEngine::SetNvlinkScale(double scale, int program) {
 }
 
 void CollectiveEngine::Progress::AppendState(double now,
-                                             std::vector<double>* out) const {
+                                             std::vector<double>* out,
+                                             std::vector<double>* bytes) const {
   if (chain != nullptr) {
-    chain->AppendState(now, out);
+    chain->AppendState(now, out, bytes);
     return;
   }
   out->push_back(part);
   if (until >= 0) out->push_back(until - now);
-  AppendFlowsLeft(now, out);
+  AppendFlowsLeft(now, out, bytes);
 }
 
 void CollectiveEngine::Progress::AppendFlowsLeft(
-    double now, std::vector<double>* out) const {
+    double now, std::vector<double>* out, std::vector<double>* bytes) const {
   auto append = [&](const std::vector<Flow>& v, const LoneRecord* record) {
+    // How many, with the counts: the bytes of each call's flows follow
+    // one another in `bytes`.
+    out->push_back(static_cast<double>(v.size()));
     for (size_t i = 0; i < v.size(); ++i) {
       const Flow& f = v[i];
       if (f.comm != nullptr) {
-        out->push_back(f.comm->get_remaining());
+        bytes->push_back(f.comm->get_remaining());
       } else if (record != nullptr) {
-        out->push_back(record->Left(i, now - replay_start));
+        bytes->push_back(record->Left(i, now - replay_start));
       } else {
-        out->push_back(static_cast<double>(f.bytes));
+        bytes->push_back(static_cast<double>(f.bytes));
       }
     }
   };

@@ -86,9 +86,11 @@ class CollectiveEngine {
   // states (replay.h). Fast mode only.
   class Progress {
    public:
-    // Appends what decides the rest of the call: how far it got, each
-    // flow's bytes still to go, how long it still waits (from `now`).
-    void AppendState(double now, std::vector<double>* out) const;
+    // Appends what decides the rest of the call: how far it got and how
+    // long it still waits (from `now`) to `out`, each flow's bytes still
+    // to go to `bytes`.
+    void AppendState(double now, std::vector<double>* out,
+                     std::vector<double>* bytes) const;
 
    private:
     friend class CollectiveEngine;
@@ -102,7 +104,8 @@ class CollectiveEngine {
     double replay_start = 0;
     // Steps replayed as one chain: it knows where it is (ChainRun).
     const ChainRun* chain = nullptr;
-    void AppendFlowsLeft(double now, std::vector<double>* out) const;
+    void AppendFlowsLeft(double now, std::vector<double>* out,
+                         std::vector<double>* bytes) const;
   };
 
   // From a SimGrid actor: runs a prepared call for every group of its shape

@@ -94,7 +94,8 @@ struct CollectiveEngine::ChainRun {
     return now < starts[i] + chain->last[first + i];
   }
   // As Progress::AppendState would step by step.
-  void AppendState(double now, std::vector<double>* out) const {
+  void AppendState(double now, std::vector<double>* out,
+                   std::vector<double>* bytes) const {
     const size_t i = At(now);
     const LoneRecord& r = *chain->records[first + i];
     const double t = now - starts[i];
@@ -104,7 +105,8 @@ struct CollectiveEngine::ChainRun {
       out->push_back(starts[i + 1] - now);
       return;
     }
-    for (size_t f = 0; f < r.finish.size(); ++f) out->push_back(r.Left(f, t));
+    out->push_back(static_cast<double>(r.finish.size()));
+    for (size_t f = 0; f < r.finish.size(); ++f) bytes->push_back(r.Left(f, t));
   }
 };
 

@@ -262,7 +262,7 @@ class Replayer {
       s.state.push_back(id - at);
       s.state.push_back(started_[id] ? 1 : 0);
       if (!started_[id]) continue;
-      AppendRest(id, s.time, &s.state);
+      AppendRest(id, s.time, &s);
       if (schedule_.ops(id).has_compute()) {
         s.state.push_back(std::max(0.0, times_[id].host_end - s.time));
       }
@@ -286,20 +286,20 @@ class Replayer {
     s.state.push_back(s.oldest - at);
     for (int id = s.oldest; id <= newest_started_; ++id) {
       s.state.push_back(done_[id] ? 2 : started_[id] ? 1 : 0);
-      if (started_[id] && !done_[id]) AppendRest(id, s.time, &s.state);
+      if (started_[id] && !done_[id]) AppendRest(id, s.time, &s);
     }
     gpu_snaps_.push_back(std::move(s));
   }
 
   // A started op's rest: a compute op's seconds of work left, a
   // collective's progress.
-  void AppendRest(int id, double now, std::vector<double>* state) const {
+  void AppendRest(int id, double now, Snapshot* s) const {
     const Op& op = schedule_.ops(id);
     if (op.has_compute()) {
       const Work& w = work_[id];
-      state->push_back(std::max(0.0, w.left - (now - w.since) * w.rate));
+      s->state.push_back(std::max(0.0, w.left - (now - w.since) * w.rate));
     } else if (op.has_collective()) {
-      progress_[id].AppendState(now, state);
+      progress_[id].AppendState(now, &s->state, &s->bytes);
     }
   }
 

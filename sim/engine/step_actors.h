@@ -32,7 +32,10 @@ struct Snapshot {
   // with it repeats, and reading it at every block would cost more than
   // the replay).
   bool read = true;
+  // Ids, counts and seconds; the flows' bytes still to go apart (the
+  // collapse compares them to another precision).
   std::vector<double> state;
+  std::vector<double> bytes;
 };
 
 struct Snapshots {
