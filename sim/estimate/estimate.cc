@@ -60,6 +60,13 @@ double SendSeconds(const PointToPoint& send, const std::vector<int>& from,
 // once over each piece: the walk's occupancy, for the overlaps.
 class Occupancy {
  public:
+  // Empty again, its storage kept for the next walk's (a pipeline's
+  // events are 10^6, tens of MB each walk).
+  void Clear() {
+    events_.clear();
+    pieces_.clear();
+    hint_ = 0;
+  }
   void Add(double start, double end) {
     if (end > start) {
       events_.push_back({start, 1});
@@ -217,8 +224,13 @@ absl::StatusOr<StepEstimate> EstimateStep(const StepOps& ops,
   if (!walk.ok()) return walk.status();
   const int sms = p.interference().collective_sms();
   const double under = p.interference().nvlink_under_compute();
+  std::vector<Occupancy> comm(programs), compute(programs), nic(programs);
   for (int pass = 0; pass < kMaxPasses; ++pass) {
-    std::vector<Occupancy> comm(programs), compute(programs), nic(programs);
+    for (int g = 0; g < programs; ++g) {
+      comm[g].Clear();
+      compute[g].Clear();
+      nic[g].Clear();
+    }
     for (int id = 0; id < n; ++id) {
       const Op& op = ops.op(id);
       const int g = op.program();
