@@ -35,8 +35,8 @@ bool Near(double a, double b, double abs, double rel) {
 // 1e-11 s a block where nothing else changes (a 4-stage, tp 8 step on 128
 // GPUs: 1.5e-11 s on a 5 s step); their flows' bytes left then drift too
 // (1 byte of 4.9 MB a block there), and the state is not let repeat: a
-// drift that small still adds up over the dropped blocks (a part in 1e6
-// of the bytes let through made a 24-layer LLaMA-2-70B step 1e-9 off).
+// drift that small still adds up over the dropped blocks (bytes let
+// through at a part in 1e6 put a 24-layer LLaMA-2-70B step 1e-9 off).
 bool SameState(const Snapshot& a, const Snapshot& b) {
   if (a.state.size() != b.state.size() || a.bytes.size() != b.bytes.size()) {
     return false;
@@ -54,28 +54,32 @@ bool SameState(const Snapshot& a, const Snapshot& b) {
 // or -1. `snaps` are taken at blocks lo + 1, lo + 2, ...; the oldest op in
 // flight must belong to a repeating block for the state to stand for the
 // ones to come.
+// Whether the start state at snaps[i] is that of snaps[i - m], the oldest
+// op in flight in a repeating block (else the state stands for none to
+// come).
+bool ComesBack(const std::vector<Snapshot>& snaps, size_t i, int m,
+               const Repeats& r) {
+  return snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - m].read &&
+         snaps[i].read && SameState(snaps[i - m], snaps[i]);
+}
+
 int RepeatingBlock(const std::vector<Snapshot>& snaps, const Repeats& r) {
   for (size_t i = 1; i < snaps.size(); ++i) {
-    if (snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - 1].read &&
-        snaps[i].read && SameState(snaps[i - 1], snaps[i])) {
-      return r.lo + static_cast<int>(i);
-    }
+    if (ComesBack(snaps, i, 1, r)) return r.lo + static_cast<int>(i);
   }
   return -1;
 }
 
 // The fewest blocks m (2..kMaxCycle) after which the start state comes
-// back (the state at snaps[i] that of snaps[i - m], the oldest op in
-// flight in a repeating block), and in `settled` the first block whose
-// state does; 0 if none. The stages' flows can fall into a cycle of
-// several blocks (each block's NIC flows meeting the next stage's at
-// another phase) where no block's start state is the next one's.
+// back, and in `settled` the first block whose state does; 0 if none. The
+// stages' flows can fall into a cycle of several blocks (each block's NIC
+// flows meeting the next stage's at another phase) where no block's start
+// state is the next one's.
 int CycleOf(const std::vector<Snapshot>& snaps, const Repeats& r,
             int* settled) {
   for (int m = 2; m <= kMaxCycle; ++m) {
     for (size_t i = m; i < snaps.size(); ++i) {
-      if (snaps[i].oldest >= r.BlockStart(r.lo + 1) && snaps[i - m].read &&
-          snaps[i].read && SameState(snaps[i - m], snaps[i])) {
+      if (ComesBack(snaps, i, m, r)) {
         *settled = r.lo + 1 + static_cast<int>(i) - m;
         return m;
       }
